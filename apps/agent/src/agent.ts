@@ -1,0 +1,365 @@
+// The local agent: runs each sandbox as a runsc container whose init is the guest daemon, and
+// turns AgentApi calls into guest requests over that container's stdio.
+import { type ChildProcessByStdio, spawn } from 'node:child_process'
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import type { Readable, Writable } from 'node:stream'
+import {
+  type AgentApi,
+  AppError,
+  type FileEntry,
+  type GuestExecOutput,
+  type GuestExecRequest,
+  type GuestFileOp,
+  type SandboxErrorReason,
+  type SandboxExitListener,
+  type StartSandboxSpec,
+  type TemplateInfo,
+  type TemplateProgress,
+} from '@forkbox/protocol'
+import type { AgentConfig } from './config.ts'
+import { GuestConnection } from './guest/connection.ts'
+import { FrameType } from './guest/frames.ts'
+import { createCgroup, limitHit, listCgroups, removeCgroup } from './runtime/cgroups.ts'
+import { buildSpec } from './runtime/oci-spec.ts'
+import { type RunscOptions, runscDelete, runscGlobalArgs, runscKill, runscList } from './runtime/runsc.ts'
+import { buildRootfs } from './templates/build.ts'
+import { loadDefinitions, type TemplateDefinition, templateHash } from './templates/definition.ts'
+
+const READY_TIMEOUT_MS = 30_000
+const STDIN_CHUNK = 256 * 1024
+/** Extra time the agent gives the guest to report a timed-out exec before giving up on it. */
+const EXEC_GRACE_MS = 10_000
+
+interface LiveSandbox {
+  id: string
+  dir: string
+  cgroup: string
+  proc: ChildProcessByStdio<Writable, Readable, null>
+  conn: GuestConnection
+  stopping: boolean
+  exited: Promise<void>
+}
+
+export class LocalAgent implements AgentApi {
+  private readonly sandboxes = new Map<string, LiveSandbox>()
+  private readonly listeners: SandboxExitListener[] = []
+  private readonly definitions: Map<string, TemplateDefinition>
+  private readonly builds = new Map<string, Promise<void>>()
+  private readonly cleanups = new Set<Promise<void>>()
+  private readonly runsc: RunscOptions
+
+  constructor(private readonly config: AgentConfig) {
+    this.definitions = loadDefinitions(config.definitionsDir)
+    this.runsc = { runscPath: config.runscPath, stateDir: config.runscStateDir, platform: config.platform }
+    for (const d of [config.dataDir, this.sandboxesDir, config.templatesDir, config.runscStateDir])
+      mkdirSync(d, { recursive: true })
+  }
+
+  private get sandboxesDir(): string {
+    return join(this.config.dataDir, 'sandboxes')
+  }
+
+  private rootfsOf(def: TemplateDefinition): string {
+    return join(this.config.templatesDir, `${def.name}-${templateHash(def)}`)
+  }
+
+  templates(): TemplateInfo[] {
+    return [...this.definitions.values()].map((d) => ({
+      name: d.name,
+      description: d.description,
+      defaults: d.resources.defaults,
+      maxima: d.resources.maxima,
+      ready: existsSync(this.rootfsOf(d)),
+    }))
+  }
+
+  private definition(name: string): TemplateDefinition {
+    const def = this.definitions.get(name)
+    if (!def) throw new AppError('TEMPLATE_NOT_FOUND', `no template named ${name}`)
+    return def
+  }
+
+  ensureTemplate(name: string, onProgress?: (p: TemplateProgress) => void): Promise<void> {
+    const def = this.definition(name)
+    const target = this.rootfsOf(def)
+    if (existsSync(target)) return Promise.resolve()
+    let build = this.builds.get(name)
+    if (!build) {
+      build = buildRootfs(def, target, {
+        mirror: this.config.mirror,
+        debCacheDir: join(this.config.templatesDir, '.debs'),
+        onProgress,
+      }).finally(() => this.builds.delete(name))
+      this.builds.set(name, build)
+    }
+    return build
+  }
+
+  /** Removes every container, cgroup and bundle dir no live sandbox of this agent owns. */
+  async reconcile(): Promise<string[]> {
+    const removed = new Set<string>()
+    for (const c of await runscList(this.runsc).catch(() => [])) {
+      if (this.sandboxes.has(c.id)) continue
+      await runscKill(this.runsc, c.id)
+      await runscDelete(this.runsc, c.id)
+      removed.add(c.id)
+    }
+    for (const name of listCgroups(this.config.cgroupParent)) {
+      if (this.sandboxes.has(name)) continue
+      removeCgroup(`${this.config.cgroupParent}/${name}`)
+      removed.add(name)
+    }
+    for (const name of readdirSync(this.sandboxesDir)) {
+      if (this.sandboxes.has(name)) continue
+      rmSync(join(this.sandboxesDir, name), { recursive: true, force: true })
+      removed.add(name)
+    }
+    return [...removed]
+  }
+
+  async start(spec: StartSandboxSpec, signal?: AbortSignal): Promise<void> {
+    const def = this.definition(spec.template)
+    await this.ensureTemplate(spec.template)
+    const dir = join(this.sandboxesDir, spec.id)
+    const cgroup = `${this.config.cgroupParent}/${spec.id}`
+    mkdirSync(dir, { recursive: true })
+    createCgroup(cgroup)
+    const config = buildSpec({
+      rootfs: join(this.rootfsOf(def)),
+      guestScript: this.config.guestScript,
+      cgroupsPath: `/${cgroup}`,
+      hostname: `sbx-${spec.id.slice(-8)}`,
+      resources: spec.resources,
+    })
+    writeFileSync(join(dir, 'config.json'), JSON.stringify(config))
+    // runsc's own log goes to a file: a pipe nobody reads would stall it
+    const logFd = openSync(join(dir, 'runsc.log'), 'a')
+    let proc: LiveSandbox['proc']
+    try {
+      proc = spawn(
+        this.config.runscPath,
+        [...runscGlobalArgs(this.runsc), 'run', `--bundle=${dir}`, spec.id],
+        { stdio: ['pipe', 'pipe', logFd] },
+      ) as LiveSandbox['proc']
+    } finally {
+      closeSync(logFd)
+    }
+    const conn = new GuestConnection(proc.stdin, proc.stdout)
+    let exitedResolve!: () => void
+    const sbx: LiveSandbox = {
+      id: spec.id,
+      dir,
+      cgroup,
+      proc,
+      conn,
+      stopping: false,
+      exited: new Promise((r) => {
+        exitedResolve = r
+      }),
+    }
+    this.sandboxes.set(spec.id, sbx)
+    proc.on('error', (err) => conn.fail(new AppError('INTERNAL', `cannot start runsc: ${err.message}`)))
+    proc.on('close', (code, sig) => {
+      exitedResolve()
+      this.onContainerExit(sbx, code, sig)
+    })
+    const timer = setTimeout(
+      () => conn.fail(new AppError('INTERNAL', 'sandbox did not become ready in time')),
+      READY_TIMEOUT_MS,
+    )
+    const onAbort = () => conn.fail(new AppError('INTERNAL', 'sandbox start aborted'))
+    signal?.addEventListener('abort', onAbort)
+    try {
+      await conn.ready
+      if (Object.keys(spec.envs).length > 0) await conn.call({ op: 'configure', env: spec.envs })
+    } catch (err) {
+      await this.stop(spec.id)
+      throw err instanceof AppError ? err : new AppError('INTERNAL', `sandbox failed to start: ${String(err)}`)
+    } finally {
+      clearTimeout(timer)
+      signal?.removeEventListener('abort', onAbort)
+    }
+  }
+
+  private onContainerExit(sbx: LiveSandbox, code: number | null, sig: NodeJS.Signals | null): void {
+    let reason: SandboxErrorReason | null = null
+    let message: string | null = null
+    if (!sbx.stopping) {
+      reason = limitHit(sbx.cgroup) ?? 'guest_exited'
+      message =
+        reason === 'out_of_memory'
+          ? 'the sandbox hit its memory limit and was stopped'
+          : reason === 'pids_limit'
+            ? 'the sandbox hit its process limit and was stopped'
+            : `the sandbox stopped by itself (runsc exit ${code ?? sig})`
+    }
+    sbx.conn.fail(
+      reason
+        ? new AppError('SANDBOX_ERRORED', message ?? 'sandbox errored', { reason })
+        : new AppError('SANDBOX_NOT_RUNNING', 'sandbox was stopped'),
+    )
+    for (const l of this.listeners) l(sbx.id, reason, message)
+    this.track(this.cleanup(sbx))
+  }
+
+  private track(p: Promise<void>): void {
+    this.cleanups.add(p)
+    p.finally(() => this.cleanups.delete(p))
+  }
+
+  private async cleanup(sbx: LiveSandbox): Promise<void> {
+    await runscDelete(this.runsc, sbx.id)
+    removeCgroup(sbx.cgroup)
+    rmSync(sbx.dir, { recursive: true, force: true })
+    this.sandboxes.delete(sbx.id)
+  }
+
+  private live(id: string): LiveSandbox {
+    const sbx = this.sandboxes.get(id)
+    if (!sbx || sbx.stopping) throw new AppError('SANDBOX_NOT_RUNNING', `sandbox ${id} is not running`)
+    return sbx
+  }
+
+  exec(id: string, req: GuestExecRequest, signal?: AbortSignal): Promise<GuestExecOutput> {
+    const { conn } = this.live(id)
+    const stdout: Buffer[] = []
+    const stderr: Buffer[] = []
+    return new Promise((resolve, reject) => {
+      let channel = 0
+      const onAbort = () => conn.sendJson(channel, { op: 'signal', signal: 'SIGKILL' })
+      const backstop = setTimeout(() => {
+        conn.sendJson(channel, { op: 'signal', signal: 'SIGKILL' })
+      }, req.timeoutMs + EXEC_GRACE_MS)
+      channel = conn.open(
+        {
+          op: 'exec',
+          argv: req.argv,
+          cmd: req.cmd,
+          env: req.env,
+          cwd: req.cwd,
+          user: req.user,
+          stdin: req.stdin !== undefined,
+          timeoutMs: req.timeoutMs,
+          maxOutputBytes: req.maxOutputBytes,
+        },
+        {
+          onData: (type, payload) => (type === FrameType.stdout ? stdout : stderr).push(payload),
+          settle: (err, msg) => {
+            clearTimeout(backstop)
+            signal?.removeEventListener('abort', onAbort)
+            if (err || !msg) return reject(err)
+            resolve({
+              exitCode: Number(msg.exitCode),
+              signal: (msg.signal as string | null) ?? null,
+              timedOut: Boolean(msg.timedOut),
+              truncated: Boolean(msg.truncated),
+              durationMs: Number(msg.durationMs),
+              stdout: Buffer.concat(stdout),
+              stderr: Buffer.concat(stderr),
+            })
+          },
+        },
+      )
+      signal?.addEventListener('abort', onAbort)
+      if (req.stdin !== undefined && channel) void this.sendStream(conn, FrameType.stdin, channel, [req.stdin])
+    })
+  }
+
+  private async sendStream(
+    conn: GuestConnection,
+    type: typeof FrameType.stdin | typeof FrameType.file,
+    channel: number,
+    body: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+  ): Promise<void> {
+    for await (const chunk of body) {
+      for (let off = 0; off < chunk.length; off += STDIN_CHUNK) {
+        if (!conn.send(type, channel, chunk.subarray(off, off + STDIN_CHUNK))) await conn.drained()
+      }
+    }
+    conn.send(type, channel)
+  }
+
+  readFile(id: string, path: string, user?: string): Promise<{ size: number; stream: ReadableStream<Uint8Array> }> {
+    const { conn } = this.live(id)
+    return new Promise((resolve, reject) => {
+      let controller!: ReadableStreamDefaultController<Uint8Array>
+      const stream = new ReadableStream<Uint8Array>({
+        start(c) {
+          controller = c
+        },
+      })
+      let opened = false
+      conn.open(
+        { op: 'read', path, user },
+        {
+          onMessage: (msg) => {
+            if (msg.type !== 'file') return
+            opened = true
+            resolve({ size: Number(msg.size), stream })
+          },
+          onData: (_type, payload) => {
+            if (payload.length > 0) controller.enqueue(new Uint8Array(payload))
+          },
+          settle: (err) => {
+            if (!opened) return reject(err ?? new AppError('GUEST_ERROR', 'read ended without a file'))
+            if (err) controller.error(err)
+            else controller.close()
+          },
+        },
+      )
+    })
+  }
+
+  writeFile(
+    id: string,
+    path: string,
+    body: AsyncIterable<Uint8Array>,
+    opts: { mode?: number; user?: string } = {},
+  ): Promise<FileEntry> {
+    const { conn } = this.live(id)
+    return new Promise((resolve, reject) => {
+      const channel = conn.open(
+        { op: 'write', path, mode: opts.mode, user: opts.user },
+        { settle: (err, msg) => (err ? reject(err) : resolve(msg?.value as FileEntry)) },
+      )
+      if (!channel) return
+      this.sendStream(conn, FrameType.file, channel, body).catch((err) => {
+        conn.sendJson(channel, { op: 'abort' })
+        reject(err)
+      })
+    })
+  }
+
+  fileOp(id: string, op: GuestFileOp): Promise<unknown> {
+    return this.live(id).conn.call({ ...op })
+  }
+
+  async stop(id: string): Promise<void> {
+    const sbx = this.sandboxes.get(id)
+    if (!sbx || sbx.stopping) return
+    sbx.stopping = true
+    sbx.proc.stdin.destroy()
+    await runscKill(this.runsc, id)
+    // If the container never came up, runsc may not know it; make sure the process goes.
+    const forced = setTimeout(() => sbx.proc.kill('SIGKILL'), 5_000)
+    sbx.exited.finally(() => clearTimeout(forced))
+  }
+
+  liveIds(): string[] {
+    return [...this.sandboxes.values()].filter((s) => !s.stopping).map((s) => s.id)
+  }
+
+  onExit(listener: SandboxExitListener): void {
+    this.listeners.push(listener)
+  }
+
+  /** Stops every sandbox and waits for all teardown to finish. */
+  async close(): Promise<void> {
+    const all = [...this.sandboxes.values()]
+    await Promise.all(all.map((s) => this.stop(s.id)))
+    await Promise.all(all.map((s) => s.exited))
+    while (this.cleanups.size > 0) await Promise.all([...this.cleanups])
+    removeCgroup(this.config.cgroupParent)
+  }
+}

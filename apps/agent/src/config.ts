@@ -1,0 +1,37 @@
+// The agent's settings; the host process reads them from env/flags once and passes them in.
+import { fileURLToPath } from 'node:url'
+
+export interface AgentConfig {
+  /** Per-sandbox bundle dirs live under `${dataDir}/sandboxes`. */
+  dataDir: string
+  /** Built template rootfs cache (content-addressed); shareable between data dirs. */
+  templatesDir: string
+  /** Where template definitions (templates/NAME/template.json) are read from. */
+  definitionsDir: string
+  runscPath: string
+  platform: string
+  /** runsc --root: container state. Kept apart from any other runsc user on the host. */
+  runscStateDir: string
+  /** Parent cgroup of every sandbox's cgroup. */
+  cgroupParent: string
+  mirror: string
+  guestScript: string
+}
+
+const repoRoot = fileURLToPath(new URL('../../../', import.meta.url))
+
+export function defaultAgentConfig(overrides: Partial<AgentConfig> = {}): AgentConfig {
+  const dataDir = overrides.dataDir ?? '/var/lib/forkbox'
+  return {
+    dataDir,
+    templatesDir: `${dataDir}/templates`,
+    definitionsDir: `${repoRoot}templates`,
+    runscPath: 'runsc',
+    platform: 'systrap',
+    runscStateDir: '/run/forkbox/runsc',
+    cgroupParent: 'forkbox',
+    mirror: 'http://deb.debian.org/debian',
+    guestScript: `${repoRoot}apps/guest/forkbox_guest.py`,
+    ...overrides,
+  }
+}

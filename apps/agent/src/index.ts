@@ -1,0 +1,2 @@
+export { LocalAgent } from './agent.ts'
+export { type AgentConfig, defaultAgentConfig } from './config.ts'

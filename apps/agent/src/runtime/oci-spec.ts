@@ -1,0 +1,90 @@
+// The OCI config.json of one sandbox: read-only template rootfs, sized tmpfs for the writable
+// homes, the guest daemon as init, and the cgroup limits runsc only applies with cgroupsPath.
+import type { ResolvedResources } from '@forkbox/protocol'
+
+const MiB = 1024 * 1024
+/** Memory the Sentry and gofer need on top of what the guest may use. */
+export const SENTRY_OVERHEAD_BYTES = 160 * MiB
+export const GUEST_SCRIPT_PATH = '/opt/forkbox/guest.py'
+
+const CAPS = [
+  'CAP_CHOWN',
+  'CAP_DAC_OVERRIDE',
+  'CAP_FOWNER',
+  'CAP_FSETID',
+  'CAP_KILL',
+  'CAP_SETGID',
+  'CAP_SETUID',
+  'CAP_SETPCAP',
+  'CAP_SYS_CHROOT',
+  'CAP_AUDIT_WRITE',
+]
+
+export interface SpecInput {
+  rootfs: string
+  guestScript: string
+  cgroupsPath: string
+  hostname: string
+  resources: ResolvedResources
+}
+
+export function guestLimits(r: ResolvedResources): { asBytes: number; nproc: number } {
+  return {
+    asBytes: r.memoryMB * MiB,
+    nproc: Math.max(64, Math.floor(r.pids / 4)),
+  }
+}
+
+export function buildSpec(input: SpecInput): Record<string, unknown> {
+  const r = input.resources
+  const limits = guestLimits(r)
+  const tmpfs = (destination: string, mode: string) => ({
+    destination,
+    type: 'tmpfs',
+    source: 'tmpfs',
+    options: [`size=${r.diskMB}m`, `mode=${mode}`, 'nosuid', 'nodev'],
+  })
+  return {
+    ociVersion: '1.0.0',
+    process: {
+      terminal: false,
+      user: { uid: 0, gid: 0 },
+      args: ['/usr/bin/python3', '-u', '-S', GUEST_SCRIPT_PATH],
+      env: [
+        'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+        'LANG=C.UTF-8',
+        `FORKBOX_RLIMIT_AS=${limits.asBytes}`,
+        `FORKBOX_RLIMIT_NPROC=${limits.nproc}`,
+      ],
+      cwd: '/',
+      capabilities: { bounding: CAPS, effective: CAPS, permitted: CAPS },
+      rlimits: [{ type: 'RLIMIT_NOFILE', hard: 65536, soft: 65536 }],
+      noNewPrivileges: true,
+    },
+    root: { path: input.rootfs, readonly: false },
+    hostname: input.hostname,
+    mounts: [
+      { destination: '/proc', type: 'proc', source: 'proc' },
+      { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'mode=755'] },
+      { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
+      tmpfs('/home', '755'),
+      tmpfs('/tmp', '1777'),
+      tmpfs('/work', '755'),
+      {
+        destination: GUEST_SCRIPT_PATH,
+        type: 'bind',
+        source: input.guestScript,
+        options: ['rbind', 'ro'],
+      },
+    ],
+    linux: {
+      cgroupsPath: input.cgroupsPath,
+      resources: {
+        memory: { limit: r.memoryMB * MiB + SENTRY_OVERHEAD_BYTES },
+        pids: { limit: r.pids },
+        cpu: { quota: Math.round(r.vcpus * 100_000), period: 100_000 },
+      },
+      namespaces: [{ type: 'pid' }, { type: 'network' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],
+    },
+  }
+}

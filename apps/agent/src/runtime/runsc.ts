@@ -1,0 +1,29 @@
+// Thin wrappers over the runsc command line, all against forkbox's own --root state dir.
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
+
+const run = promisify(execFile)
+
+export interface RunscOptions {
+  runscPath: string
+  stateDir: string
+  platform: string
+}
+
+export function runscGlobalArgs(o: RunscOptions): string[] {
+  return [`--root=${o.stateDir}`, `--platform=${o.platform}`, '--network=none', '--overlay2=root:memory', '--cpu-num-from-quota']
+}
+
+export async function runscList(o: RunscOptions): Promise<{ id: string; status: string; pid: number }[]> {
+  const { stdout } = await run(o.runscPath, [`--root=${o.stateDir}`, 'list', '--format=json'])
+  const parsed = JSON.parse(stdout.trim() || '[]') as { id: string; status: string; pid: number }[] | null
+  return parsed ?? []
+}
+
+export async function runscKill(o: RunscOptions, id: string): Promise<void> {
+  await run(o.runscPath, [`--root=${o.stateDir}`, 'kill', '--all', id, 'KILL']).catch(() => {})
+}
+
+export async function runscDelete(o: RunscOptions, id: string): Promise<void> {
+  await run(o.runscPath, [`--root=${o.stateDir}`, 'delete', '--force', id]).catch(() => {})
+}

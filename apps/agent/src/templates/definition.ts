@@ -1,0 +1,36 @@
+// Template definitions (templates/NAME/template.json) and their content address.
+import { createHash } from 'node:crypto'
+import { readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { z } from 'zod'
+import { ResolvedResources } from '@forkbox/protocol'
+
+export const TemplateDefinition = z.object({
+  name: z.string().regex(/^[a-z0-9][a-z0-9-]*$/),
+  description: z.string(),
+  suite: z.string().default('bookworm'),
+  packages: z.array(z.string().regex(/^[a-z0-9][a-z0-9+.-]*$/)),
+  user: z.string().default('user'),
+  resources: z.object({ defaults: ResolvedResources, maxima: ResolvedResources }),
+})
+export type TemplateDefinition = z.infer<typeof TemplateDefinition>
+
+/** Bumped when the build recipe itself changes, so every template re-builds. */
+const RECIPE_VERSION = 2
+
+export function loadDefinitions(dir: string): Map<string, TemplateDefinition> {
+  const out = new Map<string, TemplateDefinition>()
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    if (!entry.isDirectory()) continue
+    const raw = JSON.parse(readFileSync(join(dir, entry.name, 'template.json'), 'utf8'))
+    const def = TemplateDefinition.parse(raw)
+    out.set(def.name, def)
+  }
+  return out
+}
+
+/** What the rootfs is built from; limits are left out since they don't change the image. */
+export function templateHash(def: TemplateDefinition): string {
+  const input = JSON.stringify({ v: RECIPE_VERSION, suite: def.suite, packages: [...def.packages].sort(), user: def.user })
+  return createHash('sha256').update(input).digest('hex').slice(0, 16)
+}

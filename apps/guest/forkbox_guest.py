@@ -1,0 +1,755 @@
+#!/usr/bin/python3
+"""forkbox guest daemon: PID 1 of every sandbox, serving exec/files/ping to the agent over stdin/stdout.
+
+Wire format (both directions): a 9-byte header, then the payload.
+  u32 BE payload length | u8 frame type | u32 BE channel
+Frame types: 1 JSON message, 2 stdout bytes, 3 stderr bytes, 4 stdin bytes, 5 file bytes.
+An empty stdin or file frame means end of that stream. Channel 0 carries daemon-level events.
+The agent opens a channel per request; every request ends with exactly one terminal JSON
+message on its channel: {"type": "result"|"exit"|"error", ...}.
+Only the standard library is used: every template ships python3, and every MB held here is
+copied on each restore.
+"""
+
+import errno
+import json
+import os
+import pwd
+import platform
+import queue
+import resource
+import shutil
+import signal
+import stat
+import struct
+import sys
+import threading
+import time
+
+VERSION = "0.1.0"
+HEADER = struct.Struct(">IBI")
+T_JSON, T_STDOUT, T_STDERR, T_STDIN, T_FILE = 1, 2, 3, 4, 5
+CHUNK = 256 * 1024
+MAX_FRAME = 16 * 1024 * 1024
+DEFAULT_USER = "user"
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# After the main process exits, how long to keep reading pipes a background grandchild may hold open.
+PIPE_GRACE_SECONDS = 0.05
+
+threading.stack_size(512 * 1024)
+_out_lock = threading.Lock()
+_started = time.monotonic()
+_default_env = {}
+
+
+def send(ftype, channel, payload=b""):
+    frame = HEADER.pack(len(payload), ftype, channel) + payload
+    with _out_lock:
+        view = memoryview(frame)
+        while view:
+            n = os.write(1, view)
+            view = view[n:]
+
+
+def send_json(channel, msg):
+    send(T_JSON, channel, json.dumps(msg, separators=(",", ":")).encode())
+
+
+def send_error(channel, code, message):
+    send_json(channel, {"type": "error", "code": code, "message": message})
+
+
+ERRNO_CODES = {
+    errno.ENOENT: "FILE_NOT_FOUND",
+    errno.EEXIST: "FILE_EXISTS",
+    errno.ENOTDIR: "NOT_A_DIRECTORY",
+    errno.EISDIR: "IS_A_DIRECTORY",
+    errno.EACCES: "PERMISSION_DENIED",
+    errno.EPERM: "PERMISSION_DENIED",
+    errno.ENOSPC: "NO_SPACE",
+    errno.EDQUOT: "NO_SPACE",
+    errno.ENOTEMPTY: "DIRECTORY_NOT_EMPTY",
+    errno.EINVAL: "VALIDATION_FAILED",
+    errno.ENAMETOOLONG: "VALIDATION_FAILED",
+}
+
+
+def os_error_code(err):
+    return ERRNO_CODES.get(err.errno, "GUEST_ERROR")
+
+
+# ---- child reaping -------------------------------------------------------------------------
+# As PID 1 we inherit every orphan; one thread reaps all children and hands exit statuses to
+# whoever registered the pid. Statuses of pids nobody registered (yet) are parked briefly.
+
+
+class Reaper:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._waiters = {}
+        self._early = {}
+        self._wake = threading.Event()
+        threading.Thread(target=self._run, name="reaper", daemon=True).start()
+
+    def children_spawned(self):
+        self._wake.set()
+
+    def register(self, pid, callback):
+        with self._lock:
+            status = self._early.pop(pid, None)
+            if status is None:
+                self._waiters[pid] = callback
+                return
+        callback(status)
+
+    def _run(self):
+        while True:
+            try:
+                pid, status = os.wait()
+            except ChildProcessError:
+                self._wake.wait()
+                self._wake.clear()
+                continue
+            except InterruptedError:
+                continue
+            with self._lock:
+                callback = self._waiters.pop(pid, None)
+                if callback is None:
+                    self._early[pid] = status
+                    if len(self._early) > 4096:
+                        self._early.pop(next(iter(self._early)))
+            if callback is not None:
+                callback(status)
+
+
+reaper = Reaper()
+
+
+# ---- spawning ----------------------------------------------------------------------------------
+# subprocess.Popen(user=...) forgoes vfork and copies this whole process: ~80 ms in gVisor against
+# ~20 ms for posix_spawn. So one thread with its own cwd (unshare CLONE_FS) switches only its own
+# credentials with raw syscalls (glibc's setresuid would switch every thread), posix_spawns, and
+# switches back. execve resets the saved uid, so the child cannot climb back to root.
+
+_SYSCALLS = {
+    "x86_64": {"setgroups": 116, "setresuid": 117, "setresgid": 119, "unshare": 272},
+    "aarch64": {"setgroups": 159, "setresuid": 147, "setresgid": 149, "unshare": 97},
+}[platform.machine()]
+CLONE_FS = 0x200
+
+
+class Spawner:
+    def __init__(self):
+        import ctypes
+
+        self._ctypes = ctypes
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self._jobs = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="spawner", daemon=True).start()
+
+    def _sys(self, name, *args):
+        c = self._ctypes
+        if self._libc.syscall(c.c_long(_SYSCALLS[name]), *[c.c_long(a) for a in args]) != 0:
+            err = c.get_errno()
+            raise OSError(err, os.strerror(err))
+
+    def _run(self):
+        self._sys("unshare", CLONE_FS)
+        while True:
+            fn, box, done = self._jobs.get()
+            try:
+                box.append(fn())
+            except BaseException as e:  # noqa: BLE001 - handed back to the caller
+                box.append(e)
+            done.set()
+
+    def _call(self, fn):
+        box, done = [], threading.Event()
+        self._jobs.put((fn, box, done))
+        done.wait()
+        if isinstance(box[0], BaseException):
+            raise box[0]
+        return box[0]
+
+    def spawn(self, exe, argv, env, cwd, uid, gid, want_stdin):
+        """Start argv as uid:gid in its own session; returns (pid, (stdin_w|None, stdout_r, stderr_r))."""
+
+        def go():
+            os.chdir(cwd)
+            pipes = [os.pipe(), os.pipe()]
+            stdin_pipe = os.pipe() if want_stdin else None
+            actions = [
+                (os.POSIX_SPAWN_DUP2, pipes[0][1], 1),
+                (os.POSIX_SPAWN_DUP2, pipes[1][1], 2),
+                (os.POSIX_SPAWN_DUP2, stdin_pipe[0], 0) if stdin_pipe else (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+            ]
+            switch = uid != 0 or gid != 0
+            try:
+                if switch:
+                    self._sys("setgroups", 0, 0)
+                    self._sys("setresgid", gid, gid, 0)
+                    self._sys("setresuid", uid, uid, 0)
+                try:
+                    pid = os.posix_spawn(exe, argv, env, file_actions=actions, setsid=True)
+                finally:
+                    if switch:
+                        self._sys("setresuid", 0, 0, 0)
+                        self._sys("setresgid", 0, 0, 0)
+            except BaseException:
+                for r, w in pipes + ([stdin_pipe] if stdin_pipe else []):
+                    os.close(r)
+                    os.close(w)
+                raise
+            os.close(pipes[0][1])
+            os.close(pipes[1][1])
+            if stdin_pipe:
+                os.close(stdin_pipe[0])
+            reaper.children_spawned()
+            return pid, (stdin_pipe[1] if stdin_pipe else None, pipes[0][0], pipes[1][0])
+
+        return self._call(go)
+
+
+spawner = Spawner()
+
+
+# ---- exec ------------------------------------------------------------------------------------
+
+
+class Exec:
+    def __init__(self, channel, req):
+        self.channel = channel
+        self.req = req
+        self.pid = None
+        self.fds = None
+        self.stdin_fd = None
+        # stdin frames can arrive before the process exists; they wait here until it does
+        self.stdin_pending = []
+        self.stdin_lock = threading.Lock()
+        self.timed_out = False
+        self.truncated = False
+        self.max_output = int(req.get("maxOutputBytes") or 0) or None
+        self.sent = {T_STDOUT: 0, T_STDERR: 0}
+        self.exit_status = None
+        self.exited = threading.Event()
+        self.started = time.monotonic()
+
+    def start(self):
+        req = self.req
+        user = req.get("user") or DEFAULT_USER
+        try:
+            pw = pwd.getpwnam(user)
+        except KeyError:
+            send_error(self.channel, "VALIDATION_FAILED", f"unknown user: {user}")
+            return False
+        env = {
+            "PATH": DEFAULT_PATH,
+            "HOME": pw.pw_dir,
+            "USER": user,
+            "LOGNAME": user,
+            "LANG": "C.UTF-8",
+        }
+        env.update(_default_env)
+        env.update(req.get("env") or {})
+        if req.get("argv"):
+            argv = [str(a) for a in req["argv"]]
+        else:
+            argv = ["/bin/bash", "-c", str(req.get("cmd", ""))]
+        cwd = req.get("cwd") or pw.pw_dir
+        exe = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=env["PATH"])
+        if exe is None:
+            send_error(self.channel, "EXEC_FAILED", f"command not found: {argv[0]}")
+            return False
+        want_stdin = bool(req.get("stdin"))
+        try:
+            self.pid, self.fds = spawner.spawn(exe, argv, env, cwd, pw.pw_uid, pw.pw_gid, want_stdin)
+        except OSError as e:
+            where = cwd if e.filename == cwd else argv[0]
+            send_error(self.channel, "EXEC_FAILED", f"cannot start {argv[0]}: {e.strerror or e}: {where}")
+            return False
+        with self.stdin_lock:
+            self.stdin_fd = self.fds[0] if want_stdin else None
+            pending, self.stdin_pending = self.stdin_pending, None
+        for data in pending:
+            self.stdin(data)
+        reaper.children_spawned()
+        send_json(self.channel, {"type": "started", "pid": self.pid})
+        readers = [
+            threading.Thread(target=self._pump, args=(self.fds[1], T_STDOUT), daemon=True),
+            threading.Thread(target=self._pump, args=(self.fds[2], T_STDERR), daemon=True),
+        ]
+        for t in readers:
+            t.start()
+        reaper.register(self.pid, self._on_exit)
+        timeout_ms = req.get("timeoutMs")
+        threading.Thread(target=self._finish, args=(readers, timeout_ms), daemon=True).start()
+        return True
+
+    def _pump(self, fd, ftype):
+        try:
+            while True:
+                try:
+                    data = os.read(fd, 65536)
+                except OSError:
+                    break
+                if not data:
+                    break
+                if self.max_output is not None:
+                    room = self.max_output - self.sent[ftype]
+                    if room <= 0:
+                        self.truncated = True
+                        continue
+                    if len(data) > room:
+                        data = data[:room]
+                        self.truncated = True
+                self.sent[ftype] += len(data)
+                send(ftype, self.channel, data)
+        finally:
+            os.close(fd)
+
+    def _on_exit(self, status):
+        self.exit_status = status
+        self.exited.set()
+
+    def _finish(self, readers, timeout_ms):
+        timeout = timeout_ms / 1000.0 if timeout_ms else None
+        if not self.exited.wait(timeout):
+            self.timed_out = True
+            self.kill(signal.SIGKILL)
+            self.exited.wait()
+        # The exec is over when its process is; anything still in its group goes with it.
+        self._killpg(signal.SIGKILL)
+        for t in readers:
+            t.join(PIPE_GRACE_SECONDS)
+        status = self.exit_status
+        msg = {
+            "type": "exit",
+            "exitCode": None,
+            "signal": None,
+            "timedOut": self.timed_out,
+            "truncated": self.truncated,
+            "durationMs": round((time.monotonic() - self.started) * 1000, 3),
+        }
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            msg["signal"] = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+            msg["exitCode"] = 128 + sig
+        else:
+            msg["exitCode"] = os.WEXITSTATUS(status)
+        with _execs_lock:
+            _execs.pop(self.channel, None)
+        send_json(self.channel, msg)
+
+    def _killpg(self, sig):
+        try:
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def kill(self, sig):
+        self._killpg(sig)
+
+    def stdin(self, data):
+        with self.stdin_lock:
+            if self.stdin_pending is not None:
+                self.stdin_pending.append(data)
+                return
+        fd = self.stdin_fd
+        if fd is None:
+            return
+        try:
+            if data:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                return
+        except OSError:
+            pass
+        self.stdin_fd = None
+        os.close(fd)
+
+
+_execs = {}
+_execs_lock = threading.Lock()
+
+
+def handle_exec(ex):
+    channel = ex.channel
+    if not ex.start():
+        with _execs_lock:
+            _execs.pop(channel, None)
+
+
+# ---- files -----------------------------------------------------------------------------------
+
+
+def owner_of(req):
+    try:
+        pw = pwd.getpwnam(req.get("user") or DEFAULT_USER)
+        return pw.pw_uid, pw.pw_gid, pw.pw_dir
+    except KeyError:
+        return 0, 0, "/root"
+
+
+def resolve(req, key="path"):
+    path = req.get(key)
+    if not isinstance(path, str) or not path or "\0" in path:
+        raise ValueError(f"invalid {key}")
+    if not path.startswith("/"):
+        path = os.path.join(owner_of(req)[2], path)
+    return os.path.normpath(path)
+
+
+def entry(path, st=None):
+    if st is None:
+        st = os.lstat(path)
+    if stat.S_ISDIR(st.st_mode):
+        kind = "dir"
+    elif stat.S_ISLNK(st.st_mode):
+        kind = "symlink"
+    elif stat.S_ISREG(st.st_mode):
+        kind = "file"
+    else:
+        kind = "other"
+    out = {
+        "name": os.path.basename(path) or "/",
+        "path": path,
+        "type": kind,
+        "size": st.st_size,
+        "mode": stat.S_IMODE(st.st_mode),
+        "mtimeMs": int(st.st_mtime * 1000),
+        "uid": st.st_uid,
+        "gid": st.st_gid,
+    }
+    if kind == "symlink":
+        try:
+            out["target"] = os.readlink(path)
+        except OSError:
+            pass
+    return out
+
+
+def makedirs_owned(path, uid, gid):
+    """mkdir -p, giving each directory it creates to the requesting user."""
+    missing = []
+    p = path
+    while not os.path.exists(p):
+        missing.append(p)
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o755)
+            os.chown(d, uid, gid)
+        except FileExistsError:
+            pass
+    if not os.path.isdir(path):
+        raise NotADirectoryError(errno.ENOTDIR, "not a directory", path)
+
+
+def op_read(channel, req):
+    path = resolve(req)
+    with open(path, "rb") as f:
+        st = os.fstat(f.fileno())
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", path)
+        send_json(channel, {"type": "file", "size": st.st_size})
+        total = 0
+        while True:
+            data = f.read(CHUNK)
+            if not data:
+                break
+            total += len(data)
+            send(T_FILE, channel, data)
+    send(T_FILE, channel, b"")
+    return {"size": total}
+
+
+class Upload:
+    """A file write in progress: chunks land in a temp file that replaces the target at the end."""
+
+    def __init__(self, channel, req):
+        self.channel = channel
+        self.req = req
+        self.path = resolve(req)
+        uid, gid, _ = owner_of(req)
+        parent = os.path.dirname(self.path)
+        makedirs_owned(parent, uid, gid)
+        if os.path.isdir(self.path):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", self.path)
+        self.tmp = os.path.join(parent, f".forkbox-upload-{os.getpid()}-{channel}")
+        self.fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self.uid, self.gid = uid, gid
+        self.failed = None
+
+    def chunk(self, data):
+        if self.failed is not None:
+            return
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view):]
+        except OSError as e:
+            self.failed = e
+
+    def finish(self):
+        os.close(self.fd)
+        if self.failed is not None:
+            os.unlink(self.tmp)
+            raise self.failed
+        mode = self.req.get("mode")
+        os.chmod(self.tmp, int(mode) if mode is not None else 0o644)
+        os.chown(self.tmp, self.uid, self.gid)
+        os.rename(self.tmp, self.path)
+        return entry(self.path)
+
+    def abort(self):
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+        try:
+            os.unlink(self.tmp)
+        except OSError:
+            pass
+
+
+def op_list(channel, req):
+    root = resolve(req)
+    depth = max(1, int(req.get("depth") or 1))
+    out = []
+
+    def walk(d, level):
+        with os.scandir(d) as it:
+            items = sorted(it, key=lambda e: e.name)
+        for e in items:
+            try:
+                out.append(entry(e.path, e.stat(follow_symlinks=False)))
+            except FileNotFoundError:
+                continue
+            if level < depth and e.is_dir(follow_symlinks=False):
+                try:
+                    walk(e.path, level + 1)
+                except PermissionError:
+                    pass
+
+    if not os.path.isdir(root):
+        raise NotADirectoryError(errno.ENOTDIR, "not a directory", root) if os.path.exists(root) else FileNotFoundError(errno.ENOENT, "no such file or directory", root)
+    walk(root, 1)
+    return out
+
+
+def op_stat(channel, req):
+    return entry(resolve(req))
+
+
+def op_mkdir(channel, req):
+    path = resolve(req)
+    uid, gid, _ = owner_of(req)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise FileExistsError(errno.EEXIST, "exists and is not a directory", path)
+    makedirs_owned(path, uid, gid)
+    return entry(path)
+
+
+def op_remove(channel, req):
+    path = resolve(req)
+    if path == "/":
+        raise PermissionError(errno.EPERM, "refusing to remove /", path)
+    st = os.lstat(path)
+    if stat.S_ISDIR(st.st_mode):
+        if req.get("recursive", True):
+            import shutil
+
+            shutil.rmtree(path)
+        else:
+            os.rmdir(path)
+    else:
+        os.unlink(path)
+    return {}
+
+
+def op_rename(channel, req):
+    src = resolve(req, "from")
+    dst = resolve(req, "to")
+    uid, gid, _ = owner_of(req)
+    makedirs_owned(os.path.dirname(dst), uid, gid)
+    os.rename(src, dst)
+    return entry(dst)
+
+
+def op_ping(channel, req):
+    return {"version": VERSION, "uptimeMs": int((time.monotonic() - _started) * 1000)}
+
+
+def op_configure(channel, req):
+    env = req.get("env") or {}
+    _default_env.clear()
+    _default_env.update({str(k): str(v) for k, v in env.items()})
+    return {}
+
+
+SIMPLE_OPS = {
+    "stat": op_stat,
+    "mkdir": op_mkdir,
+    "remove": op_remove,
+    "rename": op_rename,
+    "ping": op_ping,
+    "configure": op_configure,
+}
+THREADED_OPS = {"read": op_read, "list": op_list}
+
+
+def run_op(fn, channel, req):
+    try:
+        value = fn(channel, req)
+    except OSError as e:
+        send_error(channel, os_error_code(e), f"{e.strerror or e}: {e.filename or req.get('path', '')}")
+        return
+    except ValueError as e:
+        send_error(channel, "VALIDATION_FAILED", str(e))
+        return
+    except Exception as e:  # noqa: BLE001 - the daemon must outlive any single request
+        send_error(channel, "GUEST_ERROR", f"{type(e).__name__}: {e}")
+        return
+    send_json(channel, {"type": "result", "value": value})
+
+
+# ---- main loop -------------------------------------------------------------------------------
+
+_uploads = {}
+
+
+def dispatch(ftype, channel, payload):
+    if ftype == T_STDIN:
+        with _execs_lock:
+            ex = _execs.get(channel)
+        if ex is not None:
+            ex.stdin(payload)
+        return
+    if ftype == T_FILE:
+        if channel not in _uploads:
+            return
+        up = _uploads[channel]
+        if up is None:  # the write was refused; drop its chunks
+            if not payload:
+                del _uploads[channel]
+            return
+        if payload:
+            up.chunk(payload)
+        else:
+            del _uploads[channel]
+            run_op(lambda _c, _r: up.finish(), channel, up.req)
+        return
+    if ftype != T_JSON:
+        return
+    try:
+        req = json.loads(payload)
+    except ValueError:
+        send_error(channel, "VALIDATION_FAILED", "malformed request")
+        return
+    op = req.get("op")
+    if op == "exec":
+        ex = Exec(channel, req)
+        with _execs_lock:
+            _execs[channel] = ex
+        threading.Thread(target=handle_exec, args=(ex,), daemon=True).start()
+    elif op == "signal":
+        with _execs_lock:
+            ex = _execs.get(channel)
+        if ex is not None:
+            sig = getattr(signal, str(req.get("signal", "SIGKILL")), signal.SIGKILL)
+            ex.kill(sig)
+    elif op == "write":
+        try:
+            _uploads[channel] = Upload(channel, req)
+        except OSError as e:
+            send_error(channel, os_error_code(e), f"{e.strerror or e}: {e.filename or req.get('path', '')}")
+            _uploads[channel] = None  # swallow the chunks that follow
+        except ValueError as e:
+            send_error(channel, "VALIDATION_FAILED", str(e))
+            _uploads[channel] = None
+    elif op == "abort":
+        up = _uploads.pop(channel, None)
+        if up is not None:
+            up.abort()
+    elif op in SIMPLE_OPS:
+        run_op(SIMPLE_OPS[op], channel, req)
+    elif op in THREADED_OPS:
+        threading.Thread(target=run_op, args=(THREADED_OPS[op], channel, req), daemon=True).start()
+    else:
+        send_error(channel, "VALIDATION_FAILED", f"unknown op: {op}")
+
+
+def read_exact(buf, n):
+    while len(buf) < n:
+        data = os.read(0, max(CHUNK, n - len(buf)))
+        if not data:
+            return None
+        buf += data
+    return buf
+
+
+def apply_limits():
+    """Rlimits on what we spawn, so the common runaway fails inside its process instead of
+    tripping the sandbox-wide cgroup limit (which stops the whole sandbox under gVisor)."""
+    for name, var in (("RLIMIT_AS", "FORKBOX_RLIMIT_AS"), ("RLIMIT_NPROC", "FORKBOX_RLIMIT_NPROC")):
+        value = os.environ.get(var)
+        if value:
+            try:
+                resource.setrlimit(getattr(resource, name), (int(value), int(value)))
+            except (ValueError, OSError) as e:
+                print(f"forkbox-guest: cannot set {name}: {e}", file=sys.stderr)
+
+
+def prepare_home():
+    """/home and /work are fresh tmpfs in every sandbox: give the default user a home and /work."""
+    try:
+        pw = pwd.getpwnam(DEFAULT_USER)
+    except KeyError:
+        return
+    if not os.path.isdir(pw.pw_dir):
+        if os.path.isdir("/etc/skel"):
+            shutil.copytree("/etc/skel", pw.pw_dir, symlinks=True)
+        else:
+            os.makedirs(pw.pw_dir)
+        for root, dirs, files in os.walk(pw.pw_dir):
+            for name in [root] + [os.path.join(root, n) for n in dirs + files]:
+                os.lchown(name, pw.pw_uid, pw.pw_gid)
+    if os.path.isdir("/work"):
+        os.chown("/work", pw.pw_uid, pw.pw_gid)
+
+
+def main():
+    # Our own stdout is the wire; nothing else may write to it.
+    sys.stdout = sys.stderr
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    apply_limits()
+    try:
+        prepare_home()
+    except OSError as e:
+        print(f"forkbox-guest: cannot prepare home: {e}", file=sys.stderr)
+    send_json(0, {"type": "ready", "version": VERSION, "pid": os.getpid()})
+    buf = bytearray()
+    while True:
+        if read_exact(buf, HEADER.size) is None:
+            break
+        length, ftype, channel = HEADER.unpack_from(buf)
+        if length > MAX_FRAME:
+            print("forkbox-guest: oversize frame, closing", file=sys.stderr)
+            break
+        if read_exact(buf, HEADER.size + length) is None:
+            break
+        payload = bytes(buf[HEADER.size : HEADER.size + length])
+        del buf[: HEADER.size + length]
+        dispatch(ftype, channel, payload)
+    # Agent went away: nothing can reach us any more.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

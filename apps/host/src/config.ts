@@ -1,0 +1,38 @@
+// Settings of a single-host forkbox (control plane + agent in one process), from env and options.
+import { z } from 'zod'
+
+export const HostConfig = z.object({
+  port: z.coerce.number().int().min(0).max(65535).default(7411),
+  host: z.string().default('127.0.0.1'),
+  dataDir: z.string().default('/var/lib/forkbox'),
+  templatesDir: z.string().optional(),
+  runscPath: z.string().default('runsc'),
+  runscStateDir: z.string().default('/run/forkbox/runsc'),
+  cgroupParent: z.string().regex(/^[A-Za-z0-9_.-]+$/).default('forkbox'),
+  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Templates built (if missing) before the server starts answering. */
+  prebuild: z.array(z.string()).default(['base']),
+  maxSandboxes: z.coerce.number().int().positive().default(150),
+})
+export type HostConfig = z.infer<typeof HostConfig>
+export type HostOptions = z.input<typeof HostConfig>
+
+const ENV: Record<string, keyof HostConfig> = {
+  FORKBOX_PORT: 'port',
+  FORKBOX_HOST: 'host',
+  FORKBOX_DATA_DIR: 'dataDir',
+  FORKBOX_TEMPLATES_DIR: 'templatesDir',
+  FORKBOX_RUNSC: 'runscPath',
+  FORKBOX_RUNSC_STATE_DIR: 'runscStateDir',
+  FORKBOX_CGROUP_PARENT: 'cgroupParent',
+  FORKBOX_LOG_LEVEL: 'logLevel',
+  FORKBOX_MAX_SANDBOXES: 'maxSandboxes',
+}
+
+/** Explicit options win over env vars, which win over defaults. */
+export function loadHostConfig(opts: HostOptions = {}, env: NodeJS.ProcessEnv = process.env): HostConfig {
+  const fromEnv: Record<string, unknown> = {}
+  for (const [name, key] of Object.entries(ENV)) if (env[name] !== undefined && env[name] !== '') fromEnv[key] = env[name]
+  const defined = Object.fromEntries(Object.entries(opts).filter(([, v]) => v !== undefined))
+  return HostConfig.parse({ ...fromEnv, ...defined })
+}

@@ -1,0 +1,59 @@
+// One host: the control plane and the local agent in one process, served over HTTP.
+import { join } from 'node:path'
+import { defaultAgentConfig, LocalAgent } from '@forkbox/agent'
+import type { TemplateProgress } from '@forkbox/protocol'
+import { createControlPlane } from '@forkbox/server'
+import { serve } from '@hono/node-server'
+import { type HostConfig, type HostOptions, loadHostConfig } from './config.ts'
+
+export interface Host {
+  url: string
+  port: number
+  bootstrapKey: string | null
+  config: HostConfig
+  close(): Promise<void>
+}
+
+export async function startHost(
+  opts: HostOptions & { onTemplateProgress?: (p: TemplateProgress) => void } = {},
+): Promise<Host> {
+  const { onTemplateProgress, ...rest } = opts
+  const config = loadHostConfig(rest)
+  const agent = new LocalAgent(
+    defaultAgentConfig({
+      dataDir: config.dataDir,
+      templatesDir: config.templatesDir ?? join(config.dataDir, 'templates'),
+      runscPath: config.runscPath,
+      runscStateDir: config.runscStateDir,
+      cgroupParent: config.cgroupParent,
+    }),
+  )
+  for (const t of config.prebuild) await agent.ensureTemplate(t, onTemplateProgress)
+  const cp = await createControlPlane({
+    agent,
+    config: { dbPath: join(config.dataDir, 'forkbox.db'), logLevel: config.logLevel, maxSandboxes: config.maxSandboxes },
+  })
+  await agent.reconcile()
+  const server = serve({ fetch: cp.app.fetch, port: config.port, hostname: config.host })
+  const port = await new Promise<number>((resolve, reject) => {
+    server.once('listening', () => {
+      const addr = server.address()
+      resolve(typeof addr === 'object' && addr ? addr.port : config.port)
+    })
+    server.once('error', reject)
+  })
+  const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host
+  return {
+    url: `http://${shownHost}:${port}`,
+    port,
+    bootstrapKey: cp.bootstrapKey,
+    config,
+    async close() {
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+      await agent.close()
+      await cp.close()
+    },
+  }
+}
+
+export { type HostConfig, type HostOptions, loadHostConfig } from './config.ts'

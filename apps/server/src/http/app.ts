@@ -1,0 +1,102 @@
+// The HTTP app: request ids, body limits, auth, then one file per operation under routes/.
+import { randomBytes } from 'node:crypto'
+import { AppError } from '@forkbox/protocol'
+import { OpenAPIHono } from '@hono/zod-openapi'
+import { bodyLimit } from 'hono/body-limit'
+import * as filesList from '../routes/files/list.ts'
+import * as filesMkdir from '../routes/files/mkdir.ts'
+import * as filesRead from '../routes/files/read.ts'
+import * as filesRemove from '../routes/files/remove.ts'
+import * as filesRename from '../routes/files/rename.ts'
+import * as filesStat from '../routes/files/stat.ts'
+import * as filesWrite from '../routes/files/write.ts'
+import * as health from '../routes/health.ts'
+import * as keysCreate from '../routes/keys/create.ts'
+import * as keysList from '../routes/keys/list.ts'
+import * as keysRevoke from '../routes/keys/revoke.ts'
+import * as sandboxCreate from '../routes/sandboxes/create.ts'
+import * as sandboxEvents from '../routes/sandboxes/events.ts'
+import * as sandboxExec from '../routes/sandboxes/exec.ts'
+import * as sandboxGet from '../routes/sandboxes/get.ts'
+import * as sandboxKill from '../routes/sandboxes/kill.ts'
+import * as sandboxList from '../routes/sandboxes/list.ts'
+import * as sandboxTimeout from '../routes/sandboxes/timeout.ts'
+import * as templates from '../routes/templates.ts'
+import type { App, AppEnv, Services } from './env.ts'
+import { errorResponse, validationError } from './errors.ts'
+
+const PUBLIC = new Set(['/healthz', '/openapi.json'])
+
+function bearer(header: string | undefined): string | null {
+  if (!header) return null
+  const m = /^Bearer\s+(\S+)$/i.exec(header)
+  return m ? (m[1] ?? null) : null
+}
+
+export function createApp(services: Services): App {
+  const app: App = new OpenAPIHono<AppEnv>({
+    defaultHook: (result) => {
+      if (!result.success) throw validationError(result.error)
+    },
+  })
+  app.onError((err, c) => errorResponse(c, err))
+  app.notFound((c) => errorResponse(c, new AppError('NOT_FOUND', `no route ${c.req.method} ${c.req.path}`)))
+
+  app.use('*', async (c, next) => {
+    const requestId = `req_${randomBytes(8).toString('hex')}`
+    c.set('requestId', requestId)
+    c.set('services', services)
+    const started = performance.now()
+    await next()
+    c.header('X-Request-Id', requestId)
+    services.log.info(
+      { requestId, method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started) },
+      'request',
+    )
+  })
+  app.use('*', async (c, next) => {
+    if (PUBLIC.has(c.req.path)) return next()
+    const secret = bearer(c.req.header('authorization')) ?? c.req.header('x-api-key') ?? null
+    if (!secret) throw new AppError('UNAUTHENTICATED', 'an API key is required (Authorization: Bearer <key>)')
+    const principal = services.keys.authenticate(secret)
+    if (!principal) throw new AppError('UNAUTHENTICATED', 'unknown or revoked API key')
+    c.set('principal', principal)
+    return next()
+  })
+  const jsonLimit = bodyLimit({
+    maxSize: services.config.maxJsonBodyBytes,
+    onError: () => {
+      throw new AppError('PAYLOAD_TOO_LARGE', `request body is larger than ${services.config.maxJsonBodyBytes} bytes`)
+    },
+  })
+  app.use('*', async (c, next) => (c.req.method === 'PUT' && c.req.path.endsWith('/files') ? next() : jsonLimit(c, next)))
+
+  app.openAPIRegistry.registerComponent('securitySchemes', 'apiKey', { type: 'http', scheme: 'bearer' })
+  for (const r of [
+    health,
+    templates,
+    sandboxCreate,
+    sandboxList,
+    sandboxGet,
+    sandboxKill,
+    sandboxTimeout,
+    sandboxExec,
+    sandboxEvents,
+    filesList,
+    filesStat,
+    filesMkdir,
+    filesRename,
+    filesRead,
+    filesWrite,
+    filesRemove,
+    keysCreate,
+    keysList,
+    keysRevoke,
+  ])
+    r.register(app)
+  app.doc31('/openapi.json', {
+    openapi: '3.1.0',
+    info: { title: 'forkbox', version: '0.1.0', description: 'Sandboxes for AI-generated code, on gVisor.' },
+  })
+  return app
+}

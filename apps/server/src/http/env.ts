@@ -1,0 +1,24 @@
+// What every request handler can reach through `c.var`.
+import type { OpenAPIHono } from '@hono/zod-openapi'
+import type { Logger } from 'pino'
+import type { SandboxService } from '../services/sandboxes.ts'
+import type { KeyStore, Principal } from '../store/keys.ts'
+import type { ServerConfig } from '../config.ts'
+
+export interface Services {
+  sandboxes: SandboxService
+  keys: KeyStore
+  config: ServerConfig
+  log: Logger
+  templates: () => import('@forkbox/protocol').TemplateInfo[]
+}
+
+export interface AppEnv {
+  Variables: {
+    requestId: string
+    principal: Principal
+    services: Services
+  }
+}
+
+export type App = OpenAPIHono<AppEnv>

@@ -1,0 +1,28 @@
+import { PathQuery } from '@forkbox/protocol'
+import { createRoute, z } from '@hono/zod-openapi'
+import type { App } from '../../http/env.ts'
+import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { parseOrThrow } from '../../http/validate.ts'
+
+const route = createRoute({
+  method: 'get',
+  path: '/v1/sandboxes/{id}/files',
+  summary: 'Read a file as raw bytes (streamed)',
+  security,
+  request: { params: SandboxIdParam, query: PathQuery },
+  responses: {
+    200: { description: 'File bytes', content: { 'application/octet-stream': { schema: z.string().openapi({ format: 'binary' }) } } },
+    ...errorResponses,
+  },
+})
+
+export function register(app: App): void {
+  app.openAPIRegistry.registerPath(route)
+  app.get('/v1/sandboxes/:id/files', async (c) => {
+    const q = parseOrThrow(PathQuery, c.req.query())
+    const { size, stream } = await c.var.services.sandboxes.readFile(c.var.principal.keyId, c.req.param('id'), q.path, q.user)
+    return new Response(stream, {
+      headers: { 'content-type': 'application/octet-stream', 'content-length': String(size), 'x-request-id': c.var.requestId },
+    })
+  })
+}

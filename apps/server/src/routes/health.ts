@@ -1,0 +1,13 @@
+import { createRoute, z } from '@hono/zod-openapi'
+import type { App } from '../http/env.ts'
+
+const route = createRoute({
+  method: 'get',
+  path: '/healthz',
+  summary: 'Liveness (no key needed)',
+  responses: { 200: { description: 'Up', content: { 'application/json': { schema: z.object({ ok: z.boolean() }) } } } },
+})
+
+export function register(app: App): void {
+  app.openapi(route, (c) => c.json({ ok: true }, 200))
+}

@@ -1,0 +1,21 @@
+import { CreatedKey, CreateKeyRequest } from '@forkbox/protocol'
+import { createRoute } from '@hono/zod-openapi'
+import type { App } from '../../http/env.ts'
+import { errorResponses, security } from '../../http/schemas.ts'
+import { requireAdmin } from './admin.ts'
+
+const route = createRoute({
+  method: 'post',
+  path: '/v1/keys',
+  summary: 'Create an API key (admin); the secret is returned only here',
+  security,
+  request: { body: { content: { 'application/json': { schema: CreateKeyRequest } }, required: true } },
+  responses: { 201: { description: 'Created', content: { 'application/json': { schema: CreatedKey } } }, ...errorResponses },
+})
+
+export function register(app: App): void {
+  app.openapi(route, (c) => {
+    requireAdmin(c)
+    return c.json(c.var.services.keys.create(c.req.valid('json').name, false), 201)
+  })
+}

@@ -1,0 +1,23 @@
+import { ApiKeyInfo } from '@forkbox/protocol'
+import { createRoute, z } from '@hono/zod-openapi'
+import type { App } from '../../http/env.ts'
+import { errorResponses, security } from '../../http/schemas.ts'
+import { requireAdmin } from './admin.ts'
+
+const route = createRoute({
+  method: 'get',
+  path: '/v1/keys',
+  summary: 'List API keys (admin)',
+  security,
+  responses: {
+    200: { description: 'Keys', content: { 'application/json': { schema: z.object({ keys: z.array(ApiKeyInfo) }) } } },
+    ...errorResponses,
+  },
+})
+
+export function register(app: App): void {
+  app.openapi(route, (c) => {
+    requireAdmin(c)
+    return c.json({ keys: c.var.services.keys.list() }, 200)
+  })
+}

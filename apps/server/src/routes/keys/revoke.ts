@@ -1,0 +1,24 @@
+import { AppError } from '@forkbox/protocol'
+import { createRoute, z } from '@hono/zod-openapi'
+import type { App } from '../../http/env.ts'
+import { errorResponses, security } from '../../http/schemas.ts'
+import { requireAdmin } from './admin.ts'
+
+const route = createRoute({
+  method: 'delete',
+  path: '/v1/keys/{id}',
+  summary: 'Revoke an API key (admin)',
+  security,
+  request: { params: z.object({ id: z.string().min(1).max(64) }) },
+  responses: { 204: { description: 'Revoked' }, ...errorResponses },
+})
+
+export function register(app: App): void {
+  app.openapi(route, (c) => {
+    requireAdmin(c)
+    const { id } = c.req.valid('param')
+    if (id === c.var.principal.keyId) throw new AppError('VALIDATION_FAILED', 'a key cannot revoke itself')
+    if (!c.var.services.keys.revoke(id)) throw new AppError('KEY_NOT_FOUND', `no active key ${id}`)
+    return c.body(null, 204)
+  })
+}

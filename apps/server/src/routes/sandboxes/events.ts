@@ -1,0 +1,18 @@
+import { createRoute, z } from '@hono/zod-openapi'
+import type { App } from '../../http/env.ts'
+import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+
+const Events = z.object({ events: z.array(z.object({ type: z.string(), at: z.string(), detail: z.string().nullable() })) })
+
+const route = createRoute({
+  method: 'get',
+  path: '/v1/sandboxes/{id}/events',
+  summary: "The sandbox's recorded state transitions, oldest first",
+  security,
+  request: { params: SandboxIdParam },
+  responses: { 200: { description: 'Events', content: { 'application/json': { schema: Events } } }, ...errorResponses },
+})
+
+export function register(app: App): void {
+  app.openapi(route, (c) => c.json({ events: c.var.services.sandboxes.events(c.var.principal.keyId, c.req.valid('param').id) }, 200))
+}

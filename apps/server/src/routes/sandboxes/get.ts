@@ -1,0 +1,17 @@
+import { Sandbox } from '@forkbox/protocol'
+import { createRoute } from '@hono/zod-openapi'
+import type { App } from '../../http/env.ts'
+import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+
+const route = createRoute({
+  method: 'get',
+  path: '/v1/sandboxes/{id}',
+  summary: 'Get a sandbox',
+  security,
+  request: { params: SandboxIdParam },
+  responses: { 200: { description: 'The sandbox', content: { 'application/json': { schema: Sandbox } } }, ...errorResponses },
+})
+
+export function register(app: App): void {
+  app.openapi(route, (c) => c.json(c.var.services.sandboxes.get(c.var.principal.keyId, c.req.valid('param').id), 200))
+}

@@ -1,0 +1,19 @@
+import { TemplateInfo } from '@forkbox/protocol'
+import { createRoute, z } from '@hono/zod-openapi'
+import type { App } from '../http/env.ts'
+import { errorResponses, security } from '../http/schemas.ts'
+
+const route = createRoute({
+  method: 'get',
+  path: '/v1/templates',
+  summary: 'Templates this host can start, with their default and maximum resources',
+  security,
+  responses: {
+    200: { description: 'Templates', content: { 'application/json': { schema: z.object({ templates: z.array(TemplateInfo) }) } } },
+    ...errorResponses,
+  },
+})
+
+export function register(app: App): void {
+  app.openapi(route, (c) => c.json({ templates: c.var.services.templates() }, 200))
+}

@@ -1,0 +1,211 @@
+// Sandbox lifecycle and operations: ownership, state checks and limits here, the work in the agent.
+import { randomBytes } from 'node:crypto'
+import {
+  type AgentApi,
+  AppError,
+  type CreateSandboxRequest,
+  type ExecRequest,
+  type ExecResult,
+  type FileEntry,
+  type GuestFileOp,
+  type ResolvedResources,
+  type Resources,
+  type Sandbox,
+  type SandboxState,
+} from '@forkbox/protocol'
+import type { Logger } from 'pino'
+import { type SandboxRecord, type SandboxStore, toPublic } from '../store/sandboxes.ts'
+
+type CreateInput = Required<Omit<CreateSandboxRequest, 'resources'>> & { resources: Resources }
+type ExecInput = Omit<ExecRequest, 'stdinEncoding' | 'timeoutSeconds' | 'maxOutputBytes' | 'encoding'> &
+  Required<Pick<ExecRequest, 'stdinEncoding' | 'timeoutSeconds' | 'maxOutputBytes' | 'encoding'>>
+
+export class SandboxService {
+  private readonly stopping = new Set<Promise<void>>()
+
+  constructor(
+    private readonly store: SandboxStore,
+    private readonly agent: AgentApi,
+    private readonly log: Logger,
+    private readonly limits: { maxSandboxes: number },
+  ) {
+    agent.onExit((id, reason, message) => {
+      if (!reason) return
+      if (
+        this.store.transition(id, ['starting', 'running'], 'errored', 'errored', {
+          errorReason: reason,
+          errorMessage: message ?? undefined,
+        })
+      )
+        this.log.warn({ sandboxId: id, reason }, 'sandbox errored')
+    })
+  }
+
+  /** After a restart nothing from before is reachable: the guests' stdio died with the old process. */
+  async recover(): Promise<void> {
+    for (const id of this.store.active())
+      this.store.transition(id, ['starting', 'running'], 'errored', 'errored', {
+        errorReason: 'lost',
+        errorMessage: 'the control plane restarted while the sandbox was running',
+      })
+  }
+
+  private resolveResources(template: string, asked: Resources): ResolvedResources {
+    const info = this.agent.templates().find((t) => t.name === template)
+    if (!info) throw new AppError('TEMPLATE_NOT_FOUND', `no template named ${template}`)
+    const r = { ...info.defaults, ...asked }
+    for (const k of ['vcpus', 'memoryMB', 'diskMB', 'pids'] as const) {
+      if (r[k] > info.maxima[k])
+        throw new AppError('RESOURCE_LIMIT_EXCEEDED', `${k} ${r[k]} is above template ${template}'s maximum ${info.maxima[k]}`, {
+          resource: k,
+          maximum: info.maxima[k],
+        })
+    }
+    return r
+  }
+
+  async create(owner: string, req: CreateInput, signal?: AbortSignal): Promise<Sandbox> {
+    const resources = this.resolveResources(req.template, req.resources)
+    if (this.store.countActive() >= this.limits.maxSandboxes)
+      throw new AppError('NO_CAPACITY', `this host runs at most ${this.limits.maxSandboxes} sandboxes`)
+    const id = `sbx-${randomBytes(10).toString('hex')}`
+    this.store.insert({
+      id,
+      owner,
+      template: req.template,
+      metadata: req.metadata,
+      resources,
+      expiresAt: new Date(Date.now() + req.ttlSeconds * 1000),
+    })
+    const started = performance.now()
+    try {
+      await this.agent.start({ id, template: req.template, resources, envs: req.envs }, signal)
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err)
+      this.store.transition(id, ['starting'], 'errored', 'errored', { errorReason: 'runtime_failed', errorMessage: message })
+      this.log.error({ sandboxId: id, err: message }, 'sandbox failed to start')
+      throw err instanceof AppError ? err : new AppError('INTERNAL', 'the sandbox failed to start')
+    }
+    if (!this.store.transition(id, ['starting'], 'running', 'started')) {
+      // killed or expired while it was starting
+      await this.agent.stop(id)
+    }
+    this.log.info({ sandboxId: id, template: req.template, ms: Math.round(performance.now() - started) }, 'sandbox started')
+    return toPublic(this.own(owner, id))
+  }
+
+  private own(owner: string, id: string): SandboxRecord {
+    const s = this.store.get(id)
+    if (!s || s.owner !== owner) throw new AppError('SANDBOX_NOT_FOUND', `no sandbox ${id}`)
+    return s
+  }
+
+  get(owner: string, id: string): Sandbox {
+    return toPublic(this.own(owner, id))
+  }
+
+  list(owner: string, filter: { state?: SandboxState; metadata?: Record<string, string> }): Sandbox[] {
+    return this.store.list(owner, filter).map(toPublic)
+  }
+
+  private running(owner: string, id: string): SandboxRecord {
+    const s = this.own(owner, id)
+    if (s.state === 'running') return s
+    if (s.state === 'errored')
+      throw new AppError('SANDBOX_ERRORED', `sandbox ${id} errored: ${s.errorMessage ?? s.errorReason}`, {
+        reason: s.errorReason,
+      })
+    throw new AppError('SANDBOX_NOT_RUNNING', `sandbox ${id} is ${s.state}`, { state: s.state })
+  }
+
+  /** Ends a sandbox now; the runtime's teardown finishes in the background. */
+  kill(owner: string, id: string): void {
+    this.own(owner, id)
+    this.end(id, 'killed')
+  }
+
+  private end(id: string, event: 'killed' | 'expired'): void {
+    if (!this.store.transition(id, ['starting', 'running'], 'killed', event)) return
+    const p = this.agent.stop(id).catch((err) => this.log.error({ sandboxId: id, err: String(err) }, 'stop failed'))
+    this.stopping.add(p)
+    p.finally(() => this.stopping.delete(p))
+  }
+
+  setTimeout(owner: string, id: string, ttlSeconds: number): Sandbox {
+    this.running(owner, id)
+    this.store.setExpiry(id, new Date(Date.now() + ttlSeconds * 1000))
+    return this.get(owner, id)
+  }
+
+  reap(now = new Date()): string[] {
+    const ids = this.store.expired(now)
+    for (const id of ids) this.end(id, 'expired')
+    return ids
+  }
+
+  /** Calls the agent and, if the sandbox died under the call, reports why. */
+  private async onSandbox<T>(owner: string, id: string, fn: () => Promise<T>): Promise<T> {
+    this.running(owner, id)
+    try {
+      return await fn()
+    } catch (err) {
+      if (err instanceof AppError && (err.code === 'SANDBOX_NOT_RUNNING' || err.code === 'SANDBOX_ERRORED')) this.running(owner, id)
+      throw err
+    }
+  }
+
+  async exec(owner: string, id: string, req: ExecInput, signal?: AbortSignal): Promise<ExecResult> {
+    const argv = Array.isArray(req.cmd) ? req.cmd : undefined
+    const out = await this.onSandbox(owner, id, () =>
+      this.agent.exec(
+        id,
+        {
+          argv,
+          cmd: argv ? undefined : (req.cmd as string),
+          env: req.env,
+          cwd: req.cwd,
+          user: req.user,
+          stdin: req.stdin === undefined ? undefined : Buffer.from(req.stdin, req.stdinEncoding === 'base64' ? 'base64' : 'utf8'),
+          timeoutMs: Math.round(req.timeoutSeconds * 1000),
+          maxOutputBytes: req.maxOutputBytes,
+        },
+        signal,
+      ),
+    )
+    const enc = req.encoding === 'base64' ? 'base64' : 'utf8'
+    const result: ExecResult = {
+      exitCode: out.exitCode,
+      signal: out.signal,
+      stdout: Buffer.from(out.stdout).toString(enc),
+      stderr: Buffer.from(out.stderr).toString(enc),
+      encoding: req.encoding,
+      timedOut: out.timedOut,
+      truncated: out.truncated,
+      durationMs: out.durationMs,
+    }
+    if (out.timedOut)
+      throw new AppError('EXEC_TIMEOUT', `command did not finish within ${req.timeoutSeconds}s and was killed`, { ...result })
+    return result
+  }
+
+  readFile(owner: string, id: string, path: string, user?: string) {
+    return this.onSandbox(owner, id, () => this.agent.readFile(id, path, user))
+  }
+
+  writeFile(owner: string, id: string, path: string, body: AsyncIterable<Uint8Array>, opts: { mode?: number; user?: string }): Promise<FileEntry> {
+    return this.onSandbox(owner, id, () => this.agent.writeFile(id, path, body, opts))
+  }
+
+  fileOp(owner: string, id: string, op: GuestFileOp): Promise<unknown> {
+    return this.onSandbox(owner, id, () => this.agent.fileOp(id, op))
+  }
+
+  events(owner: string, id: string) {
+    this.own(owner, id)
+    return this.store.events(id)
+  }
+
+  async drain(): Promise<void> {
+    while (this.stopping.size > 0) await Promise.all([...this.stopping])
+  }
+}

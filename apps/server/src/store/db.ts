@@ -1,0 +1,36 @@
+// SQLite store: the truth about which sandboxes and keys exist.
+import Database from 'better-sqlite3'
+
+export type Db = Database.Database
+
+const MIGRATIONS = [
+  `create table api_keys (
+     id text primary key, name text not null, prefix text not null, hash text not null unique,
+     admin integer not null default 0, created_at text not null, revoked_at text);
+   create table sandboxes (
+     id text primary key, owner text not null references api_keys(id), template text not null,
+     state text not null, metadata text not null, resources text not null, created_at text not null,
+     expires_at text not null, ended_at text, error_reason text, error_message text);
+   create index sandboxes_owner_state on sandboxes(owner, state);
+   create index sandboxes_state_expiry on sandboxes(state, expires_at);
+   create table sandbox_events (
+     id integer primary key autoincrement, sandbox_id text not null, type text not null,
+     at text not null, detail text);
+   create index sandbox_events_sandbox on sandbox_events(sandbox_id, id);`,
+]
+
+export function openDb(path: string): Db {
+  const db = new Database(path)
+  db.pragma('journal_mode = WAL')
+  db.pragma('synchronous = NORMAL')
+  db.pragma('foreign_keys = ON')
+  db.pragma('busy_timeout = 5000')
+  const version = db.pragma('user_version', { simple: true }) as number
+  for (let v = version; v < MIGRATIONS.length; v++) {
+    db.transaction(() => {
+      db.exec(MIGRATIONS[v] as string)
+      db.pragma(`user_version = ${v + 1}`)
+    })()
+  }
+  return db
+}

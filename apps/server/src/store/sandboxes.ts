@@ -1,0 +1,143 @@
+// Sandbox rows and their recorded state transitions.
+import type { ResolvedResources, Sandbox, SandboxErrorReason, SandboxState } from '@forkbox/protocol'
+import type { Db } from './db.ts'
+
+interface SandboxRow {
+  id: string
+  owner: string
+  template: string
+  state: SandboxState
+  metadata: string
+  resources: string
+  created_at: string
+  expires_at: string
+  ended_at: string | null
+  error_reason: SandboxErrorReason | null
+  error_message: string | null
+}
+
+export interface SandboxRecord extends Sandbox {
+  owner: string
+}
+
+function toRecord(r: SandboxRow): SandboxRecord {
+  return {
+    id: r.id,
+    owner: r.owner,
+    template: r.template,
+    state: r.state,
+    metadata: JSON.parse(r.metadata),
+    resources: JSON.parse(r.resources),
+    createdAt: r.created_at,
+    expiresAt: r.expires_at,
+    endedAt: r.ended_at,
+    errorReason: r.error_reason,
+    errorMessage: r.error_message,
+  }
+}
+
+export function toPublic(r: SandboxRecord): Sandbox {
+  const { owner: _owner, ...rest } = r
+  return rest
+}
+
+export class SandboxStore {
+  constructor(private readonly db: Db) {}
+
+  insert(s: {
+    id: string
+    owner: string
+    template: string
+    metadata: Record<string, string>
+    resources: ResolvedResources
+    expiresAt: Date
+  }): SandboxRecord {
+    const now = new Date().toISOString()
+    this.db
+      .prepare(
+        `insert into sandboxes (id, owner, template, state, metadata, resources, created_at, expires_at)
+         values (?, ?, ?, 'starting', ?, ?, ?, ?)`,
+      )
+      .run(s.id, s.owner, s.template, JSON.stringify(s.metadata), JSON.stringify(s.resources), now, s.expiresAt.toISOString())
+    this.event(s.id, 'created')
+    return this.get(s.id) as SandboxRecord
+  }
+
+  get(id: string): SandboxRecord | null {
+    const row = this.db.prepare('select * from sandboxes where id = ?').get(id) as SandboxRow | undefined
+    return row ? toRecord(row) : null
+  }
+
+  list(owner: string, filter: { state?: SandboxState; metadata?: Record<string, string> }): SandboxRecord[] {
+    const where = ['owner = ?']
+    const args: unknown[] = [owner]
+    if (filter.state) {
+      where.push('state = ?')
+      args.push(filter.state)
+    }
+    for (const [k, v] of Object.entries(filter.metadata ?? {})) {
+      where.push('json_extract(metadata, ?) = ?')
+      args.push(`$."${k.replaceAll('"', '""')}"`, v)
+    }
+    const rows = this.db
+      .prepare(`select * from sandboxes where ${where.join(' and ')} order by created_at desc, id`)
+      .all(...args) as SandboxRow[]
+    return rows.map(toRecord)
+  }
+
+  countActive(): number {
+    return (this.db.prepare(`select count(*) as n from sandboxes where state in ('starting', 'running')`).get() as { n: number }).n
+  }
+
+  /** Moves a sandbox from one of `from` to `to`; false when it was in another state. */
+  transition(
+    id: string,
+    from: SandboxState[],
+    to: SandboxState,
+    event: string,
+    extra: { errorReason?: SandboxErrorReason; errorMessage?: string } = {},
+  ): boolean {
+    const ended = to === 'killed' || to === 'errored' ? new Date().toISOString() : null
+    const changed = this.db
+      .prepare(
+        `update sandboxes set state = ?, ended_at = coalesce(?, ended_at), error_reason = coalesce(?, error_reason),
+         error_message = coalesce(?, error_message) where id = ? and state in (${from.map(() => '?').join(',')})`,
+      )
+      .run(to, ended, extra.errorReason ?? null, extra.errorMessage ?? null, id, ...from).changes
+    if (changed > 0) this.event(id, event, extra.errorReason)
+    return changed > 0
+  }
+
+  setExpiry(id: string, expiresAt: Date): void {
+    this.db.prepare('update sandboxes set expires_at = ? where id = ?').run(expiresAt.toISOString(), id)
+    this.event(id, 'timeout-set', expiresAt.toISOString())
+  }
+
+  expired(now: Date): string[] {
+    return (
+      this.db
+        .prepare(`select id from sandboxes where state in ('starting', 'running') and expires_at <= ?`)
+        .all(now.toISOString()) as { id: string }[]
+    ).map((r) => r.id)
+  }
+
+  active(): string[] {
+    return (this.db.prepare(`select id from sandboxes where state in ('starting', 'running')`).all() as { id: string }[]).map(
+      (r) => r.id,
+    )
+  }
+
+  event(id: string, type: string, detail?: string | null): void {
+    this.db
+      .prepare('insert into sandbox_events (sandbox_id, type, at, detail) values (?, ?, ?, ?)')
+      .run(id, type, new Date().toISOString(), detail ?? null)
+  }
+
+  events(id: string): { type: string; at: string; detail: string | null }[] {
+    return this.db.prepare('select type, at, detail from sandbox_events where sandbox_id = ? order by id').all(id) as {
+      type: string
+      at: string
+      detail: string | null
+    }[]
+  }
+}

@@ -1,0 +1,71 @@
+// The contract between the control plane and a host agent: the server drives sandboxes only
+// through this interface, so an HTTP client for a remote agent can stand in for the local one.
+import type { SandboxErrorReason } from './errors.ts'
+import type { FileEntry, ResolvedResources, TemplateInfo } from './schemas.ts'
+
+export interface StartSandboxSpec {
+  id: string
+  template: string
+  resources: ResolvedResources
+  envs: Record<string, string>
+}
+
+export interface GuestExecRequest {
+  argv?: string[]
+  cmd?: string
+  env?: Record<string, string>
+  cwd?: string
+  user?: string
+  stdin?: Uint8Array
+  timeoutMs: number
+  maxOutputBytes: number
+}
+
+export interface GuestExecOutput {
+  exitCode: number
+  signal: string | null
+  timedOut: boolean
+  truncated: boolean
+  durationMs: number
+  stdout: Uint8Array
+  stderr: Uint8Array
+}
+
+export type GuestFileOp =
+  | { op: 'stat'; path: string; user?: string }
+  | { op: 'list'; path: string; depth: number; user?: string }
+  | { op: 'mkdir'; path: string; user?: string }
+  | { op: 'remove'; path: string; recursive: boolean; user?: string }
+  | { op: 'rename'; from: string; to: string; user?: string }
+
+export interface TemplateProgress {
+  template: string
+  phase: string
+  /** 0..1 when known */
+  fraction?: number
+  message?: string
+}
+
+export type SandboxExitListener = (id: string, reason: SandboxErrorReason | null, message: string | null) => void
+
+export interface AgentApi {
+  templates(): TemplateInfo[]
+  /** Builds the template's rootfs if it is not in the cache yet. */
+  ensureTemplate(name: string, onProgress?: (p: TemplateProgress) => void): Promise<void>
+  start(spec: StartSandboxSpec, signal?: AbortSignal): Promise<void>
+  exec(id: string, req: GuestExecRequest, signal?: AbortSignal): Promise<GuestExecOutput>
+  /** Resolves once the guest has opened the file; the stream then carries its bytes. */
+  readFile(id: string, path: string, user?: string): Promise<{ size: number; stream: ReadableStream<Uint8Array> }>
+  writeFile(
+    id: string,
+    path: string,
+    body: AsyncIterable<Uint8Array>,
+    opts?: { mode?: number; user?: string },
+  ): Promise<FileEntry>
+  fileOp(id: string, op: GuestFileOp): Promise<unknown>
+  /** Stops the sandbox at once; the slow teardown continues in the background. */
+  stop(id: string): Promise<void>
+  liveIds(): string[]
+  onExit(listener: SandboxExitListener): void
+  close(): Promise<void>
+}

@@ -1,0 +1,59 @@
+// The one registry of error codes and their HTTP statuses; a code without a status fails to compile.
+
+export const errorStatus = {
+  VALIDATION_FAILED: 400,
+  INVALID_PATH: 400,
+  MALFORMED_JSON: 400,
+  UNAUTHENTICATED: 401,
+  FORBIDDEN: 403,
+  NOT_FOUND: 404,
+  SANDBOX_NOT_FOUND: 404,
+  TEMPLATE_NOT_FOUND: 404,
+  KEY_NOT_FOUND: 404,
+  FILE_NOT_FOUND: 404,
+  EXEC_TIMEOUT: 408,
+  SANDBOX_NOT_RUNNING: 409,
+  FILE_EXISTS: 409,
+  NOT_A_DIRECTORY: 409,
+  IS_A_DIRECTORY: 409,
+  DIRECTORY_NOT_EMPTY: 409,
+  PERMISSION_DENIED: 403,
+  PAYLOAD_TOO_LARGE: 413,
+  RESOURCE_LIMIT_EXCEEDED: 422,
+  EXEC_FAILED: 422,
+  NO_SPACE: 507,
+  SANDBOX_ERRORED: 410,
+  RATE_LIMITED: 429,
+  NO_CAPACITY: 503,
+  GUEST_ERROR: 502,
+  INTERNAL: 500,
+} as const
+
+export type ErrorCode = keyof typeof errorStatus
+
+export const errorCodes = Object.keys(errorStatus) as ErrorCode[]
+
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && Object.hasOwn(errorStatus, value)
+}
+
+/** A failure with a stable code; the server turns it into `{ error: { code, message, details, requestId } }`. */
+export class AppError extends Error {
+  readonly code: ErrorCode
+  readonly details: Record<string, unknown> | undefined
+
+  constructor(code: ErrorCode, message: string, details?: Record<string, unknown>) {
+    super(message)
+    this.name = 'AppError'
+    this.code = code
+    this.details = details
+  }
+
+  get status(): number {
+    return errorStatus[this.code]
+  }
+}
+
+/** Why a sandbox stopped on its own; surfaced as `errorReason` and in SANDBOX_ERRORED details. */
+export const sandboxErrorReasons = ['out_of_memory', 'pids_limit', 'guest_exited', 'runtime_failed', 'lost'] as const
+export type SandboxErrorReason = (typeof sandboxErrorReasons)[number]

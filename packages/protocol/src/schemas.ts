@@ -1,0 +1,156 @@
+// The HTTP API's request and response shapes: validated by the server, typed for the SDK, and
+// the source of the OpenAPI document.
+import { z } from 'zod'
+import { errorCodes, sandboxErrorReasons } from './errors.ts'
+
+export const MAX_TTL_SECONDS = 7 * 24 * 3600
+
+export const SandboxState = z.enum(['starting', 'running', 'killed', 'errored'])
+export type SandboxState = z.infer<typeof SandboxState>
+
+const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'env names are letters, digits and _')
+export const EnvVars = z.record(envName, z.string().max(32 * 1024)).refine((e) => Object.keys(e).length <= 256, {
+  message: 'at most 256 env vars',
+})
+
+export const Metadata = z
+  .record(z.string().min(1).max(128), z.string().max(1024))
+  .refine((m) => Object.keys(m).length <= 64, { message: 'at most 64 metadata entries' })
+
+export const Resources = z.object({
+  vcpus: z.number().positive().max(64).optional(),
+  memoryMB: z.number().int().min(64).max(256 * 1024).optional(),
+  diskMB: z.number().int().min(16).max(1024 * 1024).optional(),
+  pids: z.number().int().min(16).max(65536).optional(),
+})
+export type Resources = z.infer<typeof Resources>
+
+export const ResolvedResources = z.object({
+  vcpus: z.number(),
+  memoryMB: z.number().int(),
+  diskMB: z.number().int(),
+  pids: z.number().int(),
+})
+export type ResolvedResources = z.infer<typeof ResolvedResources>
+
+export const CreateSandboxRequest = z
+  .object({
+    template: z.string().min(1).max(128).default('base'),
+    ttlSeconds: z.number().int().min(1).max(MAX_TTL_SECONDS).default(300),
+    metadata: Metadata.default({}),
+    envs: EnvVars.default({}),
+    resources: Resources.default({}),
+  })
+  .strict()
+export type CreateSandboxRequest = z.input<typeof CreateSandboxRequest>
+
+export const Sandbox = z.object({
+  id: z.string(),
+  template: z.string(),
+  state: SandboxState,
+  metadata: z.record(z.string(), z.string()),
+  resources: ResolvedResources,
+  createdAt: z.string(),
+  expiresAt: z.string(),
+  endedAt: z.string().nullable(),
+  errorReason: z.enum(sandboxErrorReasons).nullable(),
+  errorMessage: z.string().nullable(),
+})
+export type Sandbox = z.infer<typeof Sandbox>
+
+export const SandboxList = z.object({ sandboxes: z.array(Sandbox) })
+
+export const SetTimeoutRequest = z.object({ ttlSeconds: z.number().int().min(1).max(MAX_TTL_SECONDS) }).strict()
+
+export const MAX_EXEC_TIMEOUT_SECONDS = 24 * 3600
+export const DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024
+
+export const ExecRequest = z
+  .object({
+    cmd: z.union([z.string().min(1).max(128 * 1024), z.array(z.string().max(128 * 1024)).min(1).max(4096)]),
+    env: EnvVars.optional(),
+    cwd: z.string().min(1).max(4096).optional(),
+    user: z.string().regex(/^[a-z_][a-z0-9_-]*$/).max(32).optional(),
+    stdin: z.string().max(16 * 1024 * 1024).optional(),
+    stdinEncoding: z.enum(['utf8', 'base64']).default('utf8'),
+    timeoutSeconds: z.number().positive().max(MAX_EXEC_TIMEOUT_SECONDS).default(60),
+    maxOutputBytes: z.number().int().min(0).max(64 * 1024 * 1024).default(DEFAULT_MAX_OUTPUT_BYTES),
+    encoding: z.enum(['utf8', 'base64']).default('utf8'),
+  })
+  .strict()
+export type ExecRequest = z.input<typeof ExecRequest>
+
+export const ExecResult = z.object({
+  exitCode: z.number().int(),
+  signal: z.string().nullable(),
+  stdout: z.string(),
+  stderr: z.string(),
+  encoding: z.enum(['utf8', 'base64']),
+  timedOut: z.boolean(),
+  truncated: z.boolean(),
+  durationMs: z.number(),
+})
+export type ExecResult = z.infer<typeof ExecResult>
+
+export const FileType = z.enum(['file', 'dir', 'symlink', 'other'])
+export const FileEntry = z.object({
+  name: z.string(),
+  path: z.string(),
+  type: FileType,
+  size: z.number().int(),
+  mode: z.number().int(),
+  mtimeMs: z.number(),
+  uid: z.number().int(),
+  gid: z.number().int(),
+  target: z.string().optional(),
+})
+export type FileEntry = z.infer<typeof FileEntry>
+
+export const FileList = z.object({ entries: z.array(FileEntry) })
+
+/** Sandbox paths: absolute or relative to the user's home, no `..` segments, no NUL. */
+export const SandboxPath = z
+  .string()
+  .min(1)
+  .max(4096)
+  .refine((p) => !p.includes('\0'), { message: 'path contains NUL' })
+  .refine((p) => !p.split('/').includes('..'), { message: 'path contains a .. segment' })
+
+export const PathQuery = z.object({ path: SandboxPath, user: z.string().max(32).optional() })
+export const ListQuery = PathQuery.extend({ depth: z.coerce.number().int().min(1).max(16).default(1) })
+export const RemoveQuery = PathQuery.extend({ recursive: z.enum(['true', 'false']).default('true') })
+export const WriteQuery = PathQuery.extend({ mode: z.coerce.number().int().min(0).max(0o7777).optional() })
+export const MakeDirRequest = z.object({ path: SandboxPath, user: z.string().max(32).optional() }).strict()
+export const RenameRequest = z
+  .object({ from: SandboxPath, to: SandboxPath, user: z.string().max(32).optional() })
+  .strict()
+
+export const ErrorBody = z.object({
+  error: z.object({
+    code: z.enum(errorCodes as [string, ...string[]]),
+    message: z.string(),
+    details: z.record(z.string(), z.unknown()).optional(),
+    requestId: z.string(),
+  }),
+})
+export type ErrorBody = z.infer<typeof ErrorBody>
+
+export const ApiKeyInfo = z.object({
+  id: z.string(),
+  name: z.string(),
+  prefix: z.string(),
+  createdAt: z.string(),
+  revokedAt: z.string().nullable(),
+})
+export type ApiKeyInfo = z.infer<typeof ApiKeyInfo>
+export const CreateKeyRequest = z.object({ name: z.string().min(1).max(128) }).strict()
+export const CreatedKey = ApiKeyInfo.extend({ key: z.string() })
+
+export const TemplateInfo = z.object({
+  name: z.string(),
+  description: z.string(),
+  defaults: ResolvedResources,
+  maxima: ResolvedResources,
+  ready: z.boolean(),
+})
+export type TemplateInfo = z.infer<typeof TemplateInfo>
