@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs everything forkbox needs on a Debian 12 host (run as root); safe to run again.
+#   --for-tests   also what the test suite needs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+for_tests=0
+[[ "${1:-}" == "--for-tests" ]] && for_tests=1
+
+say() { printf '\033[1m[forkbox install]\033[0m %s\n' "$*" >&2; }
+[[ $(id -u) -eq 0 ]] || { say "must run as root (gVisor needs it)"; exit 1; }
+
+RUNSC_VERSION='0.0~20240729'
+need_apt=()
+command -v debootstrap >/dev/null || need_apt+=(debootstrap)
+command -v ip >/dev/null || need_apt+=(iproute2)
+command -v python3 >/dev/null || need_apt+=(python3)
+have_runsc=0
+if command -v runsc >/dev/null && runsc --version 2>/dev/null | grep -q "${RUNSC_VERSION}"; then have_runsc=1; fi
+
+apt_updated=0
+apt_update() {
+  [[ $apt_updated -eq 1 ]] && return
+  # a third-party source that cannot be reached must not stop us: Debian's own lists are what we need
+  apt-get update -qq >&2 || say "apt-get update reported errors (continuing with the lists it got)"
+  apt_updated=1
+}
+
+if [[ $have_runsc -eq 0 ]]; then
+  if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    say "adding bookworm-backports (runsc ${RUNSC_VERSION} with the systrap platform lives there)"
+    echo 'deb http://deb.debian.org/debian bookworm-backports main' > /etc/apt/sources.list.d/forkbox-backports.list
+  fi
+  apt_update
+  say "installing runsc from bookworm-backports"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t bookworm-backports runsc >&2
+fi
+if [[ ${#need_apt[@]} -gt 0 ]]; then
+  apt_update
+  say "installing ${need_apt[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >&2
+fi
+
+if [[ ! -d node_modules/.package-lock.json && ! -f node_modules/.package-lock.json ]] || [[ package-lock.json -nt node_modules/.package-lock.json ]]; then
+  say "installing npm dependencies"
+  npm ci --no-audit --no-fund >&2
+fi
+
+ln -sf "$PWD/apps/cli/bin/forkbox.mjs" /usr/local/bin/forkbox
+chmod +x apps/cli/bin/forkbox.mjs
+say "ready: runsc $(runsc --version | head -1 | awk '{print $3}'), node $(node --version)"

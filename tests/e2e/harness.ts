@@ -1,0 +1,66 @@
+// Starts a real single-host forkbox (real runsc) with its own state, and checks nothing leaks.
+import { execFileSync } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { type Host, startHost } from '@forkbox/host'
+import type { ConnectionOptions } from '@forkbox/sdk'
+
+export interface TestHost {
+  host: Host
+  conn: ConnectionOptions & { apiKey: string; url: string }
+  dataDir: string
+  stateDir: string
+  cgroupParent: string
+  stop(): Promise<void>
+}
+
+export async function startTestHost(): Promise<TestHost> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'forkbox-e2e-'))
+  const tag = `fbx-e2e-${process.pid}`
+  const stateDir = `/run/${tag}`
+  const host = await startHost({
+    port: 0,
+    dataDir,
+    templatesDir: process.env.FORKBOX_TEMPLATES_DIR ?? '/var/lib/forkbox/templates',
+    runscStateDir: stateDir,
+    cgroupParent: tag,
+    logLevel: 'warn',
+  })
+  if (!host.bootstrapKey) throw new Error('a fresh data dir must yield a bootstrap key')
+  return {
+    host,
+    conn: { url: host.url, apiKey: host.bootstrapKey },
+    dataDir,
+    stateDir,
+    cgroupParent: tag,
+    async stop() {
+      await host.close()
+    },
+  }
+}
+
+/** Everything a sandbox of this host could leave behind; all lists must be empty. */
+export function leftovers(t: TestHost): Record<string, string[]> {
+  const containers = existsSync(t.stateDir)
+    ? (JSON.parse(execFileSync('runsc', [`--root=${t.stateDir}`, 'list', '--format=json']).toString() || '[]') ?? []).map(
+        (c: { id: string }) => c.id,
+      )
+    : []
+  const sandboxDir = join(t.dataDir, 'sandboxes')
+  const dirs = existsSync(sandboxDir) ? readdirSync(sandboxDir) : []
+  const mounts = readFileSync('/proc/mounts', 'utf8')
+    .split('\n')
+    .filter((l) => l.includes(t.dataDir) || l.includes(t.stateDir))
+  const cgroups = ['memory', 'pids', 'cpu', 'cpuset', ''].filter((c) => existsSync(join('/sys/fs/cgroup', c, t.cgroupParent)))
+  const procs = execFileSync('ps', ['-eo', 'args='])
+    .toString()
+    .split('\n')
+    .filter((l) => l.includes(`--root=${t.stateDir}`))
+  return { containers, dirs, mounts, cgroups, procs }
+}
+
+export function cleanupDataDir(t: TestHost): void {
+  rmSync(t.dataDir, { recursive: true, force: true })
+  rmSync(t.stateDir, { recursive: true, force: true })
+}

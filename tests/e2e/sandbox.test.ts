@@ -1,0 +1,160 @@
+// The seed loop and the core exec/files behaviour, on real runsc sandboxes.
+import assert from 'node:assert/strict'
+import { createHash, randomBytes } from 'node:crypto'
+import { after, before, describe, it } from 'node:test'
+import { ForkboxClient, NotFoundError, Sandbox, TimeoutError } from '@forkbox/sdk'
+import { cleanupDataDir, leftovers, startTestHost, type TestHost } from './harness.ts'
+
+let t: TestHost
+
+before(async () => {
+  t = await startTestHost()
+})
+
+after(async () => {
+  await t.stop()
+  assert.deepEqual(leftovers(t), { containers: [], dirs: [], mounts: [], cgroups: [], procs: [] })
+  cleanupDataDir(t)
+})
+
+describe('sandbox basics', () => {
+  it('runs the seed loop: write a cell, run it with a timeout, read its output back as bytes', async () => {
+    const sbx = await Sandbox.create({ ...t.conn, template: 'base', ttlSeconds: 120 })
+    try {
+      assert.equal(sbx.info.state, 'running')
+      const cell = [
+        'import json, statistics',
+        'xs = [3, 1, 4, 1, 5, 9, 2, 6]',
+        "open('/work/out.bin', 'wb').write(bytes(range(256)))",
+        "print(json.dumps({'mean': statistics.mean(xs), 'n': len(xs)}))",
+      ].join('\n')
+      await sbx.files.write('/work/cell.py', cell)
+      const r = await sbx.exec(['python3', '/work/cell.py'], { timeoutSeconds: 30 })
+      assert.equal(r.exitCode, 0, r.stderr)
+      assert.deepEqual(JSON.parse(r.stdout), { mean: 3.875, n: 8 })
+      const bytes = await sbx.files.read('/work/out.bin', { format: 'bytes' })
+      assert.deepEqual(Buffer.from(bytes), Buffer.from(Array.from({ length: 256 }, (_, i) => i)))
+    } finally {
+      await sbx.kill()
+    }
+    const info = await Sandbox.connect(sbx.id, t.conn).then((s) => s.getInfo())
+    assert.equal(info.state, 'killed')
+  })
+
+  it('kills a command at its timeout, reports it, and the sandbox lives on', async () => {
+    await using sbx = await Sandbox.create({ ...t.conn })
+    const started = Date.now()
+    await assert.rejects(
+      sbx.exec('echo before; sleep 30; echo after', { timeoutSeconds: 1 }),
+      (err: unknown) => {
+        assert.ok(err instanceof TimeoutError, String(err))
+        assert.equal(err.code, 'EXEC_TIMEOUT')
+        assert.equal((err.details as { stdout: string }).stdout, 'before\n')
+        return true
+      },
+    )
+    assert.ok(Date.now() - started < 10_000)
+    assert.equal((await sbx.exec(['echo', 'alive'])).stdout, 'alive\n')
+  })
+
+  it('reports non-zero exits, stderr, env, cwd, user and stdin', async () => {
+    await using sbx = await Sandbox.create({ ...t.conn, envs: { GREETING: 'hello' } })
+    const fail = await sbx.exec('echo oops >&2; exit 3')
+    assert.equal(fail.exitCode, 3)
+    assert.equal(fail.stderr, 'oops\n')
+    const env = await sbx.exec('echo "$GREETING $EXTRA"; pwd; id -un', { env: { EXTRA: 'world' }, cwd: '/tmp' })
+    assert.equal(env.stdout, 'hello world\n/tmp\nuser\n')
+    assert.equal((await sbx.exec(['id', '-u'], { user: 'root' })).stdout, '0\n')
+    const rev = await sbx.exec(['python3', '-c', 'print(input()[::-1])'], { stdin: 'forkbox\n' })
+    assert.equal(rev.stdout, 'xobkrof\n')
+    const missing = await sbx.exec(['definitely-not-a-command']).catch((e: unknown) => e)
+    assert.equal((missing as { code?: string }).code, 'EXEC_FAILED')
+  })
+
+  it('round-trips a 20 MB binary file byte for byte', async () => {
+    await using sbx = await Sandbox.create({ ...t.conn })
+    const data = randomBytes(20 * 1024 * 1024)
+    const entry = await sbx.files.write('/work/data/blob.bin', data)
+    assert.equal(entry.size, data.length)
+    const sum = await sbx.exec(['sha256sum', '/work/data/blob.bin'])
+    assert.equal(sum.stdout.split(' ')[0], createHash('sha256').update(data).digest('hex'))
+    const back = await sbx.files.read('/work/data/blob.bin', { format: 'bytes' })
+    assert.equal(back.length, data.length)
+    assert.ok(Buffer.from(back).equals(data))
+  })
+
+  it('caps 50 MB of stdout instead of buffering it', async () => {
+    await using sbx = await Sandbox.create({ ...t.conn })
+    const before = process.memoryUsage().rss
+    const r = await sbx.exec('head -c 50000000 /dev/zero | tr "\\0" x; echo done >&2', {
+      maxOutputBytes: 1024 * 1024,
+      timeoutSeconds: 60,
+    })
+    assert.equal(r.exitCode, 0)
+    assert.equal(r.truncated, true)
+    assert.equal(r.stdout.length, 1024 * 1024)
+    assert.equal(r.stderr, 'done\n')
+    assert.ok(process.memoryUsage().rss - before < 40 * 1024 * 1024, 'server memory grew with the stream')
+    assert.equal((await sbx.exec(['echo', 'ok'])).stdout, 'ok\n')
+  })
+
+  it('files: list, stat, mkdir, rename, remove, exists', async () => {
+    await using sbx = await Sandbox.create({ ...t.conn })
+    await sbx.files.makeDir('/work/a/b/c')
+    await sbx.files.write('/work/a/b/c/note.txt', 'hi')
+    await sbx.files.write('notes/rel.txt', 'relative to home')
+    assert.equal(await sbx.files.read('/home/user/notes/rel.txt'), 'relative to home')
+    const listed = await sbx.files.list('/work/a', { depth: 3 })
+    assert.deepEqual(
+      listed.map((e) => `${e.type}:${e.path}`),
+      ['dir:/work/a/b', 'dir:/work/a/b/c', 'file:/work/a/b/c/note.txt'],
+    )
+    const st = await sbx.files.stat('/work/a/b/c/note.txt')
+    assert.equal(st.size, 2)
+    assert.equal(st.uid, 1000)
+    await sbx.files.rename('/work/a/b/c/note.txt', '/work/moved/note.txt')
+    assert.equal(await sbx.files.exists('/work/a/b/c/note.txt'), false)
+    assert.equal(await sbx.files.read('/work/moved/note.txt'), 'hi')
+    await sbx.files.remove('/work/a')
+    assert.equal(await sbx.files.exists('/work/a'), false)
+    await assert.rejects(sbx.files.read('/work/nope.txt'), (e: unknown) => e instanceof NotFoundError && e.code === 'FILE_NOT_FOUND')
+  })
+
+  it('keeps two sandboxes apart', async () => {
+    await using a = await Sandbox.create({ ...t.conn })
+    await using b = await Sandbox.create({ ...t.conn })
+    await a.files.write('/work/secret.txt', 'only in a')
+    await a.exec('echo tmp-a > /tmp/x')
+    assert.equal(await b.files.exists('/work/secret.txt'), false)
+    assert.equal((await b.exec('cat /tmp/x 2>/dev/null || echo none')).stdout, 'none\n')
+    const ps = await b.exec(['ps', '-eo', 'args'])
+    assert.ok(!ps.stdout.includes('tmp-a'))
+  })
+
+  it('a key sees and touches only its own sandboxes', async () => {
+    const admin = new ForkboxClient(t.conn)
+    const other = await admin.keys.create('other-tenant')
+    const mine = await Sandbox.create({ ...t.conn, metadata: { owner: 'admin' } })
+    try {
+      const theirs = { url: t.conn.url, apiKey: other.key }
+      await assert.rejects(Sandbox.connect(mine.id, theirs), NotFoundError)
+      await assert.rejects(Sandbox.kill(mine.id, theirs), NotFoundError)
+      assert.deepEqual(await Sandbox.list(theirs), [])
+      const listed = await Sandbox.list({ ...t.conn, metadata: { owner: 'admin' } })
+      assert.ok(listed.some((s) => s.id === mine.id))
+      assert.equal((await mine.exec(['true'])).exitCode, 0)
+    } finally {
+      await mine.kill()
+    }
+  })
+
+  it('expires a sandbox at its TTL and extends it with setTimeout', async () => {
+    const short = await Sandbox.create({ ...t.conn, ttlSeconds: 2 })
+    const extended = await Sandbox.create({ ...t.conn, ttlSeconds: 2 })
+    await extended.setTimeout(60)
+    await new Promise((r) => setTimeout(r, 3500))
+    assert.equal((await short.getInfo()).state, 'killed')
+    assert.equal((await extended.getInfo()).state, 'running')
+    await extended.kill()
+  })
+})
