@@ -21,7 +21,7 @@ import type { AgentConfig } from './config.ts'
 import { GuestConnection } from './guest/connection.ts'
 import { FrameType } from './guest/frames.ts'
 import { createCgroup, limitHit, listCgroups, removeCgroup } from './runtime/cgroups.ts'
-import { buildSpec } from './runtime/oci-spec.ts'
+import { buildSpec, cgroupLimits } from './runtime/oci-spec.ts'
 import { type RunscOptions, runscDelete, runscGlobalArgs, runscKill, runscList } from './runtime/runsc.ts'
 import { buildRootfs } from './templates/build.ts'
 import { loadDefinitions, type TemplateDefinition, templateHash } from './templates/definition.ts'
@@ -124,7 +124,7 @@ export class LocalAgent implements AgentApi {
     const dir = join(this.sandboxesDir, spec.id)
     const cgroup = `${this.config.cgroupParent}/${spec.id}`
     mkdirSync(dir, { recursive: true })
-    createCgroup(cgroup)
+    createCgroup(cgroup, cgroupLimits(spec.resources))
     const config = buildSpec({
       rootfs: join(this.rootfsOf(def)),
       guestScript: this.config.guestScript,

@@ -1,6 +1,6 @@
 // The sandbox's cgroup, created by us before runsc starts so that it outlives the container:
 // after an exit we read why it died (OOM, pids limit) and only then remove it.
-import { existsSync, readFileSync, rmdirSync, mkdirSync, readdirSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { SandboxErrorReason } from '@forkbox/protocol'
 
@@ -19,11 +19,27 @@ function dirs(path: string): string[] {
 /** Controllers we read after an exit; runsc creates (and removes) the others itself. */
 const READ_AFTER_EXIT = ['memory', 'pids']
 
-export function createCgroup(path: string): void {
-  const targets = cgroupV2()
-    ? [join(ROOT, path)]
-    : READ_AFTER_EXIT.filter((c) => existsSync(join(ROOT, c))).map((c) => join(ROOT, c, path))
-  for (const d of targets) mkdirSync(d, { recursive: true })
+/**
+ * Creates the sandbox's memory and pids cgroups with their limits set. runsc leaves a cgroup it
+ * did not create alone (measured: no limit written), so we write the limits ourselves.
+ */
+export function createCgroup(path: string, limits: { memoryBytes: number; pids: number }): void {
+  if (cgroupV2()) {
+    const d = join(ROOT, path)
+    mkdirSync(d, { recursive: true })
+    writeFileSync(join(d, 'memory.max'), String(limits.memoryBytes))
+    writeFileSync(join(d, 'memory.swap.max'), '0')
+    writeFileSync(join(d, 'pids.max'), String(limits.pids))
+    return
+  }
+  for (const c of READ_AFTER_EXIT) if (existsSync(join(ROOT, c))) mkdirSync(join(ROOT, c, path), { recursive: true })
+  writeFileSync(join(ROOT, 'memory', path, 'memory.limit_in_bytes'), String(limits.memoryBytes))
+  try {
+    writeFileSync(join(ROOT, 'memory', path, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes))
+  } catch {
+    // no swap accounting on this kernel
+  }
+  writeFileSync(join(ROOT, 'pids', path, 'pids.max'), String(limits.pids))
 }
 
 function read(file: string): string {

@@ -28,6 +28,10 @@ export interface SpecInput {
   resources: ResolvedResources
 }
 
+export function cgroupLimits(r: ResolvedResources): { memoryBytes: number; pids: number } {
+  return { memoryBytes: r.memoryMB * MiB + SENTRY_OVERHEAD_BYTES, pids: r.pids }
+}
+
 export function guestLimits(r: ResolvedResources): { asBytes: number; nproc: number } {
   return {
     asBytes: r.memoryMB * MiB,
@@ -80,8 +84,8 @@ export function buildSpec(input: SpecInput): Record<string, unknown> {
     linux: {
       cgroupsPath: input.cgroupsPath,
       resources: {
-        memory: { limit: r.memoryMB * MiB + SENTRY_OVERHEAD_BYTES },
-        pids: { limit: r.pids },
+        memory: { limit: cgroupLimits(r).memoryBytes },
+        pids: { limit: cgroupLimits(r).pids },
         cpu: { quota: Math.round(r.vcpus * 100_000), period: 100_000 },
       },
       namespaces: [{ type: 'pid' }, { type: 'network' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],

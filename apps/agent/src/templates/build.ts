@@ -81,8 +81,12 @@ export async function buildRootfs(def: TemplateDefinition, target: string, opts:
     mkdirSync(join(tmp, 'work'), { recursive: true })
     writeFileSync(join(tmp, 'etc/resolv.conf'), 'nameserver 127.0.0.1\n')
     progress('packages', 1, 'installed')
-    if (existsSync(target)) rmSync(target, { recursive: true, force: true })
-    renameSync(tmp, target)
+    if (existsSync(target)) {
+      // another process finished the same content-addressed build first: theirs is as good as ours
+      rmSync(tmp, { recursive: true, force: true })
+    } else {
+      renameSync(tmp, target)
+    }
     progress('done', 1, target)
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true })

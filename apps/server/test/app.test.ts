@@ -1,0 +1,171 @@
+// The HTTP app in-process (app.request), over a fake agent: auth, ownership, validation, lifecycle.
+import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, it } from 'node:test'
+import { type ControlPlane, createControlPlane } from '../src/index.ts'
+import { FakeAgent } from './fake-agent.ts'
+
+let dir: string
+let agent: FakeAgent
+let cp: ControlPlane
+let key: string
+
+async function call(method: string, path: string, body?: unknown, k: string | null = key) {
+  const headers: Record<string, string> = { 'content-type': 'application/json' }
+  if (k) headers.authorization = `Bearer ${k}`
+  const res = await cp.app.request(path, { method, headers, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body) })
+  const text = await res.text()
+  return { status: res.status, body: text ? JSON.parse(text) : null, requestId: res.headers.get('x-request-id') }
+}
+
+beforeEach(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'fbx-server-'))
+  agent = new FakeAgent()
+  cp = await createControlPlane({ agent, config: { dbPath: join(dir, 'db.sqlite'), logLevel: 'silent', reaperIntervalMs: 60_000 } })
+  key = cp.bootstrapKey as string
+})
+
+afterEach(async () => {
+  await cp.close()
+  rmSync(dir, { recursive: true, force: true })
+})
+
+describe('control plane', () => {
+  it('makes one admin key on first start and none after', async () => {
+    assert.match(key, /^fbx_[0-9a-f]{40}$/)
+    await cp.close()
+    cp = await createControlPlane({ agent, config: { dbPath: join(dir, 'db.sqlite'), logLevel: 'silent' } })
+    assert.equal(cp.bootstrapKey, null)
+  })
+
+  it('requires a key everywhere but /healthz and /openapi.json', async () => {
+    assert.equal((await call('GET', '/healthz', undefined, null)).status, 200)
+    assert.equal((await call('GET', '/openapi.json', undefined, null)).status, 200)
+    const r = await call('GET', '/v1/sandboxes', undefined, null)
+    assert.equal(r.status, 401)
+    assert.equal(r.body.error.code, 'UNAUTHENTICATED')
+    assert.equal(r.body.error.requestId, r.requestId)
+    assert.equal((await call('GET', '/v1/sandboxes', undefined, 'fbx_nope')).status, 401)
+  })
+
+  it('creates with template defaults, passes envs to the agent, and lists by metadata', async () => {
+    const r = await call('POST', '/v1/sandboxes', { metadata: { team: 'a' }, envs: { X: '1' }, resources: { memoryMB: 1024 } })
+    assert.equal(r.status, 201)
+    assert.equal(r.body.state, 'running')
+    assert.deepEqual(r.body.resources, { vcpus: 1, memoryMB: 1024, diskMB: 1024, pids: 1024 })
+    assert.deepEqual(agent.started[0]?.envs, { X: '1' })
+    await call('POST', '/v1/sandboxes', { metadata: { team: 'b' } })
+    const listed = await call('GET', '/v1/sandboxes?metadata.team=a')
+    assert.deepEqual(
+      listed.body.sandboxes.map((s: { id: string }) => s.id),
+      [r.body.id],
+    )
+  })
+
+  it('refuses resources above the template maximum', async () => {
+    const r = await call('POST', '/v1/sandboxes', { resources: { memoryMB: 4096 } })
+    assert.equal(r.status, 422)
+    assert.equal(r.body.error.code, 'RESOURCE_LIMIT_EXCEEDED')
+    assert.equal(agent.started.length, 0)
+  })
+
+  it("hides one key's sandboxes from another", async () => {
+    const other = await call('POST', '/v1/keys', { name: 'other' })
+    assert.equal(other.status, 201)
+    const mine = await call('POST', '/v1/sandboxes', {})
+    for (const [m, p] of [
+      ['GET', `/v1/sandboxes/${mine.body.id}`],
+      ['DELETE', `/v1/sandboxes/${mine.body.id}`],
+      ['POST', `/v1/sandboxes/${mine.body.id}/exec`],
+    ] as const) {
+      const r = await call(m, p, m === 'POST' ? { cmd: 'true' } : undefined, other.body.key)
+      assert.equal(r.status, 404, `${m} ${p}`)
+      assert.equal(r.body.error.code, 'SANDBOX_NOT_FOUND')
+    }
+    assert.deepEqual((await call('GET', '/v1/sandboxes', undefined, other.body.key)).body.sandboxes, [])
+    // a non-admin key cannot manage keys
+    assert.equal((await call('GET', '/v1/keys', undefined, other.body.key)).status, 403)
+    assert.equal(agent.stopped.length, 0)
+  })
+
+  it('kill is immediate and idempotent; exec after kill is SANDBOX_NOT_RUNNING', async () => {
+    const s = await call('POST', '/v1/sandboxes', {})
+    assert.equal((await call('DELETE', `/v1/sandboxes/${s.body.id}`)).status, 204)
+    assert.equal((await call('DELETE', `/v1/sandboxes/${s.body.id}`)).status, 204)
+    assert.deepEqual(agent.stopped, [s.body.id])
+    const r = await call('POST', `/v1/sandboxes/${s.body.id}/exec`, { cmd: 'true' })
+    assert.equal(r.status, 409)
+    assert.equal(r.body.error.code, 'SANDBOX_NOT_RUNNING')
+  })
+
+  it('a sandbox that dies by itself is errored with its reason', async () => {
+    const s = await call('POST', '/v1/sandboxes', {})
+    agent.die(s.body.id, 'out_of_memory')
+    const got = await call('GET', `/v1/sandboxes/${s.body.id}`)
+    assert.equal(got.body.state, 'errored')
+    assert.equal(got.body.errorReason, 'out_of_memory')
+    const r = await call('POST', `/v1/sandboxes/${s.body.id}/exec`, { cmd: 'true' })
+    assert.equal(r.status, 410)
+    assert.deepEqual([r.body.error.code, r.body.error.details.reason], ['SANDBOX_ERRORED', 'out_of_memory'])
+  })
+
+  it('the reaper expires sandboxes past their TTL, and setTimeout moves the deadline', async () => {
+    const a = await call('POST', '/v1/sandboxes', { ttlSeconds: 10 })
+    const b = await call('POST', '/v1/sandboxes', { ttlSeconds: 10 })
+    await call('POST', `/v1/sandboxes/${b.body.id}/timeout`, { ttlSeconds: 3600 })
+    const expired = cp.sandboxes.reap(new Date(Date.now() + 60_000))
+    assert.deepEqual(expired, [a.body.id])
+    assert.equal((await call('GET', `/v1/sandboxes/${a.body.id}`)).body.state, 'killed')
+    assert.equal((await call('GET', `/v1/sandboxes/${b.body.id}`)).body.state, 'running')
+    const events = await call('GET', `/v1/sandboxes/${a.body.id}/events`)
+    assert.deepEqual(
+      events.body.events.map((e: { type: string }) => e.type),
+      ['created', 'started', 'expired'],
+    )
+  })
+
+  it('after a restart, sandboxes that were running are errored as lost', async () => {
+    const s = await call('POST', '/v1/sandboxes', {})
+    await cp.close()
+    cp = await createControlPlane({ agent, config: { dbPath: join(dir, 'db.sqlite'), logLevel: 'silent' } })
+    const got = await call('GET', `/v1/sandboxes/${s.body.id}`)
+    assert.deepEqual([got.body.state, got.body.errorReason], ['errored', 'lost'])
+  })
+
+  it('validates input with stable codes', async () => {
+    const s = await call('POST', '/v1/sandboxes', {})
+    const cases: [string, string, unknown, number, string][] = [
+      ['POST', '/v1/sandboxes', '{"template":', 400, 'MALFORMED_JSON'],
+      ['POST', '/v1/sandboxes', { template: 'nope' }, 404, 'TEMPLATE_NOT_FOUND'],
+      ['POST', '/v1/sandboxes', { ttlSeconds: 0 }, 400, 'VALIDATION_FAILED'],
+      ['POST', '/v1/sandboxes', { envs: { 'bad name': 'x' } }, 400, 'VALIDATION_FAILED'],
+      ['GET', `/v1/sandboxes/${s.body.id}/files?path=/a/../b`, undefined, 400, 'INVALID_PATH'],
+      ['GET', `/v1/sandboxes/${s.body.id}/files?path=/a%00b`, undefined, 400, 'INVALID_PATH'],
+      ['POST', `/v1/sandboxes/${s.body.id}/files/rename`, { from: '/a', to: '../b' }, 400, 'INVALID_PATH'],
+      ['POST', `/v1/sandboxes/${s.body.id}/exec`, { cmd: [] }, 400, 'VALIDATION_FAILED'],
+      ['GET', '/v1/nope', undefined, 404, 'NOT_FOUND'],
+    ]
+    for (const [m, p, b, status, code] of cases) {
+      const r = await call(m, p, b)
+      assert.deepEqual([r.status, r.body.error.code], [status, code], `${m} ${p}`)
+    }
+  })
+
+  it('an exec past its timeout is EXEC_TIMEOUT with the partial output', async () => {
+    const s = await call('POST', '/v1/sandboxes', {})
+    agent.nextExec = { timedOut: true, exitCode: 137, signal: 'SIGKILL', stdout: Buffer.from('partial') }
+    const r = await call('POST', `/v1/sandboxes/${s.body.id}/exec`, { cmd: 'sleep 9', timeoutSeconds: 1 })
+    assert.equal(r.status, 408)
+    assert.equal(r.body.error.code, 'EXEC_TIMEOUT')
+    assert.equal(r.body.error.details.stdout, 'partial')
+  })
+
+  it('serves an OpenAPI 3.1 document covering the routes', async () => {
+    const doc = (await call('GET', '/openapi.json', undefined, null)).body
+    assert.equal(doc.openapi, '3.1.0')
+    for (const p of ['/v1/sandboxes', '/v1/sandboxes/{id}', '/v1/sandboxes/{id}/exec', '/v1/sandboxes/{id}/files', '/v1/keys'])
+      assert.ok(doc.paths[p], p)
+  })
+})

@@ -1,0 +1,69 @@
+// A stand-in for the agent at the control plane's edge: records calls, runs nothing.
+import {
+  type AgentApi,
+  AppError,
+  type FileEntry,
+  type GuestExecOutput,
+  type GuestExecRequest,
+  type SandboxExitListener,
+  type StartSandboxSpec,
+  type TemplateInfo,
+} from '@forkbox/protocol'
+
+export class FakeAgent implements AgentApi {
+  started: StartSandboxSpec[] = []
+  stopped: string[] = []
+  live = new Set<string>()
+  listeners: SandboxExitListener[] = []
+  nextExec: Partial<GuestExecOutput> = {}
+
+  templates(): TemplateInfo[] {
+    const r = { vcpus: 1, memoryMB: 512, diskMB: 1024, pids: 1024 }
+    return [{ name: 'base', description: 'fake', defaults: r, maxima: { ...r, memoryMB: 2048 }, ready: true }]
+  }
+  async ensureTemplate(): Promise<void> {}
+  async start(spec: StartSandboxSpec): Promise<void> {
+    this.started.push(spec)
+    this.live.add(spec.id)
+  }
+  async exec(id: string, req: GuestExecRequest): Promise<GuestExecOutput> {
+    if (!this.live.has(id)) throw new AppError('SANDBOX_NOT_RUNNING', 'not live')
+    return {
+      exitCode: 0,
+      signal: null,
+      timedOut: false,
+      truncated: false,
+      durationMs: 1,
+      stdout: Buffer.from(`ran ${req.argv?.join(' ') ?? req.cmd}`),
+      stderr: Buffer.alloc(0),
+      ...this.nextExec,
+    }
+  }
+  async readFile(): Promise<{ size: number; stream: ReadableStream<Uint8Array> }> {
+    throw new AppError('FILE_NOT_FOUND', 'no file')
+  }
+  async writeFile(_id: string, path: string, body: AsyncIterable<Uint8Array>): Promise<FileEntry> {
+    let size = 0
+    for await (const c of body) size += c.length
+    return { name: path.split('/').pop() ?? '', path, type: 'file', size, mode: 0o644, mtimeMs: 0, uid: 1000, gid: 1000 }
+  }
+  async fileOp(): Promise<unknown> {
+    return []
+  }
+  async stop(id: string): Promise<void> {
+    this.stopped.push(id)
+    this.live.delete(id)
+  }
+  liveIds(): string[] {
+    return [...this.live]
+  }
+  onExit(l: SandboxExitListener): void {
+    this.listeners.push(l)
+  }
+  /** Simulates a sandbox dying by itself. */
+  die(id: string, reason: 'out_of_memory' | 'pids_limit'): void {
+    this.live.delete(id)
+    for (const l of this.listeners) l(id, reason, `died: ${reason}`)
+  }
+  async close(): Promise<void> {}
+}

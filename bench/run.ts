@@ -1,0 +1,94 @@
+// Prints p50/p99 for the foundation's hot paths through the whole stack (SDK → HTTP → agent →
+// guest → gVisor), next to baselines measured in the same run. Not a test: it asserts nothing.
+//   node --import tsx bench/run.ts [--iterations N]
+import { spawn } from 'node:child_process'
+import { rmSync } from 'node:fs'
+import { startHost } from '@forkbox/host'
+import { Sandbox } from '@forkbox/sdk'
+
+const N = Number(process.argv[process.argv.indexOf('--iterations') + 1]) || 50
+const CREATES = Math.min(N, 10)
+
+function pct(xs: number[], p: number): number {
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? Number.NaN
+}
+
+async function measure(n: number, fn: () => Promise<unknown>, warmup = 3): Promise<number[]> {
+  for (let i = 0; i < warmup; i++) await fn()
+  const out: number[] = []
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now()
+    await fn()
+    out.push(performance.now() - t0)
+  }
+  return out
+}
+
+const rows: [string, number[]][] = []
+const report = (name: string, xs: number[]) => {
+  rows.push([name, xs])
+  console.error(`${name.padEnd(48)} p50 ${pct(xs, 50).toFixed(2).padStart(8)} ms   p99 ${pct(xs, 99).toFixed(2).padStart(8)} ms   (n=${xs.length})`)
+}
+
+const dataDir = `/tmp/forkbox-bench-${process.pid}`
+const host = await startHost({
+  port: 0,
+  dataDir,
+  templatesDir: process.env.FORKBOX_TEMPLATES_DIR ?? '/var/lib/forkbox/templates',
+  runscStateDir: `/run/forkbox-bench-${process.pid}`,
+  cgroupParent: `forkbox-bench-${process.pid}`,
+  logLevel: 'warn',
+})
+const conn = { url: host.url, apiKey: host.bootstrapKey as string }
+try {
+  report(
+    'baseline: native spawn("true") on the host',
+    await measure(N, () => new Promise((resolve) => spawn('true').on('close', resolve))),
+  )
+
+  report(
+    'create (cold boot) + kill',
+    await measure(
+      CREATES,
+      async () => {
+        const s = await Sandbox.create({ ...conn })
+        await s.kill()
+      },
+      1,
+    ),
+  )
+
+  const sbx = await Sandbox.create({ ...conn })
+  // The raw cost of starting /bin/true inside gVisor, from a Python process in the sandbox
+  // (posix_spawn, as the guest daemon does), timed inside the sandbox.
+  const probe = `
+import os, time, json
+xs = []
+for i in range(${N} + 3):
+    t = time.perf_counter(); pid = os.posix_spawn('/bin/true', ['/bin/true'], {}); os.waitpid(pid, 0)
+    xs.append((time.perf_counter() - t) * 1000)
+print(json.dumps(xs[3:]))`
+  const raw = await sbx.exec(['python3', '-c', probe], { timeoutSeconds: 120 })
+  report('baseline: spawn /bin/true inside gVisor (raw)', JSON.parse(raw.stdout) as number[])
+  const bash = await sbx.exec(['python3', '-c', probe.replace("'/bin/true', ['/bin/true']", "'/bin/bash', ['bash', '-c', 'true']")], {
+    timeoutSeconds: 120,
+  })
+  report('baseline: bash -c true inside gVisor (raw)', JSON.parse(bash.stdout) as number[])
+
+  report('exec ["true"] via SDK (whole stack)', await measure(N, () => sbx.exec(['true'])))
+  report('exec "true" via SDK (bash -c)', await measure(N, () => sbx.exec('true')))
+  const kb = 'x'.repeat(1024)
+  report(
+    '1 KB file write + read via SDK',
+    await measure(N, async () => {
+      await sbx.files.write('/work/bench.txt', kb)
+      await sbx.files.read('/work/bench.txt')
+    }),
+  )
+  await sbx.kill()
+} finally {
+  await host.close()
+  rmSync(dataDir, { recursive: true, force: true })
+}
+console.log(JSON.stringify(Object.fromEntries(rows.map(([k, xs]) => [k, { p50: +pct(xs, 50).toFixed(2), p99: +pct(xs, 99).toFixed(2), n: xs.length }])), null, 2))
