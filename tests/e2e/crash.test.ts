@@ -1,0 +1,62 @@
+// After a crash, the next start reconciles: what the dead process left is removed, and the
+// sandboxes it ran are reported lost rather than running.
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createInterface } from 'node:readline'
+import { describe, it } from 'node:test'
+import { startHost } from '@forkbox/host'
+import { Sandbox } from '@forkbox/sdk'
+
+describe('crash recovery', () => {
+  it('a host killed with SIGKILL leaves nothing behind once the next one starts', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'forkbox-crash-'))
+    const tag = `fbx-crash-${process.pid}`
+    const env = { ...process.env, CRASH_DATA_DIR: dataDir, CRASH_STATE_DIR: `/run/${tag}`, CRASH_CGROUP_PARENT: tag }
+    const child = spawn(process.execPath, ['--import', 'tsx', new URL('./fixtures/crash-host.ts', import.meta.url).pathname], {
+      env,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+    const line = await new Promise<string>((resolve, reject) => {
+      createInterface({ input: child.stdout }).once('line', resolve)
+      child.once('exit', (code) => reject(new Error(`crash host exited early (${code})`)))
+    })
+    const { id, key } = JSON.parse(line) as { id: string; key: string }
+    assert.ok(existsSync(join(dataDir, 'sandboxes', id)))
+    assert.ok(existsSync(join('/sys/fs/cgroup/memory', tag, id)) || existsSync(join('/sys/fs/cgroup', tag, id)))
+    child.kill('SIGKILL')
+    await new Promise((r) => child.once('exit', r))
+
+    const host = await startHost({
+      port: 0,
+      dataDir,
+      templatesDir: process.env.FORKBOX_TEMPLATES_DIR ?? '/var/lib/forkbox/templates',
+      runscStateDir: `/run/${tag}`,
+      cgroupParent: tag,
+      logLevel: 'silent',
+    })
+    try {
+      assert.equal(host.bootstrapKey, null)
+      const info = await (await Sandbox.connect(id, { url: host.url, apiKey: key })).getInfo()
+      assert.equal(info.state, 'errored')
+      assert.equal(info.errorReason, 'lost')
+      assert.deepEqual(readdirSync(join(dataDir, 'sandboxes')), [])
+      assert.ok(!existsSync(join('/sys/fs/cgroup/memory', tag, id)))
+      assert.ok(!existsSync(join('/sys/fs/cgroup/pids', tag, id)))
+      // a new sandbox still works on the recovered host
+      await using sbx = await Sandbox.create({ url: host.url, apiKey: key })
+      assert.equal((await sbx.exec(['echo', 'ok'])).stdout, 'ok\n')
+    } finally {
+      await host.close()
+      rmSync(dataDir, { recursive: true, force: true })
+      rmSync(`/run/${tag}`, { recursive: true, force: true })
+    }
+    const procs = spawn('ps', ['-eo', 'args='])
+    let out = ''
+    for await (const c of procs.stdout) out += c
+    assert.ok(!out.includes(`--root=/run/${tag}`), 'a runsc process of the crashed host is still running')
+    assert.ok(!existsSync(join('/sys/fs/cgroup/memory', tag)))
+  })
+})
