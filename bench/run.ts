@@ -28,7 +28,9 @@ async function measure(n: number, fn: () => Promise<unknown>, warmup = 3): Promi
 const rows: [string, number[]][] = []
 const report = (name: string, xs: number[]) => {
   rows.push([name, xs])
-  console.error(`${name.padEnd(48)} p50 ${pct(xs, 50).toFixed(2).padStart(8)} ms   p99 ${pct(xs, 99).toFixed(2).padStart(8)} ms   (n=${xs.length})`)
+  console.error(
+    `${name.padEnd(48)} p50 ${pct(xs, 50).toFixed(2).padStart(8)} ms   p99 ${pct(xs, 99).toFixed(2).padStart(8)} ms   (n=${xs.length})`,
+  )
 }
 
 const dataDir = `/tmp/forkbox-bench-${process.pid}`
@@ -71,9 +73,12 @@ for i in range(${N} + 3):
 print(json.dumps(xs[3:]))`
   const raw = await sbx.exec(['python3', '-c', probe], { timeoutSeconds: 120 })
   report('baseline: spawn /bin/true inside gVisor (raw)', JSON.parse(raw.stdout) as number[])
-  const bash = await sbx.exec(['python3', '-c', probe.replace("'/bin/true', ['/bin/true']", "'/bin/bash', ['bash', '-c', 'true']")], {
-    timeoutSeconds: 120,
-  })
+  const bash = await sbx.exec(
+    ['python3', '-c', probe.replace("'/bin/true', ['/bin/true']", "'/bin/bash', ['bash', '-c', 'true']")],
+    {
+      timeoutSeconds: 120,
+    },
+  )
   report('baseline: bash -c true inside gVisor (raw)', JSON.parse(bash.stdout) as number[])
 
   report('exec ["true"] via SDK (whole stack)', await measure(N, () => sbx.exec(['true'])))
@@ -91,4 +96,12 @@ print(json.dumps(xs[3:]))`
   await host.close()
   rmSync(dataDir, { recursive: true, force: true })
 }
-console.log(JSON.stringify(Object.fromEntries(rows.map(([k, xs]) => [k, { p50: +pct(xs, 50).toFixed(2), p99: +pct(xs, 99).toFixed(2), n: xs.length }])), null, 2))
+console.log(
+  JSON.stringify(
+    Object.fromEntries(
+      rows.map(([k, xs]) => [k, { p50: +pct(xs, 50).toFixed(2), p99: +pct(xs, 99).toFixed(2), n: xs.length }]),
+    ),
+    null,
+    2,
+  ),
+)

@@ -31,12 +31,15 @@ function run(label, args) {
   }
 }
 
-const unit = [...['packages', 'apps'].flatMap((d) => readdirSync(join(root, d)).map((p) => join(root, d, p, 'test')))].flatMap((d) =>
-  find(d),
-)
+const unit = [
+  ...['packages', 'apps'].flatMap((d) => readdirSync(join(root, d)).map((p) => join(root, d, p, 'test'))),
+].flatMap((d) => find(d))
 const e2e = find(join(root, 'tests'))
 
-if (only !== 'e2e') run('typecheck', [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json', '--noEmit'])
+if (only !== 'e2e') {
+  run('typecheck', [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json', '--noEmit'])
+  run('lint', [join(root, 'node_modules/@biomejs/biome/bin/biome'), 'check', '.'])
+}
 if (only !== 'e2e' && unit.length) run('unit tests', ['--import', 'tsx', '--test', ...unit])
 if (only !== 'unit' && e2e.length) {
   run('template build', ['--import', 'tsx', join(root, 'tests/e2e/prepare.ts')])

@@ -40,7 +40,10 @@ describe('bad input', () => {
   })
 
   it('malformed JSON, unknown fields and wrong types', async () => {
-    assert.deepEqual(await raw('/v1/sandboxes', { method: 'POST', body: '{"template": ' }), { status: 400, code: 'MALFORMED_JSON' })
+    assert.deepEqual(await raw('/v1/sandboxes', { method: 'POST', body: '{"template": ' }), {
+      status: 400,
+      code: 'MALFORMED_JSON',
+    })
     assert.deepEqual(await raw('/v1/sandboxes', { method: 'POST', body: '{"tempalte": "base"}' }), {
       status: 400,
       code: 'VALIDATION_FAILED',
@@ -49,13 +52,22 @@ describe('bad input', () => {
       status: 400,
       code: 'VALIDATION_FAILED',
     })
-    assert.deepEqual(await raw('/v1/sandboxes', { method: 'POST', body: '{"ttlSeconds": -5}' }), { status: 400, code: 'VALIDATION_FAILED' })
+    assert.deepEqual(await raw('/v1/sandboxes', { method: 'POST', body: '{"ttlSeconds": -5}' }), {
+      status: 400,
+      code: 'VALIDATION_FAILED',
+    })
   })
 
   it('paths with .. or NUL', async () => {
     for (const path of ['/work/../etc/passwd', '../x', '/work/a\0b']) {
-      await assert.rejects(sbx.files.read(path), (e: unknown) => e instanceof ValidationError && e.code === 'INVALID_PATH')
-      await assert.rejects(sbx.files.write(path, 'x'), (e: unknown) => e instanceof ValidationError && e.code === 'INVALID_PATH')
+      await assert.rejects(
+        sbx.files.read(path),
+        (e: unknown) => e instanceof ValidationError && e.code === 'INVALID_PATH',
+      )
+      await assert.rejects(
+        sbx.files.write(path, 'x'),
+        (e: unknown) => e instanceof ValidationError && e.code === 'INVALID_PATH',
+      )
     }
   })
 
@@ -69,14 +81,20 @@ describe('bad input', () => {
 
   it('resources above the template maximum', async () => {
     await assert.rejects(Sandbox.create({ ...t.conn, resources: { memoryMB: 1024 * 1024 } }), (e: unknown) => {
-      return (e as { code?: string }).code === 'RESOURCE_LIMIT_EXCEEDED' || (e as { code?: string }).code === 'VALIDATION_FAILED'
+      return (
+        (e as { code?: string }).code === 'RESOURCE_LIMIT_EXCEEDED' ||
+        (e as { code?: string }).code === 'VALIDATION_FAILED'
+      )
     })
   })
 
   it('exec on a killed sandbox', async () => {
     const dead = await Sandbox.create({ ...t.conn })
     await dead.kill()
-    await assert.rejects(dead.exec(['true']), (e: unknown) => e instanceof ConflictError && e.code === 'SANDBOX_NOT_RUNNING')
+    await assert.rejects(
+      dead.exec(['true']),
+      (e: unknown) => e instanceof ConflictError && e.code === 'SANDBOX_NOT_RUNNING',
+    )
     await assert.rejects(dead.files.read('/work/x'), (e: unknown) => e instanceof ConflictError)
     await dead.kill() // idempotent
   })
@@ -97,7 +115,10 @@ describe('bad input', () => {
   it('after all of it the server and the sandbox still serve, and nothing was lost', async () => {
     assert.equal(await sbx.files.read('/work/keep.txt'), 'still here')
     assert.equal((await sbx.exec(['echo', 'ok'])).stdout, 'ok\n')
-    const doc = (await (await fetch(`${t.conn.url}/openapi.json`)).json()) as { openapi: string; paths: Record<string, unknown> }
+    const doc = (await (await fetch(`${t.conn.url}/openapi.json`)).json()) as {
+      openapi: string
+      paths: Record<string, unknown>
+    }
     assert.equal(doc.openapi, '3.1.0')
     assert.ok(doc.paths['/v1/sandboxes/{id}/exec'])
   })

@@ -15,10 +15,14 @@ describe('crash recovery', () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'forkbox-crash-'))
     const tag = `fbx-crash-${process.pid}`
     const env = { ...process.env, CRASH_DATA_DIR: dataDir, CRASH_STATE_DIR: `/run/${tag}`, CRASH_CGROUP_PARENT: tag }
-    const child = spawn(process.execPath, ['--import', 'tsx', new URL('./fixtures/crash-host.ts', import.meta.url).pathname], {
-      env,
-      stdio: ['ignore', 'pipe', 'inherit'],
-    })
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', new URL('./fixtures/crash-host.ts', import.meta.url).pathname],
+      {
+        env,
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    )
     const line = await new Promise<string>((resolve, reject) => {
       createInterface({ input: child.stdout }).once('line', resolve)
       child.once('exit', (code) => reject(new Error(`crash host exited early (${code})`)))

@@ -43,16 +43,18 @@ export async function startTestHost(): Promise<TestHost> {
 /** Everything a sandbox of this host could leave behind; all lists must be empty. */
 export function leftovers(t: TestHost): Record<string, string[]> {
   const containers = existsSync(t.stateDir)
-    ? (JSON.parse(execFileSync('runsc', [`--root=${t.stateDir}`, 'list', '--format=json']).toString() || '[]') ?? []).map(
-        (c: { id: string }) => c.id,
-      )
+    ? (
+        JSON.parse(execFileSync('runsc', [`--root=${t.stateDir}`, 'list', '--format=json']).toString() || '[]') ?? []
+      ).map((c: { id: string }) => c.id)
     : []
   const sandboxDir = join(t.dataDir, 'sandboxes')
   const dirs = existsSync(sandboxDir) ? readdirSync(sandboxDir) : []
   const mounts = readFileSync('/proc/mounts', 'utf8')
     .split('\n')
     .filter((l) => l.includes(t.dataDir) || l.includes(t.stateDir))
-  const cgroups = ['memory', 'pids', 'cpu', 'cpuset', ''].filter((c) => existsSync(join('/sys/fs/cgroup', c, t.cgroupParent)))
+  const cgroups = ['memory', 'pids', 'cpu', 'cpuset', ''].filter((c) =>
+    existsSync(join('/sys/fs/cgroup', c, t.cgroupParent)),
+  )
   const procs = execFileSync('ps', ['-eo', 'args='])
     .toString()
     .split('\n')

@@ -32,7 +32,9 @@ describe('limits', () => {
 
   it('a fork bomb is contained by the process limit; the sandbox lives on', async () => {
     await using sbx = await Sandbox.create({ ...t.conn, resources: { memoryMB: 512 } })
-    const r = await sbx.exec('bomb() { bomb | bomb & }; bomb; sleep 2; echo survived', { timeoutSeconds: 30 }).catch((e) => e)
+    const r = await sbx
+      .exec('bomb() { bomb | bomb & }; bomb; sleep 2; echo survived', { timeoutSeconds: 30 })
+      .catch((e) => e)
     assert.ok(!(r instanceof SandboxErroredError), `sandbox died: ${String(r)}`)
     // the exec's whole process group is killed when it ends
     const after = await sbx.exec(['echo', 'alive'], { timeoutSeconds: 30 })
@@ -42,7 +44,9 @@ describe('limits', () => {
 
   it('filling the disk gets ENOSPC inside, not on the host', async () => {
     await using sbx = await Sandbox.create({ ...t.conn, resources: { diskMB: 64 } })
-    const r = await sbx.exec('head -c 200000000 /dev/zero > /work/fill; echo "exit=$?"; ls -l /work/fill | cut -d" " -f5')
+    const r = await sbx.exec(
+      'head -c 200000000 /dev/zero > /work/fill; echo "exit=$?"; ls -l /work/fill | cut -d" " -f5',
+    )
     assert.match(r.stderr, /No space left on device/)
     const size = Number(r.stdout.trim().split('\n')[1])
     assert.ok(size <= 64 * 1024 * 1024, `wrote ${size} bytes`)
@@ -76,7 +80,10 @@ describe('limits', () => {
     // the root overlay keeps writes in the sandbox kernel's own memory: filling it takes the sandbox down
     const err = await sbx
       .exec('head -c 800000000 /dev/zero > /var/tmp/fill', { user: 'root', timeoutSeconds: 60 })
-      .then(() => null, (e: unknown) => e)
+      .then(
+        () => null,
+        (e: unknown) => e,
+      )
     assert.ok(err instanceof SandboxErroredError, `expected SandboxErroredError, got ${String(err)}`)
     assert.equal(err.reason, 'out_of_memory')
     const info = await sbx.getInfo()

@@ -19,4 +19,10 @@ for (const t of agent.templates()) {
   })
 }
 await agent.close()
-console.log('templates ready:', agent.templates().map((t) => `${t.name}${t.ready ? '' : ' (missing)'}`).join(', '))
+console.log(
+  'templates ready:',
+  agent
+    .templates()
+    .map((t) => `${t.name}${t.ready ? '' : ' (missing)'}`)
+    .join(', '),
+)

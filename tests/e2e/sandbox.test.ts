@@ -44,15 +44,12 @@ describe('sandbox basics', () => {
   it('kills a command at its timeout, reports it, and the sandbox lives on', async () => {
     await using sbx = await Sandbox.create({ ...t.conn })
     const started = Date.now()
-    await assert.rejects(
-      sbx.exec('echo before; sleep 30; echo after', { timeoutSeconds: 1 }),
-      (err: unknown) => {
-        assert.ok(err instanceof TimeoutError, String(err))
-        assert.equal(err.code, 'EXEC_TIMEOUT')
-        assert.equal((err.details as { stdout: string }).stdout, 'before\n')
-        return true
-      },
-    )
+    await assert.rejects(sbx.exec('echo before; sleep 30; echo after', { timeoutSeconds: 1 }), (err: unknown) => {
+      assert.ok(err instanceof TimeoutError, String(err))
+      assert.equal(err.code, 'EXEC_TIMEOUT')
+      assert.equal((err.details as { stdout: string }).stdout, 'before\n')
+      return true
+    })
     assert.ok(Date.now() - started < 10_000)
     assert.equal((await sbx.exec(['echo', 'alive'])).stdout, 'alive\n')
   })
@@ -117,7 +114,10 @@ describe('sandbox basics', () => {
     assert.equal(await sbx.files.read('/work/moved/note.txt'), 'hi')
     await sbx.files.remove('/work/a')
     assert.equal(await sbx.files.exists('/work/a'), false)
-    await assert.rejects(sbx.files.read('/work/nope.txt'), (e: unknown) => e instanceof NotFoundError && e.code === 'FILE_NOT_FOUND')
+    await assert.rejects(
+      sbx.files.read('/work/nope.txt'),
+      (e: unknown) => e instanceof NotFoundError && e.code === 'FILE_NOT_FOUND',
+    )
   })
 
   it('keeps two sandboxes apart', async () => {

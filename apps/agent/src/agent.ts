@@ -137,11 +137,9 @@ export class LocalAgent implements AgentApi {
     const logFd = openSync(join(dir, 'runsc.log'), 'a')
     let proc: LiveSandbox['proc']
     try {
-      proc = spawn(
-        this.config.runscPath,
-        [...runscGlobalArgs(this.runsc), 'run', `--bundle=${dir}`, spec.id],
-        { stdio: ['pipe', 'pipe', logFd] },
-      ) as LiveSandbox['proc']
+      proc = spawn(this.config.runscPath, [...runscGlobalArgs(this.runsc), 'run', `--bundle=${dir}`, spec.id], {
+        stdio: ['pipe', 'pipe', logFd],
+      }) as LiveSandbox['proc']
     } finally {
       closeSync(logFd)
     }

@@ -4,8 +4,17 @@ import { buildSpec, cgroupLimits, guestLimits, SENTRY_OVERHEAD_BYTES } from '../
 
 describe('OCI spec', () => {
   const resources = { vcpus: 1.5, memoryMB: 512, diskMB: 256, pids: 1024 }
-  const spec = buildSpec({ rootfs: '/r', guestScript: '/g.py', cgroupsPath: '/forkbox/x', hostname: 'h', resources }) as {
-    linux: { cgroupsPath: string; resources: { memory: { limit: number }; pids: { limit: number }; cpu: { quota: number; period: number } } }
+  const spec = buildSpec({
+    rootfs: '/r',
+    guestScript: '/g.py',
+    cgroupsPath: '/forkbox/x',
+    hostname: 'h',
+    resources,
+  }) as {
+    linux: {
+      cgroupsPath: string
+      resources: { memory: { limit: number }; pids: { limit: number }; cpu: { quota: number; period: number } }
+    }
     mounts: { destination: string; options?: string[] }[]
     process: { env: string[] }
   }

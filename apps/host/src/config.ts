@@ -8,7 +8,10 @@ export const HostConfig = z.object({
   templatesDir: z.string().optional(),
   runscPath: z.string().default('runsc'),
   runscStateDir: z.string().default('/run/forkbox/runsc'),
-  cgroupParent: z.string().regex(/^[A-Za-z0-9_.-]+$/).default('forkbox'),
+  cgroupParent: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]+$/)
+    .default('forkbox'),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Templates built (if missing) before the server starts answering. */
   prebuild: z.array(z.string()).default(['base']),
@@ -32,7 +35,8 @@ const ENV: Record<string, keyof HostConfig> = {
 /** Explicit options win over env vars, which win over defaults. */
 export function loadHostConfig(opts: HostOptions = {}, env: NodeJS.ProcessEnv = process.env): HostConfig {
   const fromEnv: Record<string, unknown> = {}
-  for (const [name, key] of Object.entries(ENV)) if (env[name] !== undefined && env[name] !== '') fromEnv[key] = env[name]
+  for (const [name, key] of Object.entries(ENV))
+    if (env[name] !== undefined && env[name] !== '') fromEnv[key] = env[name]
   const defined = Object.fromEntries(Object.entries(opts).filter(([, v]) => v !== undefined))
   return HostConfig.parse({ ...fromEnv, ...defined })
 }

@@ -31,7 +31,11 @@ export async function startHost(
   for (const t of config.prebuild) await agent.ensureTemplate(t, onTemplateProgress)
   const cp = await createControlPlane({
     agent,
-    config: { dbPath: join(config.dataDir, 'forkbox.db'), logLevel: config.logLevel, maxSandboxes: config.maxSandboxes },
+    config: {
+      dbPath: join(config.dataDir, 'forkbox.db'),
+      logLevel: config.logLevel,
+      maxSandboxes: config.maxSandboxes,
+    },
   })
   await agent.reconcile()
   const server = serve({ fetch: cp.app.fetch, port: config.port, hostname: config.host })

@@ -4,9 +4,17 @@ import { z } from 'zod'
 export const ServerConfig = z.object({
   dbPath: z.string(),
   /** Largest JSON body (exec requests carry stdin). */
-  maxJsonBodyBytes: z.number().int().positive().default(24 * 1024 * 1024),
+  maxJsonBodyBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(24 * 1024 * 1024),
   /** Largest file upload through PUT /files. */
-  maxUploadBytes: z.number().int().positive().default(1024 * 1024 * 1024),
+  maxUploadBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(1024 * 1024 * 1024),
   maxSandboxes: z.number().int().positive().default(150),
   reaperIntervalMs: z.number().int().positive().default(1000),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

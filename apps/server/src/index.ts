@@ -2,8 +2,8 @@
 import type { AgentApi } from '@forkbox/protocol'
 import pino, { type Logger } from 'pino'
 import { ServerConfig, type ServerConfigInput } from './config.ts'
-import type { App } from './http/env.ts'
 import { createApp } from './http/app.ts'
+import type { App } from './http/env.ts'
 import { SandboxService } from './services/sandboxes.ts'
 import { openDb } from './store/db.ts'
 import { KeyStore } from './store/keys.ts'
@@ -18,7 +18,11 @@ export interface ControlPlane {
   close(): Promise<void>
 }
 
-export async function createControlPlane(opts: { config: ServerConfigInput; agent: AgentApi; log?: Logger }): Promise<ControlPlane> {
+export async function createControlPlane(opts: {
+  config: ServerConfigInput
+  agent: AgentApi
+  log?: Logger
+}): Promise<ControlPlane> {
   const config = ServerConfig.parse(opts.config)
   const log = opts.log ?? pino({ level: config.logLevel })
   const db = openDb(config.dbPath)

@@ -15,7 +15,11 @@ let key: string
 async function call(method: string, path: string, body?: unknown, k: string | null = key) {
   const headers: Record<string, string> = { 'content-type': 'application/json' }
   if (k) headers.authorization = `Bearer ${k}`
-  const res = await cp.app.request(path, { method, headers, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body) })
+  const res = await cp.app.request(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+  })
   const text = await res.text()
   return { status: res.status, body: text ? JSON.parse(text) : null, requestId: res.headers.get('x-request-id') }
 }
@@ -23,7 +27,10 @@ async function call(method: string, path: string, body?: unknown, k: string | nu
 beforeEach(async () => {
   dir = mkdtempSync(join(tmpdir(), 'fbx-server-'))
   agent = new FakeAgent()
-  cp = await createControlPlane({ agent, config: { dbPath: join(dir, 'db.sqlite'), logLevel: 'silent', reaperIntervalMs: 60_000 } })
+  cp = await createControlPlane({
+    agent,
+    config: { dbPath: join(dir, 'db.sqlite'), logLevel: 'silent', reaperIntervalMs: 60_000 },
+  })
   key = cp.bootstrapKey as string
 })
 
@@ -51,7 +58,11 @@ describe('control plane', () => {
   })
 
   it('creates with template defaults, passes envs to the agent, and lists by metadata', async () => {
-    const r = await call('POST', '/v1/sandboxes', { metadata: { team: 'a' }, envs: { X: '1' }, resources: { memoryMB: 1024 } })
+    const r = await call('POST', '/v1/sandboxes', {
+      metadata: { team: 'a' },
+      envs: { X: '1' },
+      resources: { memoryMB: 1024 },
+    })
     assert.equal(r.status, 201)
     assert.equal(r.body.state, 'running')
     assert.deepEqual(r.body.resources, { vcpus: 1, memoryMB: 1024, diskMB: 1024, pids: 1024 })
@@ -165,7 +176,13 @@ describe('control plane', () => {
   it('serves an OpenAPI 3.1 document covering the routes', async () => {
     const doc = (await call('GET', '/openapi.json', undefined, null)).body
     assert.equal(doc.openapi, '3.1.0')
-    for (const p of ['/v1/sandboxes', '/v1/sandboxes/{id}', '/v1/sandboxes/{id}/exec', '/v1/sandboxes/{id}/files', '/v1/keys'])
+    for (const p of [
+      '/v1/sandboxes',
+      '/v1/sandboxes/{id}',
+      '/v1/sandboxes/{id}/exec',
+      '/v1/sandboxes/{id}/files',
+      '/v1/keys',
+    ])
       assert.ok(doc.paths[p], p)
   })
 })

@@ -45,7 +45,16 @@ export class FakeAgent implements AgentApi {
   async writeFile(_id: string, path: string, body: AsyncIterable<Uint8Array>): Promise<FileEntry> {
     let size = 0
     for await (const c of body) size += c.length
-    return { name: path.split('/').pop() ?? '', path, type: 'file', size, mode: 0o644, mtimeMs: 0, uid: 1000, gid: 1000 }
+    return {
+      name: path.split('/').pop() ?? '',
+      path,
+      type: 'file',
+      size,
+      mode: 0o644,
+      mtimeMs: 0,
+      uid: 1000,
+      gid: 1000,
+    }
   }
   async fileOp(): Promise<unknown> {
     return []

@@ -19,8 +19,18 @@ export const Metadata = z
 
 export const Resources = z.object({
   vcpus: z.number().positive().max(64).optional(),
-  memoryMB: z.number().int().min(64).max(256 * 1024).optional(),
-  diskMB: z.number().int().min(16).max(1024 * 1024).optional(),
+  memoryMB: z
+    .number()
+    .int()
+    .min(64)
+    .max(256 * 1024)
+    .optional(),
+  diskMB: z
+    .number()
+    .int()
+    .min(16)
+    .max(1024 * 1024)
+    .optional(),
   pids: z.number().int().min(16).max(65536).optional(),
 })
 export type Resources = z.infer<typeof Resources>
@@ -67,14 +77,35 @@ export const DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 
 export const ExecRequest = z
   .object({
-    cmd: z.union([z.string().min(1).max(128 * 1024), z.array(z.string().max(128 * 1024)).min(1).max(4096)]),
+    cmd: z.union([
+      z
+        .string()
+        .min(1)
+        .max(128 * 1024),
+      z
+        .array(z.string().max(128 * 1024))
+        .min(1)
+        .max(4096),
+    ]),
     env: EnvVars.optional(),
     cwd: z.string().min(1).max(4096).optional(),
-    user: z.string().regex(/^[a-z_][a-z0-9_-]*$/).max(32).optional(),
-    stdin: z.string().max(16 * 1024 * 1024).optional(),
+    user: z
+      .string()
+      .regex(/^[a-z_][a-z0-9_-]*$/)
+      .max(32)
+      .optional(),
+    stdin: z
+      .string()
+      .max(16 * 1024 * 1024)
+      .optional(),
     stdinEncoding: z.enum(['utf8', 'base64']).default('utf8'),
     timeoutSeconds: z.number().positive().max(MAX_EXEC_TIMEOUT_SECONDS).default(60),
-    maxOutputBytes: z.number().int().min(0).max(64 * 1024 * 1024).default(DEFAULT_MAX_OUTPUT_BYTES),
+    maxOutputBytes: z
+      .number()
+      .int()
+      .min(0)
+      .max(64 * 1024 * 1024)
+      .default(DEFAULT_MAX_OUTPUT_BYTES),
     encoding: z.enum(['utf8', 'base64']).default('utf8'),
   })
   .strict()

@@ -65,7 +65,10 @@ export function limitHit(path: string): SandboxErrorReason | null {
     return null
   }
   const mem = join(ROOT, 'memory', path)
-  if (Number(read(join(mem, 'memory.failcnt')) || 0) > 0 || counter(read(join(mem, 'memory.oom_control')), 'oom_kill') > 0)
+  if (
+    Number(read(join(mem, 'memory.failcnt')) || 0) > 0 ||
+    counter(read(join(mem, 'memory.oom_control')), 'oom_kill') > 0
+  )
     return 'out_of_memory'
   if (counter(read(join(ROOT, 'pids', path, 'pids.events')), 'max') > 0) return 'pids_limit'
   return null

@@ -11,7 +11,13 @@ export interface RunscOptions {
 }
 
 export function runscGlobalArgs(o: RunscOptions): string[] {
-  return [`--root=${o.stateDir}`, `--platform=${o.platform}`, '--network=none', '--overlay2=root:memory', '--cpu-num-from-quota']
+  return [
+    `--root=${o.stateDir}`,
+    `--platform=${o.platform}`,
+    '--network=none',
+    '--overlay2=root:memory',
+    '--cpu-num-from-quota',
+  ]
 }
 
 export async function runscList(o: RunscOptions): Promise<{ id: string; status: string; pid: number }[]> {

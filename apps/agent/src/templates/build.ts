@@ -72,7 +72,11 @@ export async function buildRootfs(def: TemplateDefinition, target: string, opts:
       },
       chrootEnv,
     )
-    await runStep('chroot', [tmp, 'useradd', '--create-home', '--uid', '1000', '--shell', '/bin/bash', def.user], () => {})
+    await runStep(
+      'chroot',
+      [tmp, 'useradd', '--create-home', '--uid', '1000', '--shell', '/bin/bash', def.user],
+      () => {},
+    )
     await runStep('chroot', [tmp, 'apt-get', 'clean'], () => {}, chrootEnv)
     rmSync(join(tmp, 'var/lib/apt/lists'), { recursive: true, force: true })
     mkdirSync(join(tmp, 'var/lib/apt/lists/partial'), { recursive: true })

@@ -2,8 +2,8 @@
 import { createHash } from 'node:crypto'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { z } from 'zod'
 import { ResolvedResources } from '@forkbox/protocol'
+import { z } from 'zod'
 
 export const TemplateDefinition = z.object({
   name: z.string().regex(/^[a-z0-9][a-z0-9-]*$/),
@@ -31,6 +31,11 @@ export function loadDefinitions(dir: string): Map<string, TemplateDefinition> {
 
 /** What the rootfs is built from; limits are left out since they don't change the image. */
 export function templateHash(def: TemplateDefinition): string {
-  const input = JSON.stringify({ v: RECIPE_VERSION, suite: def.suite, packages: [...def.packages].sort(), user: def.user })
+  const input = JSON.stringify({
+    v: RECIPE_VERSION,
+    suite: def.suite,
+    packages: [...def.packages].sort(),
+    user: def.user,
+  })
   return createHash('sha256').update(input).digest('hex').slice(0, 16)
 }

@@ -50,7 +50,13 @@ export function createApp(services: Services): App {
     await next()
     c.header('X-Request-Id', requestId)
     services.log.info(
-      { requestId, method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started) },
+      {
+        requestId,
+        method: c.req.method,
+        path: c.req.path,
+        status: c.res.status,
+        ms: Math.round(performance.now() - started),
+      },
       'request',
     )
   })
@@ -69,7 +75,9 @@ export function createApp(services: Services): App {
       throw new AppError('PAYLOAD_TOO_LARGE', `request body is larger than ${services.config.maxJsonBodyBytes} bytes`)
     },
   })
-  app.use('*', async (c, next) => (c.req.method === 'PUT' && c.req.path.endsWith('/files') ? next() : jsonLimit(c, next)))
+  app.use('*', async (c, next) =>
+    c.req.method === 'PUT' && c.req.path.endsWith('/files') ? next() : jsonLimit(c, next),
+  )
 
   app.openAPIRegistry.registerComponent('securitySchemes', 'apiKey', { type: 'http', scheme: 'bearer' })
   for (const r of [

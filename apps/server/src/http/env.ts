@@ -1,9 +1,9 @@
 // What every request handler can reach through `c.var`.
 import type { OpenAPIHono } from '@hono/zod-openapi'
 import type { Logger } from 'pino'
+import type { ServerConfig } from '../config.ts'
 import type { SandboxService } from '../services/sandboxes.ts'
 import type { KeyStore, Principal } from '../store/keys.ts'
-import type { ServerConfig } from '../config.ts'
 
 export interface Services {
   sandboxes: SandboxService

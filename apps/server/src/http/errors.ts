@@ -22,14 +22,20 @@ export function errorResponse(c: Context<AppEnv>, err: unknown): Response {
   if (err instanceof AppError) app = err
   else if (err instanceof HTTPException) {
     if (err.status === 413) app = new AppError('PAYLOAD_TOO_LARGE', 'request body is too large')
-    else if (err.status === 400 && /json/i.test(err.message)) app = new AppError('MALFORMED_JSON', 'request body is not valid JSON')
+    else if (err.status === 400 && /json/i.test(err.message))
+      app = new AppError('MALFORMED_JSON', 'request body is not valid JSON')
     else app = new AppError(err.status === 404 ? 'NOT_FOUND' : 'VALIDATION_FAILED', err.message || 'bad request')
   } else {
     c.var.services?.log.error({ err, requestId: c.var.requestId }, 'unhandled error')
     app = new AppError('INTERNAL', 'internal error')
   }
   const body: ErrorBody = {
-    error: { code: app.code, message: app.message, requestId: c.var.requestId ?? '', ...(app.details ? { details: app.details } : {}) },
+    error: {
+      code: app.code,
+      message: app.message,
+      requestId: c.var.requestId ?? '',
+      ...(app.details ? { details: app.details } : {}),
+    },
   }
   return c.json(body, app.status as ContentfulStatusCode)
 }

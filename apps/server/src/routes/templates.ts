@@ -9,7 +9,10 @@ const route = createRoute({
   summary: 'Templates this host can start, with their default and maximum resources',
   security,
   responses: {
-    200: { description: 'Templates', content: { 'application/json': { schema: z.object({ templates: z.array(TemplateInfo) }) } } },
+    200: {
+      description: 'Templates',
+      content: { 'application/json': { schema: z.object({ templates: z.array(TemplateInfo) }) } },
+    },
     ...errorResponses,
   },
 })

@@ -56,10 +56,14 @@ export class SandboxService {
     const r = { ...info.defaults, ...asked }
     for (const k of ['vcpus', 'memoryMB', 'diskMB', 'pids'] as const) {
       if (r[k] > info.maxima[k])
-        throw new AppError('RESOURCE_LIMIT_EXCEEDED', `${k} ${r[k]} is above template ${template}'s maximum ${info.maxima[k]}`, {
-          resource: k,
-          maximum: info.maxima[k],
-        })
+        throw new AppError(
+          'RESOURCE_LIMIT_EXCEEDED',
+          `${k} ${r[k]} is above template ${template}'s maximum ${info.maxima[k]}`,
+          {
+            resource: k,
+            maximum: info.maxima[k],
+          },
+        )
     }
     return r
   }
@@ -82,7 +86,10 @@ export class SandboxService {
       await this.agent.start({ id, template: req.template, resources, envs: req.envs }, signal)
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err)
-      this.store.transition(id, ['starting'], 'errored', 'errored', { errorReason: 'runtime_failed', errorMessage: message })
+      this.store.transition(id, ['starting'], 'errored', 'errored', {
+        errorReason: 'runtime_failed',
+        errorMessage: message,
+      })
       this.log.error({ sandboxId: id, err: message }, 'sandbox failed to start')
       throw err instanceof AppError ? err : new AppError('INTERNAL', 'the sandbox failed to start')
     }
@@ -90,7 +97,10 @@ export class SandboxService {
       // killed or expired while it was starting
       await this.agent.stop(id)
     }
-    this.log.info({ sandboxId: id, template: req.template, ms: Math.round(performance.now() - started) }, 'sandbox started')
+    this.log.info(
+      { sandboxId: id, template: req.template, ms: Math.round(performance.now() - started) },
+      'sandbox started',
+    )
     return toPublic(this.own(owner, id))
   }
 
@@ -149,7 +159,8 @@ export class SandboxService {
     try {
       return await fn()
     } catch (err) {
-      if (err instanceof AppError && (err.code === 'SANDBOX_NOT_RUNNING' || err.code === 'SANDBOX_ERRORED')) this.running(owner, id)
+      if (err instanceof AppError && (err.code === 'SANDBOX_NOT_RUNNING' || err.code === 'SANDBOX_ERRORED'))
+        this.running(owner, id)
       throw err
     }
   }
@@ -165,7 +176,10 @@ export class SandboxService {
           env: req.env,
           cwd: req.cwd,
           user: req.user,
-          stdin: req.stdin === undefined ? undefined : Buffer.from(req.stdin, req.stdinEncoding === 'base64' ? 'base64' : 'utf8'),
+          stdin:
+            req.stdin === undefined
+              ? undefined
+              : Buffer.from(req.stdin, req.stdinEncoding === 'base64' ? 'base64' : 'utf8'),
           timeoutMs: Math.round(req.timeoutSeconds * 1000),
           maxOutputBytes: req.maxOutputBytes,
         },
@@ -184,7 +198,9 @@ export class SandboxService {
       durationMs: out.durationMs,
     }
     if (out.timedOut)
-      throw new AppError('EXEC_TIMEOUT', `command did not finish within ${req.timeoutSeconds}s and was killed`, { ...result })
+      throw new AppError('EXEC_TIMEOUT', `command did not finish within ${req.timeoutSeconds}s and was killed`, {
+        ...result,
+      })
     return result
   }
 
@@ -192,7 +208,13 @@ export class SandboxService {
     return this.onSandbox(owner, id, () => this.agent.readFile(id, path, user))
   }
 
-  writeFile(owner: string, id: string, path: string, body: AsyncIterable<Uint8Array>, opts: { mode?: number; user?: string }): Promise<FileEntry> {
+  writeFile(
+    owner: string,
+    id: string,
+    path: string,
+    body: AsyncIterable<Uint8Array>,
+    opts: { mode?: number; user?: string },
+  ): Promise<FileEntry> {
     return this.onSandbox(owner, id, () => this.agent.writeFile(id, path, body, opts))
   }
 

@@ -60,7 +60,10 @@ export class KeyStore {
   }
 
   revoke(id: string): boolean {
-    return this.db.prepare('update api_keys set revoked_at = ? where id = ? and revoked_at is null').run(new Date().toISOString(), id)
-      .changes > 0
+    return (
+      this.db
+        .prepare('update api_keys set revoked_at = ? where id = ? and revoked_at is null')
+        .run(new Date().toISOString(), id).changes > 0
+    )
   }
 }

@@ -58,7 +58,15 @@ export class SandboxStore {
         `insert into sandboxes (id, owner, template, state, metadata, resources, created_at, expires_at)
          values (?, ?, ?, 'starting', ?, ?, ?, ?)`,
       )
-      .run(s.id, s.owner, s.template, JSON.stringify(s.metadata), JSON.stringify(s.resources), now, s.expiresAt.toISOString())
+      .run(
+        s.id,
+        s.owner,
+        s.template,
+        JSON.stringify(s.metadata),
+        JSON.stringify(s.resources),
+        now,
+        s.expiresAt.toISOString(),
+      )
     this.event(s.id, 'created')
     return this.get(s.id) as SandboxRecord
   }
@@ -86,7 +94,11 @@ export class SandboxStore {
   }
 
   countActive(): number {
-    return (this.db.prepare(`select count(*) as n from sandboxes where state in ('starting', 'running')`).get() as { n: number }).n
+    return (
+      this.db.prepare(`select count(*) as n from sandboxes where state in ('starting', 'running')`).get() as {
+        n: number
+      }
+    ).n
   }
 
   /** Moves a sandbox from one of `from` to `to`; false when it was in another state. */
@@ -122,9 +134,9 @@ export class SandboxStore {
   }
 
   active(): string[] {
-    return (this.db.prepare(`select id from sandboxes where state in ('starting', 'running')`).all() as { id: string }[]).map(
-      (r) => r.id,
-    )
+    return (
+      this.db.prepare(`select id from sandboxes where state in ('starting', 'running')`).all() as { id: string }[]
+    ).map((r) => r.id)
   }
 
   event(id: string, type: string, detail?: string | null): void {

@@ -9,7 +9,10 @@ const route = createRoute({
   summary: 'List a directory (to `depth` levels)',
   security,
   request: { params: SandboxIdParam, query: ListQuery },
-  responses: { 200: { description: 'Entries', content: { 'application/json': { schema: FileList } } }, ...errorResponses },
+  responses: {
+    200: { description: 'Entries', content: { 'application/json': { schema: FileList } } },
+    ...errorResponses,
+  },
 })
 
 export function register(app: App): void {

@@ -8,14 +8,24 @@ const route = createRoute({
   path: '/v1/sandboxes/{id}/files/mkdir',
   summary: 'Create a directory and its parents (no error if it exists)',
   security,
-  request: { params: SandboxIdParam, body: { content: { 'application/json': { schema: MakeDirRequest } }, required: true } },
-  responses: { 200: { description: 'Entry', content: { 'application/json': { schema: FileEntry } } }, ...errorResponses },
+  request: {
+    params: SandboxIdParam,
+    body: { content: { 'application/json': { schema: MakeDirRequest } }, required: true },
+  },
+  responses: {
+    200: { description: 'Entry', content: { 'application/json': { schema: FileEntry } } },
+    ...errorResponses,
+  },
 })
 
 export function register(app: App): void {
   app.openapi(route, async (c) => {
     const b = c.req.valid('json')
-    const entry = await c.var.services.sandboxes.fileOp(c.var.principal.keyId, c.req.valid('param').id, { op: 'mkdir', path: b.path, user: b.user })
+    const entry = await c.var.services.sandboxes.fileOp(c.var.principal.keyId, c.req.valid('param').id, {
+      op: 'mkdir',
+      path: b.path,
+      user: b.user,
+    })
     return c.json(FileEntry.parse(entry), 200)
   })
 }

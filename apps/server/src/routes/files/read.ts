@@ -11,7 +11,10 @@ const route = createRoute({
   security,
   request: { params: SandboxIdParam, query: PathQuery },
   responses: {
-    200: { description: 'File bytes', content: { 'application/octet-stream': { schema: z.string().openapi({ format: 'binary' }) } } },
+    200: {
+      description: 'File bytes',
+      content: { 'application/octet-stream': { schema: z.string().openapi({ format: 'binary' }) } },
+    },
     ...errorResponses,
   },
 })
@@ -20,9 +23,18 @@ export function register(app: App): void {
   app.openAPIRegistry.registerPath(route)
   app.get('/v1/sandboxes/:id/files', async (c) => {
     const q = parseOrThrow(PathQuery, c.req.query())
-    const { size, stream } = await c.var.services.sandboxes.readFile(c.var.principal.keyId, c.req.param('id'), q.path, q.user)
+    const { size, stream } = await c.var.services.sandboxes.readFile(
+      c.var.principal.keyId,
+      c.req.param('id'),
+      q.path,
+      q.user,
+    )
     return new Response(stream, {
-      headers: { 'content-type': 'application/octet-stream', 'content-length': String(size), 'x-request-id': c.var.requestId },
+      headers: {
+        'content-type': 'application/octet-stream',
+        'content-length': String(size),
+        'x-request-id': c.var.requestId,
+      },
     })
   })
 }

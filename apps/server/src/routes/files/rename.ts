@@ -8,8 +8,14 @@ const route = createRoute({
   path: '/v1/sandboxes/{id}/files/rename',
   summary: 'Rename or move a path (parents of the target are created)',
   security,
-  request: { params: SandboxIdParam, body: { content: { 'application/json': { schema: RenameRequest } }, required: true } },
-  responses: { 200: { description: 'The entry at its new path', content: { 'application/json': { schema: FileEntry } } }, ...errorResponses },
+  request: {
+    params: SandboxIdParam,
+    body: { content: { 'application/json': { schema: RenameRequest } }, required: true },
+  },
+  responses: {
+    200: { description: 'The entry at its new path', content: { 'application/json': { schema: FileEntry } } },
+    ...errorResponses,
+  },
 })
 
 export function register(app: App): void {

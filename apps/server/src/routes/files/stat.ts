@@ -9,13 +9,20 @@ const route = createRoute({
   summary: 'Stat a path (does not follow a final symlink)',
   security,
   request: { params: SandboxIdParam, query: PathQuery },
-  responses: { 200: { description: 'Entry', content: { 'application/json': { schema: FileEntry } } }, ...errorResponses },
+  responses: {
+    200: { description: 'Entry', content: { 'application/json': { schema: FileEntry } } },
+    ...errorResponses,
+  },
 })
 
 export function register(app: App): void {
   app.openapi(route, async (c) => {
     const q = c.req.valid('query')
-    const entry = await c.var.services.sandboxes.fileOp(c.var.principal.keyId, c.req.valid('param').id, { op: 'stat', path: q.path, user: q.user })
+    const entry = await c.var.services.sandboxes.fileOp(c.var.principal.keyId, c.req.valid('param').id, {
+      op: 'stat',
+      path: q.path,
+      user: q.user,
+    })
     return c.json(FileEntry.parse(entry), 200)
   })
 }

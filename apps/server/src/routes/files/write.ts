@@ -14,7 +14,10 @@ const route = createRoute({
     query: WriteQuery,
     body: { content: { 'application/octet-stream': { schema: z.string().openapi({ format: 'binary' }) } } },
   },
-  responses: { 200: { description: 'Written', content: { 'application/json': { schema: FileEntry } } }, ...errorResponses },
+  responses: {
+    200: { description: 'Written', content: { 'application/json': { schema: FileEntry } } },
+    ...errorResponses,
+  },
 })
 
 /** The request body as chunks, failing once it passes `limit` bytes. */
@@ -38,10 +41,16 @@ export function register(app: App): void {
     const limit = c.var.services.config.maxUploadBytes
     const declared = Number(c.req.header('content-length') ?? 0)
     if (declared > limit) throw new AppError('PAYLOAD_TOO_LARGE', `file is larger than the ${limit}-byte upload limit`)
-    const entry = await c.var.services.sandboxes.writeFile(c.var.principal.keyId, c.req.param('id'), q.path, limited(c.req.raw.body, limit), {
-      mode: q.mode,
-      user: q.user,
-    })
+    const entry = await c.var.services.sandboxes.writeFile(
+      c.var.principal.keyId,
+      c.req.param('id'),
+      q.path,
+      limited(c.req.raw.body, limit),
+      {
+        mode: q.mode,
+        user: q.user,
+      },
+    )
     return c.json(entry, 200)
   })
 }

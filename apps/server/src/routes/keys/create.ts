@@ -10,7 +10,10 @@ const route = createRoute({
   summary: 'Create an API key (admin); the secret is returned only here',
   security,
   request: { body: { content: { 'application/json': { schema: CreateKeyRequest } }, required: true } },
-  responses: { 201: { description: 'Created', content: { 'application/json': { schema: CreatedKey } } }, ...errorResponses },
+  responses: {
+    201: { description: 'Created', content: { 'application/json': { schema: CreatedKey } } },
+    ...errorResponses,
+  },
 })
 
 export function register(app: App): void {

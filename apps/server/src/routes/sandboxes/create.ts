@@ -9,7 +9,10 @@ const route = createRoute({
   summary: 'Create a sandbox; answers once its guest is ready',
   security,
   request: { body: { content: { 'application/json': { schema: CreateSandboxRequest } }, required: false } },
-  responses: { 201: { description: 'Created', content: { 'application/json': { schema: Sandbox } } }, ...errorResponses },
+  responses: {
+    201: { description: 'Created', content: { 'application/json': { schema: Sandbox } } },
+    ...errorResponses,
+  },
 })
 
 export function register(app: App): void {

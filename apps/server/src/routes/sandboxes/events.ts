@@ -2,7 +2,9 @@ import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
 
-const Events = z.object({ events: z.array(z.object({ type: z.string(), at: z.string(), detail: z.string().nullable() })) })
+const Events = z.object({
+  events: z.array(z.object({ type: z.string(), at: z.string(), detail: z.string().nullable() })),
+})
 
 const route = createRoute({
   method: 'get',
@@ -14,5 +16,7 @@ const route = createRoute({
 })
 
 export function register(app: App): void {
-  app.openapi(route, (c) => c.json({ events: c.var.services.sandboxes.events(c.var.principal.keyId, c.req.valid('param').id) }, 200))
+  app.openapi(route, (c) =>
+    c.json({ events: c.var.services.sandboxes.events(c.var.principal.keyId, c.req.valid('param').id) }, 200),
+  )
 }

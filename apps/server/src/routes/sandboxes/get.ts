@@ -9,7 +9,10 @@ const route = createRoute({
   summary: 'Get a sandbox',
   security,
   request: { params: SandboxIdParam },
-  responses: { 200: { description: 'The sandbox', content: { 'application/json': { schema: Sandbox } } }, ...errorResponses },
+  responses: {
+    200: { description: 'The sandbox', content: { 'application/json': { schema: Sandbox } } },
+    ...errorResponses,
+  },
 })
 
 export function register(app: App): void {

@@ -9,14 +9,20 @@ const route = createRoute({
   summary: "List the key's sandboxes; `metadata.KEY=VALUE` query pairs filter by metadata",
   security,
   request: { query: z.object({ state: SandboxState.optional() }).passthrough() },
-  responses: { 200: { description: 'Sandboxes', content: { 'application/json': { schema: SandboxList } } }, ...errorResponses },
+  responses: {
+    200: { description: 'Sandboxes', content: { 'application/json': { schema: SandboxList } } },
+    ...errorResponses,
+  },
 })
 
 export function register(app: App): void {
   app.openapi(route, (c) => {
     const metadata: Record<string, string> = {}
     for (const [k, v] of Object.entries(c.req.query())) if (k.startsWith('metadata.')) metadata[k.slice(9)] = v
-    const sandboxes = c.var.services.sandboxes.list(c.var.principal.keyId, { state: c.req.valid('query').state, metadata })
+    const sandboxes = c.var.services.sandboxes.list(c.var.principal.keyId, {
+      state: c.req.valid('query').state,
+      metadata,
+    })
     return c.json({ sandboxes }, 200)
   })
 }

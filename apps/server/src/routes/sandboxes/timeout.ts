@@ -8,12 +8,25 @@ const route = createRoute({
   path: '/v1/sandboxes/{id}/timeout',
   summary: 'Set the time to live, counted from now',
   security,
-  request: { params: SandboxIdParam, body: { content: { 'application/json': { schema: SetTimeoutRequest } }, required: true } },
-  responses: { 200: { description: 'The sandbox', content: { 'application/json': { schema: Sandbox } } }, ...errorResponses },
+  request: {
+    params: SandboxIdParam,
+    body: { content: { 'application/json': { schema: SetTimeoutRequest } }, required: true },
+  },
+  responses: {
+    200: { description: 'The sandbox', content: { 'application/json': { schema: Sandbox } } },
+    ...errorResponses,
+  },
 })
 
 export function register(app: App): void {
   app.openapi(route, (c) =>
-    c.json(c.var.services.sandboxes.setTimeout(c.var.principal.keyId, c.req.valid('param').id, c.req.valid('json').ttlSeconds), 200),
+    c.json(
+      c.var.services.sandboxes.setTimeout(
+        c.var.principal.keyId,
+        c.req.valid('param').id,
+        c.req.valid('json').ttlSeconds,
+      ),
+      200,
+    ),
   )
 }

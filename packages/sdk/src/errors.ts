@@ -1,0 +1,115 @@
+// Typed errors rebuilt from the API's `{ error: { code, message, details, requestId } }` body.
+import type { ErrorCode, SandboxErrorReason } from '@forkbox/protocol'
+
+/** Failures detected by the SDK itself, never sent by the server. */
+export type ClientErrorCode = 'CONNECTION_ERROR' | 'UNEXPECTED_RESPONSE' | 'INVALID_CONFIG'
+
+/** A server code (open-ended so a newer server's codes pass through) or a client-side one. */
+export type ForkboxErrorCode = ErrorCode | ClientErrorCode | (string & {})
+
+export interface ForkboxErrorInit {
+  /** HTTP status; undefined when the error did not come from a response. */
+  status?: number
+  requestId?: string
+  details?: Record<string, unknown>
+  cause?: unknown
+}
+
+export class ForkboxError extends Error {
+  readonly code: ForkboxErrorCode
+  readonly status: number | undefined
+  readonly requestId: string | undefined
+  readonly details: Record<string, unknown> | undefined
+
+  constructor(code: ForkboxErrorCode, message: string, init: ForkboxErrorInit = {}) {
+    super(message, init.cause === undefined ? undefined : { cause: init.cause })
+    this.name = new.target.name
+    this.code = code
+    this.status = init.status
+    this.requestId = init.requestId
+    this.details = init.details
+  }
+}
+
+/** 400: the request did not validate (VALIDATION_FAILED, INVALID_PATH, MALFORMED_JSON). */
+export class ValidationError extends ForkboxError {}
+/** 401, or no API key could be found before sending anything. */
+export class AuthenticationError extends ForkboxError {}
+/** 403 */
+export class PermissionDeniedError extends ForkboxError {}
+/** 404: sandbox, template, key or file not found. */
+export class NotFoundError extends ForkboxError {}
+/** 408 */
+export class TimeoutError extends ForkboxError {}
+/** 409: SANDBOX_NOT_RUNNING, FILE_EXISTS, NOT_A_DIRECTORY, ... */
+export class ConflictError extends ForkboxError {}
+/** 413 */
+export class PayloadTooLargeError extends ForkboxError {}
+/** 429 */
+export class RateLimitError extends ForkboxError {}
+/** 503 */
+export class ServiceUnavailableError extends ForkboxError {}
+/** Any other 5xx. */
+export class InternalServerError extends ForkboxError {}
+/** The server could not be reached, or the connection broke before a response arrived. */
+export class ConnectionError extends ForkboxError {}
+
+/** The sandbox died by itself (memory or pids limit, ...); `reason` says why. */
+export class SandboxErroredError extends ForkboxError {
+  readonly reason: SandboxErrorReason | (string & {}) | undefined
+
+  constructor(code: ForkboxErrorCode, message: string, init: ForkboxErrorInit = {}) {
+    super(code, message, init)
+    const reason = init.details?.reason
+    this.reason = typeof reason === 'string' ? reason : undefined
+  }
+}
+
+type ForkboxErrorClass = new (code: ForkboxErrorCode, message: string, init?: ForkboxErrorInit) => ForkboxError
+
+const classByStatus: Record<number, ForkboxErrorClass> = {
+  400: ValidationError,
+  401: AuthenticationError,
+  403: PermissionDeniedError,
+  404: NotFoundError,
+  408: TimeoutError,
+  409: ConflictError,
+  413: PayloadTooLargeError,
+  429: RateLimitError,
+  503: ServiceUnavailableError,
+}
+
+function errorClassFor(status: number, code: string): ForkboxErrorClass {
+  if (code === 'SANDBOX_ERRORED') return SandboxErroredError
+  const byStatus = classByStatus[status]
+  if (byStatus) return byStatus
+  return status >= 500 ? InternalServerError : ForkboxError
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+/** Builds the typed error for a non-2xx response from its status, body text and `X-Request-Id`. */
+export function errorFromResponse(status: number, bodyText: string, headerRequestId?: string | null): ForkboxError {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(bodyText)
+  } catch {
+    parsed = undefined
+  }
+  const error = isRecord(parsed) && isRecord(parsed.error) ? parsed.error : undefined
+  const requestId = typeof error?.requestId === 'string' ? error.requestId : (headerRequestId ?? undefined) || undefined
+  if (error && typeof error.code === 'string') {
+    const message = typeof error.message === 'string' ? error.message : `HTTP ${status}`
+    const details = isRecord(error.details) ? error.details : undefined
+    const ErrorClass = errorClassFor(status, error.code)
+    return new ErrorClass(error.code, message, { status, requestId, details })
+  }
+  const snippet = bodyText.trim().slice(0, 200)
+  const ErrorClass = errorClassFor(status, '')
+  return new ErrorClass('UNEXPECTED_RESPONSE', snippet ? `HTTP ${status}: ${snippet}` : `HTTP ${status}`, {
+    status,
+    requestId,
+  })
+}

@@ -1,0 +1,167 @@
+// The one place requests are made: auth, JSON, error mapping and the bounded retry policy.
+import { requireApiKey, resolveConfig } from './config.ts'
+import { fetchableBytes } from './encoding.ts'
+import { ConnectionError, errorFromResponse, ForkboxError } from './errors.ts'
+
+/** Where to connect and how; every field falls back as described in `resolveConfig`. */
+export interface ConnectionOptions {
+  apiKey?: string
+  url?: string
+  /** Replaces `globalThis.fetch`, e.g. to route requests to an in-process server. */
+  fetch?: typeof fetch
+  /** Retries for 429, 503 and (GET/DELETE only) connection errors; default 2. */
+  maxRetries?: number
+}
+
+export interface RequestOptions {
+  signal?: AbortSignal
+}
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE'
+
+export type Query = Record<string, string | number | boolean | undefined>
+
+export interface RequestSpec extends RequestOptions {
+  method: HttpMethod
+  path: string
+  query?: Query
+  json?: unknown
+  body?: Uint8Array
+}
+
+const DEFAULT_MAX_RETRIES = 2
+const RETRY_BASE_DELAY_MS = 200
+const MAX_RETRY_DELAY_MS = 5000
+const RETRYABLE_STATUSES = new Set([429, 503])
+// A connection error on a non-idempotent call may come after the server acted; never repeat those.
+const CONNECTION_RETRY_METHODS = new Set<HttpMethod>(['GET', 'DELETE'])
+
+/** Picks the connection fields out of a larger option bag. */
+export function connectionOptions(options: ConnectionOptions): ConnectionOptions {
+  const { apiKey, url, fetch, maxRetries } = options
+  return { apiKey, url, fetch, maxRetries }
+}
+
+/** `/a/b` from segments, each percent-encoded. */
+export function pathOf(...segments: string[]): string {
+  return segments.map((s) => `/${encodeURIComponent(s)}`).join('')
+}
+
+export function queryString(query: Query | undefined): string {
+  if (!query) return ''
+  const parts: string[] = []
+  for (const [key, value] of Object.entries(query)) {
+    if (value === undefined) continue
+    parts.push(`${encodeURIComponent(key)}=${encodeURIComponent(String(value))}`)
+  }
+  return parts.length > 0 ? `?${parts.join('&')}` : ''
+}
+
+function isAbort(err: unknown, signal: AbortSignal | undefined): boolean {
+  return signal?.aborted === true || (err instanceof Error && err.name === 'AbortError')
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason)
+    const onAbort = () => {
+      clearTimeout(timer)
+      reject(signal?.reason)
+    }
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort)
+      resolve()
+    }, ms)
+    signal?.addEventListener('abort', onAbort, { once: true })
+  })
+}
+
+function retryDelayMs(attempt: number, retryAfter: string | null): number {
+  const seconds = retryAfter === null ? Number.NaN : Number(retryAfter)
+  if (Number.isFinite(seconds) && seconds >= 0) return Math.min(seconds * 1000, MAX_RETRY_DELAY_MS)
+  const exp = RETRY_BASE_DELAY_MS * 2 ** attempt
+  return Math.min(exp / 2 + Math.random() * (exp / 2), MAX_RETRY_DELAY_MS)
+}
+
+function describe(err: unknown): string {
+  const cause = err instanceof Error ? err.cause : undefined
+  if (cause instanceof Error) return cause.message
+  return err instanceof Error ? err.message : String(err)
+}
+
+export class HttpClient {
+  readonly url: string
+  readonly #apiKey: string
+  readonly #fetch: typeof fetch
+  readonly #maxRetries: number
+
+  constructor(options: ConnectionOptions = {}) {
+    const config = resolveConfig(options)
+    this.#apiKey = requireApiKey(config)
+    if (!URL.canParse(config.url)) throw new ForkboxError('INVALID_CONFIG', `invalid forkbox URL: ${config.url}`)
+    this.url = config.url
+    this.#fetch = options.fetch ?? globalThis.fetch
+    this.#maxRetries = Math.max(0, options.maxRetries ?? DEFAULT_MAX_RETRIES)
+  }
+
+  async json<T>(spec: RequestSpec): Promise<T> {
+    const res = await this.send(spec)
+    const text = await res.text()
+    try {
+      return JSON.parse(text) as T
+    } catch (err) {
+      throw new ForkboxError('UNEXPECTED_RESPONSE', `expected JSON from ${spec.method} ${spec.path}`, {
+        status: res.status,
+        requestId: res.headers.get('x-request-id') ?? undefined,
+        cause: err,
+      })
+    }
+  }
+
+  async bytes(spec: RequestSpec): Promise<Uint8Array> {
+    const res = await this.send(spec)
+    return new Uint8Array(await res.arrayBuffer())
+  }
+
+  async empty(spec: RequestSpec): Promise<void> {
+    const res = await this.send(spec)
+    await res.body?.cancel()
+  }
+
+  /** Sends with retries; resolves with a 2xx response, rejects with a ForkboxError or the abort reason. */
+  async send(spec: RequestSpec): Promise<Response> {
+    const target = `${this.url}${spec.path}${queryString(spec.query)}`
+    const headers: Record<string, string> = { authorization: `Bearer ${this.#apiKey}`, accept: 'application/json' }
+    let body: string | Uint8Array<ArrayBuffer> | undefined
+    if (spec.json !== undefined) {
+      headers['content-type'] = 'application/json'
+      body = JSON.stringify(spec.json)
+    } else if (spec.body !== undefined) {
+      headers['content-type'] = 'application/octet-stream'
+      body = fetchableBytes(spec.body)
+    }
+    for (let attempt = 0; ; attempt++) {
+      let res: Response
+      try {
+        res = await this.#fetch(target, { method: spec.method, headers, body, signal: spec.signal })
+      } catch (err) {
+        if (isAbort(err, spec.signal)) throw spec.signal?.reason ?? err
+        if (attempt < this.#maxRetries && CONNECTION_RETRY_METHODS.has(spec.method)) {
+          await sleep(retryDelayMs(attempt, null), spec.signal)
+          continue
+        }
+        throw new ConnectionError('CONNECTION_ERROR', `cannot reach forkbox at ${this.url}: ${describe(err)}`, {
+          cause: err,
+        })
+      }
+      if (res.ok) return res
+      if (RETRYABLE_STATUSES.has(res.status) && attempt < this.#maxRetries) {
+        await res.body?.cancel()
+        await sleep(retryDelayMs(attempt, res.headers.get('retry-after')), spec.signal)
+        continue
+      }
+      const text = await res.text().catch(() => '')
+      throw errorFromResponse(res.status, text, res.headers.get('x-request-id'))
+    }
+  }
+}

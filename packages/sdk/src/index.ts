@@ -1,0 +1,55 @@
+// The public surface of @forkbox/sdk; adding a name here is a public-API decision.
+export type { ApiKeyInfo, FileEntry, Resources, SandboxState, TemplateInfo } from '@forkbox/protocol'
+export { ForkboxClient, type ForkboxClientOptions } from './client.ts'
+export {
+  type ConfigSourceOptions,
+  type Credentials,
+  credentialsPath,
+  DEFAULT_URL,
+  type ResolveConfigOptions,
+  type ResolvedConfig,
+  readCredentials,
+  requireApiKey,
+  resolveConfig,
+  writeCredentials,
+} from './config.ts'
+export {
+  AuthenticationError,
+  type ClientErrorCode,
+  ConflictError,
+  ConnectionError,
+  ForkboxError,
+  type ForkboxErrorCode,
+  type ForkboxErrorInit,
+  InternalServerError,
+  NotFoundError,
+  PayloadTooLargeError,
+  PermissionDeniedError,
+  RateLimitError,
+  SandboxErroredError,
+  ServiceUnavailableError,
+  TimeoutError,
+  ValidationError,
+} from './errors.ts'
+export {
+  type FileOptions,
+  Files,
+  type ListFilesOptions,
+  type ReadFileOptions,
+  type RemoveFileOptions,
+  type WriteFileOptions,
+} from './files.ts'
+export type { ConnectionOptions, RequestOptions } from './http.ts'
+export { type CreatedKey, Keys } from './keys.ts'
+export {
+  type ConnectSandboxOptions,
+  type CreateSandboxOptions,
+  type ExecBytesOutput,
+  type ExecOptions,
+  type ExecOutput,
+  type KillSandboxOptions,
+  type ListSandboxesOptions,
+  Sandbox,
+  type SandboxInfo,
+} from './sandbox.ts'
+export { Templates } from './templates.ts'

@@ -1,0 +1,200 @@
+// The `Sandbox` handle: create/connect/list/kill plus exec, files and TTL on one sandbox.
+import './polyfill-dispose.ts'
+import type { ExecRequest, ExecResult, Resources, Sandbox as SandboxInfo, SandboxState } from '@forkbox/protocol'
+import { fromBase64, toBase64, toBytes, toText } from './encoding.ts'
+import { NotFoundError } from './errors.ts'
+import { Files } from './files.ts'
+import { type ConnectionOptions, connectionOptions, HttpClient, pathOf, type RequestOptions } from './http.ts'
+
+export type { SandboxInfo }
+
+export interface CreateSandboxOptions extends ConnectionOptions, RequestOptions {
+  /** Template name; the server's default is `base`. */
+  template?: string
+  /** Lifetime from now; the server's default is 300. */
+  ttlSeconds?: number
+  metadata?: Record<string, string>
+  /** Environment variables for every command in the sandbox. */
+  envs?: Record<string, string>
+  resources?: Resources
+}
+
+export interface ConnectSandboxOptions extends ConnectionOptions, RequestOptions {}
+
+export interface ListSandboxesOptions extends ConnectionOptions, RequestOptions {
+  /** Only sandboxes whose metadata has all of these pairs. */
+  metadata?: Record<string, string>
+  state?: SandboxState
+}
+
+export interface KillSandboxOptions extends ConnectionOptions, RequestOptions {}
+
+export interface ExecOptions extends RequestOptions {
+  /** The server kills the command after this long (default 60): `timedOut: true`, `exitCode: 137`. */
+  timeoutSeconds?: number
+  env?: Record<string, string>
+  cwd?: string
+  user?: string
+  stdin?: string | Uint8Array
+  /** Cap on stdout and on stderr each; beyond it output is dropped and `truncated: true`. */
+  maxOutputBytes?: number
+}
+
+export interface ExecOutput<T = string> {
+  exitCode: number
+  stdout: T
+  stderr: T
+  /** The signal that ended the command, e.g. `SIGKILL`. */
+  signal: string | null
+  timedOut: boolean
+  truncated: boolean
+  durationMs: number
+}
+
+export type ExecBytesOutput = ExecOutput<Uint8Array>
+
+export class Sandbox {
+  readonly id: string
+  readonly files: Files
+  readonly #http: HttpClient
+  #info: SandboxInfo
+
+  private constructor(http: HttpClient, info: SandboxInfo) {
+    this.#http = http
+    this.#info = info
+    this.id = info.id
+    this.files = new Files(http, info.id)
+  }
+
+  /** The sandbox as last fetched; refresh with `getInfo()`. */
+  get info(): SandboxInfo {
+    return this.#info
+  }
+
+  static async create(options: CreateSandboxOptions = {}): Promise<Sandbox> {
+    const http = new HttpClient(connectionOptions(options))
+    const { template, ttlSeconds, metadata, envs, resources } = options
+    const info = await http.json<SandboxInfo>({
+      method: 'POST',
+      path: '/v1/sandboxes',
+      json: { template, ttlSeconds, metadata, envs, resources },
+      signal: options.signal,
+    })
+    return new Sandbox(http, info)
+  }
+
+  /** A handle on an existing sandbox; fails with NotFoundError when it does not exist. */
+  static async connect(id: string, options: ConnectSandboxOptions = {}): Promise<Sandbox> {
+    const http = new HttpClient(connectionOptions(options))
+    const info = await http.json<SandboxInfo>({ method: 'GET', path: sandboxPath(id), signal: options.signal })
+    return new Sandbox(http, info)
+  }
+
+  static async list(options: ListSandboxesOptions = {}): Promise<SandboxInfo[]> {
+    const http = new HttpClient(connectionOptions(options))
+    const query: Record<string, string | undefined> = { state: options.state }
+    for (const [key, value] of Object.entries(options.metadata ?? {})) query[`metadata.${key}`] = value
+    const res = await http.json<{ sandboxes: SandboxInfo[] }>({
+      method: 'GET',
+      path: '/v1/sandboxes',
+      query,
+      signal: options.signal,
+    })
+    return res.sandboxes
+  }
+
+  /** Kills a sandbox by id; a no-op on one that has already ended. */
+  static async kill(id: string, options: KillSandboxOptions = {}): Promise<void> {
+    const http = new HttpClient(connectionOptions(options))
+    await http.empty({ method: 'DELETE', path: sandboxPath(id), signal: options.signal })
+  }
+
+  async getInfo(options: RequestOptions = {}): Promise<SandboxInfo> {
+    this.#info = await this.#http.json<SandboxInfo>({
+      method: 'GET',
+      path: sandboxPath(this.id),
+      signal: options.signal,
+    })
+    return this.#info
+  }
+
+  /**
+   * Runs a command and waits for it: a string runs under `/bin/bash -c`, an array is exec'd
+   * directly. A non-zero exit is a result, not an error. Output is decoded as UTF-8.
+   */
+  async exec(cmd: string | string[], options: ExecOptions = {}): Promise<ExecOutput> {
+    const result = await this.#exec(cmd, options, 'utf8')
+    return outputOf(result, (s) => (result.encoding === 'base64' ? toText(fromBase64(s)) : s))
+  }
+
+  /** Like `exec`, but stdout and stderr are the raw bytes. */
+  async execBytes(cmd: string | string[], options: ExecOptions = {}): Promise<ExecBytesOutput> {
+    const result = await this.#exec(cmd, options, 'base64')
+    return outputOf(result, (s) => (result.encoding === 'base64' ? fromBase64(s) : toBytes(s)))
+  }
+
+  async #exec(cmd: string | string[], options: ExecOptions, encoding: 'utf8' | 'base64'): Promise<ExecResult> {
+    const { stdin } = options
+    const body: ExecRequest = {
+      cmd,
+      env: options.env,
+      cwd: options.cwd,
+      user: options.user,
+      timeoutSeconds: options.timeoutSeconds,
+      maxOutputBytes: options.maxOutputBytes,
+      encoding,
+    }
+    if (typeof stdin === 'string') {
+      body.stdin = stdin
+    } else if (stdin !== undefined) {
+      body.stdin = toBase64(stdin)
+      body.stdinEncoding = 'base64'
+    }
+    return this.#http.json<ExecResult>({
+      method: 'POST',
+      path: `${sandboxPath(this.id)}/exec`,
+      json: body,
+      signal: options.signal,
+    })
+  }
+
+  /** Sets the sandbox to expire `ttlSeconds` from now. */
+  async setTimeout(ttlSeconds: number, options: RequestOptions = {}): Promise<SandboxInfo> {
+    this.#info = await this.#http.json<SandboxInfo>({
+      method: 'POST',
+      path: `${sandboxPath(this.id)}/timeout`,
+      json: { ttlSeconds },
+      signal: options.signal,
+    })
+    return this.#info
+  }
+
+  async kill(options: RequestOptions = {}): Promise<void> {
+    await this.#http.empty({ method: 'DELETE', path: sandboxPath(this.id), signal: options.signal })
+  }
+
+  /** Kills the sandbox at the end of an `await using` block. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    try {
+      await this.kill()
+    } catch (err) {
+      if (!(err instanceof NotFoundError)) throw err
+    }
+  }
+}
+
+function sandboxPath(id: string): string {
+  return pathOf('v1', 'sandboxes', id)
+}
+
+function outputOf<T>(result: ExecResult, decode: (s: string) => T): ExecOutput<T> {
+  return {
+    exitCode: result.exitCode,
+    stdout: decode(result.stdout),
+    stderr: decode(result.stderr),
+    signal: result.signal,
+    timedOut: result.timedOut,
+    truncated: result.truncated,
+    durationMs: result.durationMs,
+  }
+}

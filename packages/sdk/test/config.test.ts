@@ -1,0 +1,137 @@
+import assert from 'node:assert/strict'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, it } from 'node:test'
+import {
+  AuthenticationError,
+  credentialsPath,
+  DEFAULT_URL,
+  readCredentials,
+  requireApiKey,
+  resolveConfig,
+  Sandbox,
+  writeCredentials,
+} from '../src/index.ts'
+import { fakeFetch, json, sandboxInfo } from './fake-fetch.ts'
+
+let dir: string
+
+function writeFile(content: string): void {
+  mkdirSync(join(dir, 'forkbox'), { recursive: true })
+  writeFileSync(join(dir, 'forkbox', 'credentials.json'), content)
+}
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'forkbox-sdk-config-'))
+})
+afterEach(() => {
+  rmSync(dir, { recursive: true, force: true })
+})
+
+describe('credentialsPath', () => {
+  it('uses XDG_CONFIG_HOME when it is absolute', () => {
+    assert.equal(credentialsPath({ env: { XDG_CONFIG_HOME: '/x/cfg' } }), '/x/cfg/forkbox/credentials.json')
+  })
+  it('falls back to ~/.config, ignoring a relative XDG_CONFIG_HOME', () => {
+    assert.equal(credentialsPath({ env: { HOME: '/home/u' } }), '/home/u/.config/forkbox/credentials.json')
+    assert.equal(
+      credentialsPath({ env: { HOME: '/home/u', XDG_CONFIG_HOME: 'rel' } }),
+      '/home/u/.config/forkbox/credentials.json',
+    )
+  })
+})
+
+describe('resolveConfig', () => {
+  it('prefers explicit options over env over the credentials file', () => {
+    writeFile(JSON.stringify({ url: 'http://file:1', apiKey: 'fbx_file' }))
+    const env = { XDG_CONFIG_HOME: dir, FORKBOX_API_KEY: 'fbx_env', FORKBOX_URL: 'http://env:2' }
+    assert.deepEqual([resolveConfig({ env }).apiKey, resolveConfig({ env }).url], ['fbx_env', 'http://env:2'])
+    const explicit = resolveConfig({ env, apiKey: 'fbx_opt', url: 'http://opt:3/' })
+    assert.equal(explicit.apiKey, 'fbx_opt')
+    assert.equal(explicit.url, 'http://opt:3')
+    const fileOnly = resolveConfig({ env: { XDG_CONFIG_HOME: dir } })
+    assert.equal(fileOnly.apiKey, 'fbx_file')
+    assert.equal(fileOnly.url, 'http://file:1')
+  })
+
+  it('resolves each field on its own and ignores empty env values', () => {
+    writeFile(JSON.stringify({ apiKey: 'fbx_file' }))
+    const config = resolveConfig({ env: { XDG_CONFIG_HOME: dir, FORKBOX_API_KEY: '', FORKBOX_URL: 'http://env:2' } })
+    assert.equal(config.apiKey, 'fbx_file')
+    assert.equal(config.url, 'http://env:2')
+  })
+
+  it('defaults the URL and leaves the key undefined when nothing is configured', () => {
+    const config = resolveConfig({ env: { XDG_CONFIG_HOME: dir } })
+    assert.equal(config.url, DEFAULT_URL)
+    assert.equal(config.apiKey, undefined)
+    assert.throws(
+      () => requireApiKey(config),
+      (err: unknown) => {
+        assert.ok(err instanceof AuthenticationError)
+        assert.equal(err.code, 'UNAUTHENTICATED')
+        assert.match(err.message, /FORKBOX_API_KEY/)
+        assert.ok(err.message.includes(join(dir, 'forkbox', 'credentials.json')))
+        return true
+      },
+    )
+  })
+
+  it('reports a malformed credentials file only when the key is still missing', () => {
+    writeFile('{not json')
+    const config = resolveConfig({ env: { XDG_CONFIG_HOME: dir } })
+    assert.throws(() => requireApiKey(config), /not valid JSON/)
+    assert.equal(resolveConfig({ env: { XDG_CONFIG_HOME: dir, FORKBOX_API_KEY: 'fbx_env' } }).apiKey, 'fbx_env')
+  })
+})
+
+describe('writeCredentials', () => {
+  it('writes mode 0600 and merges, keeping the stored key when none is given', () => {
+    const opts = { env: { XDG_CONFIG_HOME: dir } }
+    const path = writeCredentials({ url: 'http://a:1', apiKey: 'fbx_one' }, opts)
+    assert.equal(statSync(path).mode & 0o777, 0o600)
+    writeCredentials({ url: 'http://b:2' }, opts)
+    assert.deepEqual(readCredentials(opts), { url: 'http://b:2', apiKey: 'fbx_one' })
+    writeCredentials({ url: 'http://b:2', apiKey: 'fbx_two' }, opts)
+    assert.deepEqual(JSON.parse(readFileSync(path, 'utf8')), { url: 'http://b:2', apiKey: 'fbx_two' })
+  })
+
+  it('replaces a malformed file', () => {
+    writeFile('[')
+    const opts = { env: { XDG_CONFIG_HOME: dir } }
+    writeCredentials({ url: 'http://a:1' }, opts)
+    assert.deepEqual(readCredentials(opts), { url: 'http://a:1' })
+  })
+})
+
+describe('SDK entry points', () => {
+  it('fail with AuthenticationError before any request when no key is found', async () => {
+    const saved = { ...process.env }
+    process.env.XDG_CONFIG_HOME = dir
+    delete process.env.FORKBOX_API_KEY
+    try {
+      const fake = fakeFetch(() => json(201, sandboxInfo()))
+      await assert.rejects(Sandbox.create({ fetch: fake.fetch }), AuthenticationError)
+      assert.equal(fake.requests.length, 0)
+    } finally {
+      process.env = saved
+    }
+  })
+
+  it('use the credentials file from process.env', async () => {
+    const saved = { ...process.env }
+    process.env.XDG_CONFIG_HOME = dir
+    delete process.env.FORKBOX_API_KEY
+    delete process.env.FORKBOX_URL
+    writeFile(JSON.stringify({ url: 'http://file.test:9', apiKey: 'fbx_file' }))
+    try {
+      const fake = fakeFetch(() => json(200, { sandboxes: [] }))
+      await Sandbox.list({ fetch: fake.fetch })
+      assert.equal(fake.requests[0]?.url.origin, 'http://file.test:9')
+      assert.equal(fake.requests[0]?.headers.get('authorization'), 'Bearer fbx_file')
+    } finally {
+      process.env = saved
+    }
+  })
+})
