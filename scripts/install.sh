@@ -15,7 +15,10 @@ command -v debootstrap >/dev/null || need_apt+=(debootstrap)
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v python3 >/dev/null || need_apt+=(python3)
 have_runsc=0
-if command -v runsc >/dev/null && runsc --version 2>/dev/null | grep -q "${RUNSC_VERSION}"; then have_runsc=1; fi
+if command -v runsc >/dev/null; then
+  installed=$(runsc --version 2>/dev/null || true)
+  [[ $installed == *"${RUNSC_VERSION}"* ]] && have_runsc=1
+fi
 
 apt_updated=0
 apt_update() {
@@ -40,7 +43,7 @@ if [[ ${#need_apt[@]} -gt 0 ]]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >&2
 fi
 
-if [[ ! -d node_modules/.package-lock.json && ! -f node_modules/.package-lock.json ]] || [[ package-lock.json -nt node_modules/.package-lock.json ]]; then
+if [[ ! -f node_modules/.package-lock.json ]] || [[ package-lock.json -nt node_modules/.package-lock.json ]]; then
   say "installing npm dependencies"
   npm ci --no-audit --no-fund >&2
 fi
