@@ -95,6 +95,14 @@ describe('sandbox basics', () => {
     assert.equal((await sbx.exec(['echo', 'ok'])).stdout, 'ok\n')
   })
 
+  it('reaps orphans: no zombies pile up in the sandbox', async () => {
+    await using sbx = await Sandbox.create({ ...t.conn })
+    // each subshell's child is orphaned to PID 1 (the guest daemon) when the subshell exits
+    await sbx.exec('for i in $(seq 20); do (sleep 0.1 &); done; sleep 1')
+    const ps = await sbx.exec(['ps', '-eo', 'stat=,args='])
+    assert.equal(ps.stdout.split('\n').filter((l) => l.trim().startsWith('Z')).length, 0, ps.stdout)
+  })
+
   it('files: list, stat, mkdir, rename, remove, exists', async () => {
     await using sbx = await Sandbox.create({ ...t.conn })
     await sbx.files.makeDir('/work/a/b/c')
