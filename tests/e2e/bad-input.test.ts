@@ -1,38 +1,37 @@
 // Bad input gets a stable error code, loses nothing, and the server keeps serving.
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 import { AuthenticationError, ConflictError, NotFoundError, Sandbox, ValidationError } from '@forkbox/sdk'
-import { cleanupDataDir, leftovers, startTestHost, type TestHost } from './harness.ts'
+import { useTestHost } from './harness.ts'
 
-let t: TestHost
+const host = useTestHost({
+  setup: async (t) => {
+    sbx = await Sandbox.create({ ...t.conn })
+    await sbx.files.write('/work/keep.txt', 'still here')
+  },
+  teardown: async () => {
+    await sbx.kill()
+  },
+})
 let sbx: Sandbox
 
 async function raw(path: string, init: RequestInit = {}): Promise<{ status: number; code: string | undefined }> {
-  const res = await fetch(`${t.conn.url}${path}`, {
+  const res = await fetch(`${host().conn.url}${path}`, {
     ...init,
-    headers: { authorization: `Bearer ${t.conn.apiKey}`, 'content-type': 'application/json', ...(init.headers ?? {}) },
+    headers: {
+      authorization: `Bearer ${host().conn.apiKey}`,
+      'content-type': 'application/json',
+      ...(init.headers ?? {}),
+    },
   })
   const body = (await res.json().catch(() => ({}))) as { error?: { code: string; requestId: string } }
   if (res.status >= 400) assert.match(body.error?.requestId ?? '', /^req_/)
   return { status: res.status, code: body.error?.code }
 }
 
-before(async () => {
-  t = await startTestHost()
-  sbx = await Sandbox.create({ ...t.conn })
-  await sbx.files.write('/work/keep.txt', 'still here')
-})
-
-after(async () => {
-  await sbx.kill()
-  await t.stop()
-  assert.deepEqual(leftovers(t), { containers: [], dirs: [], mounts: [], cgroups: [], procs: [] })
-  cleanupDataDir(t)
-})
-
 describe('bad input', () => {
   it('unknown template', async () => {
-    await assert.rejects(Sandbox.create({ ...t.conn, template: 'no-such-template' }), (e: unknown) => {
+    await assert.rejects(Sandbox.create({ ...host().conn, template: 'no-such-template' }), (e: unknown) => {
       assert.ok(e instanceof NotFoundError)
       assert.equal(e.code, 'TEMPLATE_NOT_FOUND')
       return true
@@ -80,7 +79,7 @@ describe('bad input', () => {
   })
 
   it('resources above the template maximum', async () => {
-    await assert.rejects(Sandbox.create({ ...t.conn, resources: { memoryMB: 1024 * 1024 } }), (e: unknown) => {
+    await assert.rejects(Sandbox.create({ ...host().conn, resources: { memoryMB: 1024 * 1024 } }), (e: unknown) => {
       return (
         (e as { code?: string }).code === 'RESOURCE_LIMIT_EXCEEDED' ||
         (e as { code?: string }).code === 'VALIDATION_FAILED'
@@ -89,7 +88,7 @@ describe('bad input', () => {
   })
 
   it('exec on a killed sandbox', async () => {
-    const dead = await Sandbox.create({ ...t.conn })
+    const dead = await Sandbox.create({ ...host().conn })
     await dead.kill()
     await assert.rejects(
       dead.exec(['true']),
@@ -100,22 +99,24 @@ describe('bad input', () => {
   })
 
   it('wrong or missing key', async () => {
-    await assert.rejects(Sandbox.list({ url: t.conn.url, apiKey: 'fbx_wrong' }), AuthenticationError)
-    const res = await fetch(`${t.conn.url}/v1/sandboxes`)
+    await assert.rejects(Sandbox.list({ url: host().conn.url, apiKey: 'fbx_wrong' }), AuthenticationError)
+    const res = await fetch(`${host().conn.url}/v1/sandboxes`)
     assert.equal(res.status, 401)
     assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'UNAUTHENTICATED')
-    assert.equal((await fetch(`${t.conn.url}/healthz`)).status, 200)
+    assert.equal((await fetch(`${host().conn.url}/healthz`)).status, 200)
   })
 
   it('unknown sandbox id and route', async () => {
-    await assert.rejects(Sandbox.connect('sbx-00000000000000000000', t.conn), NotFoundError)
+    await assert.rejects(Sandbox.connect('sbx-00000000000000000000', host().conn), NotFoundError)
     assert.deepEqual(await raw('/v1/nothing-here'), { status: 404, code: 'NOT_FOUND' })
   })
 
   it('after all of it the server and the sandbox still serve, and nothing was lost', async () => {
     assert.equal(await sbx.files.read('/work/keep.txt'), 'still here')
     assert.equal((await sbx.exec(['echo', 'ok'])).stdout, 'ok\n')
-    const doc = (await (await fetch(`${t.conn.url}/openapi.json`)).json()) as {
+    const doc = (await (
+      await fetch(`${host().conn.url}/openapi.json`, { headers: { authorization: `Bearer ${host().conn.apiKey}` } })
+    ).json()) as {
       openapi: string
       paths: Record<string, unknown>
     }

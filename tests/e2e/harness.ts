@@ -1,8 +1,10 @@
 // Starts a real single-host forkbox (real runsc) with its own state, and checks nothing leaks.
+import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { after, before } from 'node:test'
 import { type Host, startHost } from '@forkbox/host'
 import type { ConnectionOptions } from '@forkbox/sdk'
 
@@ -65,4 +67,30 @@ export function leftovers(t: TestHost): Record<string, string[]> {
 export function cleanupDataDir(t: TestHost): void {
   rmSync(t.dataDir, { recursive: true, force: true })
   rmSync(t.stateDir, { recursive: true, force: true })
+}
+
+/**
+ * Registers a host for the whole test file: started before the tests, and after them stopped
+ * and checked for leaks (no containers, dirs, mounts, cgroups or runsc processes).
+ * `setup`/`teardown` run on the started host, around the tests.
+ */
+export function useTestHost(
+  hooks: { setup?: (t: TestHost) => Promise<void>; teardown?: (t: TestHost) => Promise<void> } = {},
+): () => TestHost {
+  let t: TestHost | undefined
+  before(async () => {
+    t = await startTestHost()
+    await hooks.setup?.(t)
+  })
+  after(async () => {
+    if (!t) return
+    await hooks.teardown?.(t)
+    await t.stop()
+    assert.deepEqual(leftovers(t), { containers: [], dirs: [], mounts: [], cgroups: [], procs: [] })
+    cleanupDataDir(t)
+  })
+  return () => {
+    if (!t) throw new Error('the test host is not started')
+    return t
+  }
 }

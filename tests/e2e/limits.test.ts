@@ -1,29 +1,24 @@
 // Hostile code against the limits: the common case fails inside the sandbox and it lives on; when
 // the whole sandbox dies it is reported as errored with a reason; the host and others carry on.
 import assert from 'node:assert/strict'
-import { after, before, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 import { Sandbox, SandboxErroredError } from '@forkbox/sdk'
-import { cleanupDataDir, leftovers, startTestHost, type TestHost } from './harness.ts'
+import { useTestHost } from './harness.ts'
 
-let t: TestHost
+const host = useTestHost({
+  setup: async (t) => {
+    bystander = await Sandbox.create({ ...t.conn })
+    await bystander.files.write('/work/state.txt', 'untouched')
+  },
+  teardown: async () => {
+    await bystander.kill()
+  },
+})
 let bystander: Sandbox
-
-before(async () => {
-  t = await startTestHost()
-  bystander = await Sandbox.create({ ...t.conn })
-  await bystander.files.write('/work/state.txt', 'untouched')
-})
-
-after(async () => {
-  await bystander.kill()
-  await t.stop()
-  assert.deepEqual(leftovers(t), { containers: [], dirs: [], mounts: [], cgroups: [], procs: [] })
-  cleanupDataDir(t)
-})
 
 describe('limits', () => {
   it('a 4 GB allocation in a 512 MB sandbox raises MemoryError inside; the sandbox lives on', async () => {
-    await using sbx = await Sandbox.create({ ...t.conn, resources: { memoryMB: 512 } })
+    await using sbx = await Sandbox.create({ ...host().conn, resources: { memoryMB: 512 } })
     const r = await sbx.exec(['python3', '-c', 'b = bytearray(4 * 1024**3)'], { timeoutSeconds: 60 })
     assert.equal(r.exitCode, 1)
     assert.match(r.stderr, /MemoryError/)
@@ -31,7 +26,7 @@ describe('limits', () => {
   })
 
   it('a fork bomb is contained by the process limit; the sandbox lives on', async () => {
-    await using sbx = await Sandbox.create({ ...t.conn, resources: { memoryMB: 512 } })
+    await using sbx = await Sandbox.create({ ...host().conn, resources: { memoryMB: 512 } })
     const r = await sbx
       .exec('bomb() { bomb | bomb & }; bomb; sleep 2; echo survived', { timeoutSeconds: 30 })
       .catch((e) => e)
@@ -43,7 +38,7 @@ describe('limits', () => {
   })
 
   it('filling the disk gets ENOSPC inside, not on the host', async () => {
-    await using sbx = await Sandbox.create({ ...t.conn, resources: { diskMB: 64 } })
+    await using sbx = await Sandbox.create({ ...host().conn, resources: { diskMB: 64 } })
     const r = await sbx.exec(
       'head -c 200000000 /dev/zero > /work/fill; echo "exit=$?"; ls -l /work/fill | cut -d" " -f5',
     )
@@ -54,7 +49,7 @@ describe('limits', () => {
   })
 
   it('processes that together pass the memory limit are OOM-killed, never a hang', async () => {
-    const sbx = await Sandbox.create({ ...t.conn, resources: { memoryMB: 256 } })
+    const sbx = await Sandbox.create({ ...host().conn, resources: { memoryMB: 256 } })
     // Each hog stays under its own rlimit; together they pass the sandbox's cgroup limit. Seen here:
     // hogs get MemoryError or the host OOM killer takes them (their systrap stubs) and the sandbox
     // lives on; if the sandbox kernel is taken instead, it must be reported errored/out_of_memory.
@@ -76,7 +71,7 @@ describe('limits', () => {
   })
 
   it('when the sandbox itself runs out of memory it is errored with out_of_memory, never a hang', async () => {
-    const sbx = await Sandbox.create({ ...t.conn, resources: { memoryMB: 256 } })
+    const sbx = await Sandbox.create({ ...host().conn, resources: { memoryMB: 256 } })
     // the root overlay keeps writes in the sandbox kernel's own memory: filling it takes the sandbox down
     const err = await sbx
       .exec('head -c 800000000 /dev/zero > /var/tmp/fill', { user: 'root', timeoutSeconds: 60 })

@@ -1,25 +1,15 @@
 // The seed loop and the core exec/files behaviour, on real runsc sandboxes.
 import assert from 'node:assert/strict'
 import { createHash, randomBytes } from 'node:crypto'
-import { after, before, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 import { ForkboxClient, NotFoundError, Sandbox, TimeoutError } from '@forkbox/sdk'
-import { cleanupDataDir, leftovers, startTestHost, type TestHost } from './harness.ts'
+import { useTestHost } from './harness.ts'
 
-let t: TestHost
-
-before(async () => {
-  t = await startTestHost()
-})
-
-after(async () => {
-  await t.stop()
-  assert.deepEqual(leftovers(t), { containers: [], dirs: [], mounts: [], cgroups: [], procs: [] })
-  cleanupDataDir(t)
-})
+const host = useTestHost()
 
 describe('sandbox basics', () => {
   it('runs the seed loop: write a cell, run it with a timeout, read its output back as bytes', async () => {
-    const sbx = await Sandbox.create({ ...t.conn, template: 'base', ttlSeconds: 120 })
+    const sbx = await Sandbox.create({ ...host().conn, template: 'base', ttlSeconds: 120 })
     try {
       assert.equal(sbx.info.state, 'running')
       const cell = [
@@ -37,12 +27,12 @@ describe('sandbox basics', () => {
     } finally {
       await sbx.kill()
     }
-    const info = await Sandbox.connect(sbx.id, t.conn).then((s) => s.getInfo())
+    const info = await Sandbox.connect(sbx.id, host().conn).then((s) => s.getInfo())
     assert.equal(info.state, 'killed')
   })
 
   it('kills a command at its timeout, reports it, and the sandbox lives on', async () => {
-    await using sbx = await Sandbox.create({ ...t.conn })
+    await using sbx = await Sandbox.create({ ...host().conn })
     const started = Date.now()
     await assert.rejects(sbx.exec('echo before; sleep 30; echo after', { timeoutSeconds: 1 }), (err: unknown) => {
       assert.ok(err instanceof TimeoutError, String(err))
@@ -55,7 +45,7 @@ describe('sandbox basics', () => {
   })
 
   it('reports non-zero exits, stderr, env, cwd, user and stdin', async () => {
-    await using sbx = await Sandbox.create({ ...t.conn, envs: { GREETING: 'hello' } })
+    await using sbx = await Sandbox.create({ ...host().conn, envs: { GREETING: 'hello' } })
     const fail = await sbx.exec('echo oops >&2; exit 3')
     assert.equal(fail.exitCode, 3)
     assert.equal(fail.stderr, 'oops\n')
@@ -69,7 +59,7 @@ describe('sandbox basics', () => {
   })
 
   it('round-trips a 20 MB binary file byte for byte', async () => {
-    await using sbx = await Sandbox.create({ ...t.conn })
+    await using sbx = await Sandbox.create({ ...host().conn })
     const data = randomBytes(20 * 1024 * 1024)
     const entry = await sbx.files.write('/work/data/blob.bin', data)
     assert.equal(entry.size, data.length)
@@ -81,7 +71,7 @@ describe('sandbox basics', () => {
   })
 
   it('caps 50 MB of stdout instead of buffering it', async () => {
-    await using sbx = await Sandbox.create({ ...t.conn })
+    await using sbx = await Sandbox.create({ ...host().conn })
     const before = process.memoryUsage().rss
     const r = await sbx.exec('head -c 50000000 /dev/zero | tr "\\0" x; echo done >&2', {
       maxOutputBytes: 1024 * 1024,
@@ -96,7 +86,7 @@ describe('sandbox basics', () => {
   })
 
   it('reaps orphans: no zombies pile up in the sandbox', async () => {
-    await using sbx = await Sandbox.create({ ...t.conn })
+    await using sbx = await Sandbox.create({ ...host().conn })
     // each subshell's child is orphaned to PID 1 (the guest daemon) when the subshell exits
     await sbx.exec('for i in $(seq 20); do (sleep 0.1 &); done; sleep 1')
     const ps = await sbx.exec(['ps', '-eo', 'stat=,args='])
@@ -104,7 +94,7 @@ describe('sandbox basics', () => {
   })
 
   it('files: list, stat, mkdir, rename, remove, exists', async () => {
-    await using sbx = await Sandbox.create({ ...t.conn })
+    await using sbx = await Sandbox.create({ ...host().conn })
     await sbx.files.makeDir('/work/a/b/c')
     await sbx.files.write('/work/a/b/c/note.txt', 'hi')
     await sbx.files.write('notes/rel.txt', 'relative to home')
@@ -129,8 +119,8 @@ describe('sandbox basics', () => {
   })
 
   it('keeps two sandboxes apart', async () => {
-    await using a = await Sandbox.create({ ...t.conn })
-    await using b = await Sandbox.create({ ...t.conn })
+    await using a = await Sandbox.create({ ...host().conn })
+    await using b = await Sandbox.create({ ...host().conn })
     await a.files.write('/work/secret.txt', 'only in a')
     await a.exec('echo tmp-a > /tmp/x')
     assert.equal(await b.files.exists('/work/secret.txt'), false)
@@ -140,15 +130,15 @@ describe('sandbox basics', () => {
   })
 
   it('a key sees and touches only its own sandboxes', async () => {
-    const admin = new ForkboxClient(t.conn)
+    const admin = new ForkboxClient(host().conn)
     const other = await admin.keys.create('other-tenant')
-    const mine = await Sandbox.create({ ...t.conn, metadata: { owner: 'admin' } })
+    const mine = await Sandbox.create({ ...host().conn, metadata: { owner: 'admin' } })
     try {
-      const theirs = { url: t.conn.url, apiKey: other.key }
+      const theirs = { url: host().conn.url, apiKey: other.key }
       await assert.rejects(Sandbox.connect(mine.id, theirs), NotFoundError)
       await assert.rejects(Sandbox.kill(mine.id, theirs), NotFoundError)
       assert.deepEqual(await Sandbox.list(theirs), [])
-      const listed = await Sandbox.list({ ...t.conn, metadata: { owner: 'admin' } })
+      const listed = await Sandbox.list({ ...host().conn, metadata: { owner: 'admin' } })
       assert.ok(listed.some((s) => s.id === mine.id))
       assert.equal((await mine.exec(['true'])).exitCode, 0)
     } finally {
@@ -157,8 +147,8 @@ describe('sandbox basics', () => {
   })
 
   it('expires a sandbox at its TTL and extends it with setTimeout', async () => {
-    const short = await Sandbox.create({ ...t.conn, ttlSeconds: 2 })
-    const extended = await Sandbox.create({ ...t.conn, ttlSeconds: 2 })
+    const short = await Sandbox.create({ ...host().conn, ttlSeconds: 2 })
+    const extended = await Sandbox.create({ ...host().conn, ttlSeconds: 2 })
     await extended.setTimeout(60)
     await new Promise((r) => setTimeout(r, 3500))
     assert.equal((await short.getInfo()).state, 'killed')

@@ -1,7 +1,8 @@
 // Shared by `run` and `exec`: run one command in a sandbox and mirror its output and exit code.
 import type { ExecOptions, Sandbox } from '@forkbox/sdk'
+import { Option } from 'commander'
 import type { CliContext } from '../context.ts'
-import { commandFrom } from '../parse.ts'
+import { collectPair, commandFrom, parseSeconds } from '../parse.ts'
 
 export interface CommandFlags {
   timeout?: number
@@ -9,6 +10,17 @@ export interface CommandFlags {
   env?: Record<string, string>
   user?: string
   stdin?: boolean
+}
+
+/** The flags `run` and `exec` share, matching `CommandFlags`. */
+export function commandFlagOptions(): Option[] {
+  return [
+    new Option('--timeout <seconds>', 'kill the command after this long (default 60)').argParser(parseSeconds),
+    new Option('--cwd <dir>', 'working directory'),
+    new Option('-e, --env <KEY=VALUE>', 'environment variable (repeatable)').argParser(collectPair),
+    new Option('-u, --user <name>', 'user to run as'),
+    new Option('-i, --stdin', "pass this process's stdin to the command"),
+  ]
 }
 
 /** Runs `words` in `sandbox`, writes stdout/stderr raw, and sets the exit code (130 when interrupted). */

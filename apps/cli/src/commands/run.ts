@@ -1,11 +1,10 @@
 // `forkbox run`: a throwaway sandbox for one command; it is killed whatever happens.
 
 import { Sandbox } from '@forkbox/sdk'
-import { type Command, Option } from 'commander'
+import type { Command } from 'commander'
 import { formatError } from '../cli-error.ts'
 import type { CliContext } from '../context.ts'
-import { collectPair, parseSeconds } from '../parse.ts'
-import { type CommandFlags, execAndMirror } from './exec-output.ts'
+import { type CommandFlags, commandFlagOptions, execAndMirror } from './exec-output.ts'
 
 interface RunFlags extends CommandFlags {
   template?: string
@@ -16,33 +15,29 @@ const TTL_MARGIN_SECONDS = 60
 const DEFAULT_TTL_SECONDS = 300
 
 export function registerRun(program: Command, ctx: CliContext): void {
-  program
+  const cmd = program
     .command('run')
     .description("run a command in a new sandbox, then kill it; exits with the command's exit code")
     .argument('<cmd...>', "the command; one word runs under bash -c, several are exec'd directly")
     .option('-t, --template <name>', 'template to create the sandbox from')
-    .option('--timeout <seconds>', 'kill the command after this long (default 60)', parseSeconds)
-    .option('--cwd <dir>', 'working directory')
-    .addOption(new Option('-e, --env <KEY=VALUE>', 'environment variable (repeatable)').argParser(collectPair))
-    .option('-u, --user <name>', 'user to run as')
-    .option('-i, --stdin', "pass this process's stdin to the command")
-    .action(async (words: string[], flags: RunFlags) => {
-      const controller = new AbortController()
-      const unsubscribe = ctx.onInterrupt(() => controller.abort())
+  for (const option of commandFlagOptions()) cmd.addOption(option)
+  cmd.action(async (words: string[], flags: RunFlags) => {
+    const controller = new AbortController()
+    const unsubscribe = ctx.onInterrupt(() => controller.abort())
+    try {
+      const ttlSeconds = Math.max(DEFAULT_TTL_SECONDS, Math.ceil((flags.timeout ?? 0) + TTL_MARGIN_SECONDS))
+      // Not aborted by Ctrl-C: an abandoned create would leave a sandbox we could not kill.
+      const sandbox = await Sandbox.create({ ...ctx.connection, template: flags.template, ttlSeconds })
       try {
-        const ttlSeconds = Math.max(DEFAULT_TTL_SECONDS, Math.ceil((flags.timeout ?? 0) + TTL_MARGIN_SECONDS))
-        // Not aborted by Ctrl-C: an abandoned create would leave a sandbox we could not kill.
-        const sandbox = await Sandbox.create({ ...ctx.connection, template: flags.template, ttlSeconds })
-        try {
-          if (controller.signal.aborted) ctx.exitCode = 130
-          else await execAndMirror(ctx, sandbox, words, flags, controller.signal)
-        } finally {
-          await sandbox.kill().catch((err: unknown) => {
-            ctx.stderr.write(`${formatError(err)} (while killing ${sandbox.id})\n`)
-          })
-        }
+        if (controller.signal.aborted) ctx.exitCode = 130
+        else await execAndMirror(ctx, sandbox, words, flags, controller.signal)
       } finally {
-        unsubscribe()
+        await sandbox.kill().catch((err: unknown) => {
+          ctx.stderr.write(`${formatError(err)} (while killing ${sandbox.id})\n`)
+        })
       }
-    })
+    } finally {
+      unsubscribe()
+    }
+  })
 }

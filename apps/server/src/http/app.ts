@@ -25,7 +25,7 @@ import * as templates from '../routes/templates.ts'
 import type { App, AppEnv, Services } from './env.ts'
 import { errorResponse, validationError } from './errors.ts'
 
-const PUBLIC = new Set(['/healthz', '/openapi.json'])
+const PUBLIC = new Set(['/healthz'])
 
 function bearer(header: string | undefined): string | null {
   if (!header) return null
