@@ -657,6 +657,8 @@ def op_ping(channel, req):
 
 
 def op_configure(channel, req):
+    """Per-sandbox settings; after a restore from a shared snapshot this is the first request.
+    (The daemon itself holds no randomness or ids that must differ between sandboxes.)"""
     env = req.get("env") or {}
     _default_env.clear()
     _default_env.update({str(k): str(v) for k, v in env.items()})

@@ -1,4 +1,4 @@
-// Builds the templates the e2e tests use (once; cached by content hash), showing progress.
+// Builds and bakes the templates the e2e tests use (once; cached by content hash), showing progress.
 import { defaultAgentConfig, LocalAgent } from '@forkbox/agent'
 
 const agent = new LocalAgent(
@@ -11,7 +11,6 @@ const agent = new LocalAgent(
 )
 let last = ''
 for (const t of agent.templates()) {
-  if (t.ready) continue
   await agent.ensureTemplate(t.name, (p) => {
     const line = `${p.template}: ${p.phase} ${Math.round((p.fraction ?? 0) * 100)}%`
     if (line !== last) console.log(line)

@@ -1,9 +1,21 @@
 // The local agent: runs each sandbox as a runsc container whose init is the guest daemon, and
 // turns AgentApi calls into guest requests over that container's stdio.
 import { type ChildProcessByStdio, spawn } from 'node:child_process'
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { createHash, randomBytes } from 'node:crypto'
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { join } from 'node:path'
 import type { Readable, Writable } from 'node:stream'
+import type { ResolvedResources } from '@forkbox/protocol'
 import {
   type AgentApi,
   AppError,
@@ -22,9 +34,29 @@ import { GuestConnection } from './guest/connection.ts'
 import { FrameType } from './guest/frames.ts'
 import { createCgroup, limitHit, listCgroups, removeCgroup } from './runtime/cgroups.ts'
 import { buildSpec, cgroupLimits } from './runtime/oci-spec.ts'
-import { type RunscOptions, runscDelete, runscGlobalArgs, runscKill, runscList } from './runtime/runsc.ts'
+import {
+  type RunscOptions,
+  runscCheckpoint,
+  runscDelete,
+  runscGlobalArgs,
+  runscKill,
+  runscList,
+} from './runtime/runsc.ts'
 import { buildRootfs } from './templates/build.ts'
 import { loadDefinitions, type TemplateDefinition, templateHash } from './templates/definition.ts'
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+function sameResources(a: ResolvedResources, b: ResolvedResources): boolean {
+  return a.vcpus === b.vcpus && a.memoryMB === b.memoryMB && a.diskMB === b.diskMB && a.pids === b.pids
+}
 
 const READY_TIMEOUT_MS = 30_000
 const STDIN_CHUNK = 256 * 1024
@@ -49,11 +81,25 @@ export class LocalAgent implements AgentApi {
   private readonly cleanups = new Set<Promise<void>>()
   private readonly runsc: RunscOptions
 
+  private readonly snapshotChecked = new Set<string>()
+  /** The guest daemon as bind-mounted into sandboxes: a content-addressed copy in the template
+   * store, so a baked snapshot finds it at the same path whichever checkout runs the agent. */
+  private readonly guestScript: string
+  private readonly guestHash: string
+
   constructor(private readonly config: AgentConfig) {
     this.definitions = loadDefinitions(config.definitionsDir)
+    const guest = readFileSync(config.guestScript)
+    this.guestHash = createHash('sha256').update(guest).digest('hex').slice(0, 16)
+    this.guestScript = join(config.templatesDir, `guest-${this.guestHash}.py`)
     this.runsc = { runscPath: config.runscPath, stateDir: config.runscStateDir, platform: config.platform }
     for (const d of [config.dataDir, this.sandboxesDir, config.templatesDir, config.runscStateDir])
       mkdirSync(d, { recursive: true })
+    if (!existsSync(this.guestScript)) {
+      const tmp = `${this.guestScript}.tmp-${process.pid}`
+      writeFileSync(tmp, guest, { mode: 0o644 })
+      renameSync(tmp, this.guestScript)
+    }
   }
 
   private get sandboxesDir(): string {
@@ -80,20 +126,77 @@ export class LocalAgent implements AgentApi {
     return def
   }
 
+  /** The baked snapshot: template rootfs, guest daemon and default resources address it. */
+  private snapshotOf(def: TemplateDefinition): string {
+    const key = createHash('sha256')
+      .update(this.guestHash)
+      .update(JSON.stringify(def.resources.defaults))
+      .update(this.config.platform)
+      .digest('hex')
+      .slice(0, 16)
+    return join(this.config.templatesDir, `${def.name}-${templateHash(def)}.snapshot-${key}`)
+  }
+
+  /** Builds the rootfs (once, cached) and bakes the template's snapshot (once, cached). */
   ensureTemplate(name: string, onProgress?: (p: TemplateProgress) => void): Promise<void> {
     const def = this.definition(name)
-    const target = this.rootfsOf(def)
-    if (existsSync(target)) return Promise.resolve()
+    if (this.snapshotChecked.has(name)) return Promise.resolve()
     let build = this.builds.get(name)
     if (!build) {
-      build = buildRootfs(def, target, {
-        mirror: this.config.mirror,
-        debCacheDir: join(this.config.templatesDir, '.debs'),
-        onProgress,
-      }).finally(() => this.builds.delete(name))
+      build = (async () => {
+        const rootfs = this.rootfsOf(def)
+        if (!existsSync(rootfs))
+          await buildRootfs(def, rootfs, {
+            mirror: this.config.mirror,
+            debCacheDir: join(this.config.templatesDir, '.debs'),
+            onProgress,
+          })
+        if (!existsSync(this.snapshotOf(def))) {
+          onProgress?.({ template: name, phase: 'bake', fraction: 0, message: 'booting to snapshot' })
+          try {
+            await this.bake(def)
+            onProgress?.({ template: name, phase: 'bake', fraction: 1, message: 'snapshot ready' })
+          } catch (err) {
+            // creates still work, by cold boot; the next start tries again
+            this.log(`baking ${name} failed: ${String(err)}`)
+            return
+          }
+        }
+        this.snapshotChecked.add(name)
+      })().finally(() => this.builds.delete(name))
       this.builds.set(name, build)
     }
     return build
+  }
+
+  /** Boots the template once, then checkpoints it into the snapshot store (write, then rename). */
+  private async bake(def: TemplateDefinition): Promise<void> {
+    const target = this.snapshotOf(def)
+    const tmp = `${target}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`
+    const id = `bake-${def.name}-${randomBytes(6).toString('hex')}`
+    const sbx = await this.boot(def, { id, template: def.name, resources: def.resources.defaults, envs: {} }, null)
+    try {
+      mkdirSync(tmp, { recursive: true })
+      sbx.stopping = true // checkpoint stops the container; that exit is expected
+      await runscCheckpoint(this.runsc, id, tmp)
+      await sbx.exited
+      if (existsSync(target)) rmSync(tmp, { recursive: true, force: true })
+      else renameSync(tmp, target)
+    } catch (err) {
+      rmSync(tmp, { recursive: true, force: true })
+      await this.stop(id)
+      throw err
+    }
+  }
+
+  /** Resolves once a stopped sandbox's teardown has finished (its id can be used again). */
+  private async gone(id: string): Promise<void> {
+    const deadline = Date.now() + 15_000
+    while (this.sandboxes.has(id) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
+  }
+
+  private log(message: string): void {
+    process.stderr.write(`forkbox agent: ${message}\n`)
   }
 
   /** Removes every container, cgroup and bundle dir no live sandbox of this agent owns. */
@@ -115,21 +218,53 @@ export class LocalAgent implements AgentApi {
       rmSync(join(this.sandboxesDir, name), { recursive: true, force: true })
       removed.add(name)
     }
+    // half-written rootfs builds and snapshots of processes that are gone
+    for (const name of readdirSync(this.config.templatesDir)) {
+      const owner = /\.(?:tmp|building)-(\d+)/.exec(name)?.[1]
+      if (!owner || processAlive(Number(owner))) continue
+      rmSync(join(this.config.templatesDir, name), { recursive: true, force: true })
+      removed.add(name)
+    }
     return [...removed]
   }
 
   async start(spec: StartSandboxSpec, signal?: AbortSignal): Promise<void> {
     const def = this.definition(spec.template)
     await this.ensureTemplate(spec.template)
+    const snapshot = this.snapshotOf(def)
+    if (sameResources(spec.resources, def.resources.defaults) && existsSync(snapshot)) {
+      try {
+        await this.boot(def, spec, snapshot, signal)
+        return
+      } catch (err) {
+        if (signal?.aborted) throw err
+        // A snapshot that will not restore is rebuilt on the next start; this one cold-boots.
+        this.log(`restore of ${snapshot} failed, cold-booting instead: ${String(err)}`)
+        rmSync(snapshot, { recursive: true, force: true })
+        this.snapshotChecked.delete(def.name)
+        await this.gone(spec.id)
+      }
+    }
+    await this.boot(def, spec, null, signal)
+  }
+
+  /** Starts the container: a cold boot, or a restore of `snapshot` when given. */
+  private async boot(
+    def: TemplateDefinition,
+    spec: StartSandboxSpec,
+    snapshot: string | null,
+    signal?: AbortSignal,
+  ): Promise<LiveSandbox> {
     const dir = join(this.sandboxesDir, spec.id)
     const cgroup = `${this.config.cgroupParent}/${spec.id}`
     mkdirSync(dir, { recursive: true })
     createCgroup(cgroup, cgroupLimits(spec.resources))
     const config = buildSpec({
-      rootfs: join(this.rootfsOf(def)),
-      guestScript: this.config.guestScript,
+      rootfs: this.rootfsOf(def),
+      guestScript: this.guestScript,
       cgroupsPath: `/${cgroup}`,
-      hostname: `sbx-${spec.id.slice(-8)}`,
+      // one name for all: a restored sandbox keeps the name it was baked with
+      hostname: 'sandbox',
       resources: spec.resources,
     })
     writeFileSync(join(dir, 'config.json'), JSON.stringify(config))
@@ -137,7 +272,8 @@ export class LocalAgent implements AgentApi {
     const logFd = openSync(join(dir, 'runsc.log'), 'a')
     let proc: LiveSandbox['proc']
     try {
-      proc = spawn(this.config.runscPath, [...runscGlobalArgs(this.runsc), 'run', `--bundle=${dir}`, spec.id], {
+      const command = snapshot ? ['restore', `--image-path=${snapshot}`] : ['run']
+      proc = spawn(this.config.runscPath, [...runscGlobalArgs(this.runsc), ...command, `--bundle=${dir}`, spec.id], {
         stdio: ['pipe', 'pipe', logFd],
       }) as LiveSandbox['proc']
     } finally {
@@ -169,8 +305,13 @@ export class LocalAgent implements AgentApi {
     const onAbort = () => conn.fail(new AppError('INTERNAL', 'sandbox start aborted'))
     signal?.addEventListener('abort', onAbort)
     try {
-      await conn.ready
-      if (Object.keys(spec.envs).length > 0) await conn.call({ op: 'configure', env: spec.envs })
+      // a restored guest said "ready" before it was checkpointed: it is ready when it answers
+      if (snapshot) await conn.call({ op: 'configure', env: spec.envs, restored: true })
+      else {
+        await conn.ready
+        if (Object.keys(spec.envs).length > 0) await conn.call({ op: 'configure', env: spec.envs })
+      }
+      return sbx
     } catch (err) {
       await this.stop(spec.id)
       throw err instanceof AppError ? err : new AppError('INTERNAL', `sandbox failed to start: ${String(err)}`)

@@ -33,3 +33,8 @@ export async function runscKill(o: RunscOptions, id: string): Promise<void> {
 export async function runscDelete(o: RunscOptions, id: string): Promise<void> {
   await run(o.runscPath, [`--root=${o.stateDir}`, 'delete', '--force', id]).catch(() => {})
 }
+
+/** Checkpoints the container into `imagePath` and stops it (uncompressed: restore is CPU-bound). */
+export async function runscCheckpoint(o: RunscOptions, id: string, imagePath: string): Promise<void> {
+  await run(o.runscPath, [`--root=${o.stateDir}`, 'checkpoint', '--compression=none', `--image-path=${imagePath}`, id])
+}
