@@ -85,6 +85,19 @@ describe('sandbox basics', () => {
     assert.equal((await sbx.exec(['echo', 'ok'])).stdout, 'ok\n')
   })
 
+  it('sandboxes started from one baked snapshot share no randomness', async () => {
+    const boxes = await Promise.all([1, 2, 3].map(() => Sandbox.create({ ...host().conn })))
+    try {
+      const outs = await Promise.all(
+        boxes.map((b) => b.exec(['python3', '-c', 'import random, uuid; print(random.random(), uuid.uuid4())'])),
+      )
+      const lines = outs.map((o) => o.stdout.trim())
+      assert.equal(new Set(lines).size, 3, lines.join('\n'))
+    } finally {
+      await Promise.all(boxes.map((b) => b.kill()))
+    }
+  })
+
   it('reaps orphans: no zombies pile up in the sandbox', async () => {
     await using sbx = await Sandbox.create({ ...host().conn })
     // each subshell's child is orphaned to PID 1 (the guest daemon) when the subshell exits

@@ -16,6 +16,8 @@ export interface AgentConfig {
   cgroupParent: string
   mirror: string
   guestScript: string
+  /** Restored, never-used sandboxes kept ready per template (0 turns the pool off). */
+  poolSize: number
 }
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url))
@@ -32,6 +34,7 @@ export function defaultAgentConfig(overrides: Partial<AgentConfig> = {}): AgentC
     cgroupParent: 'forkbox',
     mirror: 'http://deb.debian.org/debian',
     guestScript: `${repoRoot}apps/guest/forkbox_guest.py`,
+    poolSize: 2,
     ...overrides,
   }
 }

@@ -16,6 +16,8 @@ export const HostConfig = z.object({
   /** Templates built (if missing) before the server starts answering. */
   prebuild: z.array(z.string()).default(['base']),
   maxSandboxes: z.coerce.number().int().positive().default(150),
+  /** Restored, never-used sandboxes kept ready per template; 0 turns the pool off. */
+  poolSize: z.coerce.number().int().min(0).max(64).default(2),
 })
 export type HostConfig = z.infer<typeof HostConfig>
 export type HostOptions = z.input<typeof HostConfig>
@@ -30,6 +32,7 @@ const ENV: Record<string, keyof HostConfig> = {
   FORKBOX_CGROUP_PARENT: 'cgroupParent',
   FORKBOX_LOG_LEVEL: 'logLevel',
   FORKBOX_MAX_SANDBOXES: 'maxSandboxes',
+  FORKBOX_POOL_SIZE: 'poolSize',
 }
 
 /** Explicit options win over env vars, which win over defaults. */

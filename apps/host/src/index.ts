@@ -26,8 +26,11 @@ export async function startHost(
       runscPath: config.runscPath,
       runscStateDir: config.runscStateDir,
       cgroupParent: config.cgroupParent,
+      poolSize: config.poolSize,
     }),
   )
+  // first, before anything of ours exists: remove what a previous process left
+  await agent.reconcile()
   for (const t of config.prebuild) await agent.ensureTemplate(t, onTemplateProgress)
   const cp = await createControlPlane({
     agent,
@@ -37,7 +40,6 @@ export async function startHost(
       maxSandboxes: config.maxSandboxes,
     },
   })
-  await agent.reconcile()
   const server = serve({ fetch: cp.app.fetch, port: config.port, hostname: config.host })
   const port = await new Promise<number>((resolve, reject) => {
     server.once('listening', () => {
