@@ -63,6 +63,7 @@ const STDIN_CHUNK = 256 * 1024
 /** Extra time the agent gives the guest to report a timed-out exec before giving up on it. */
 const EXEC_GRACE_MS = 10_000
 const REFILL_DELAY_MS = 250
+const BAKE_RETRY_MS = 10 * 60_000
 
 interface LiveSandbox {
   /** The sandbox id the control plane knows; a pooled sandbox gets one when it is claimed. */
@@ -86,6 +87,7 @@ export class LocalAgent implements AgentApi {
   private readonly runsc: RunscOptions
 
   private readonly snapshotChecked = new Set<string>()
+  private readonly bakeFailedAt = new Map<string, number>()
   private readonly pools = new Map<string, LiveSandbox[]>()
   private readonly filling = new Map<string, Promise<void>>()
   private closing = false
@@ -159,12 +161,14 @@ export class LocalAgent implements AgentApi {
             onProgress,
           })
         if (!existsSync(this.snapshotOf(def))) {
+          // creates still work without a snapshot, by cold boot; retry the bake now and then
+          if (Date.now() - (this.bakeFailedAt.get(name) ?? 0) < BAKE_RETRY_MS) return
           onProgress?.({ template: name, phase: 'bake', fraction: 0, message: 'booting to snapshot' })
           try {
             await this.bake(def)
             onProgress?.({ template: name, phase: 'bake', fraction: 1, message: 'snapshot ready' })
           } catch (err) {
-            // creates still work, by cold boot; the next start tries again
+            this.bakeFailedAt.set(name, Date.now())
             this.log(`baking ${name} failed: ${String(err)}`)
             return
           }
