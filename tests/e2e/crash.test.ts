@@ -68,6 +68,7 @@ describe('crash recovery', () => {
     let out = ''
     for await (const c of procs.stdout) out += c
     assert.ok(!out.includes(`--root=/run/${tag}`), 'a runsc process of the crashed host is still running')
-    assert.ok(!existsSync(join('/sys/fs/cgroup/memory', tag)))
+    for (const h of ['', ...readdirSync('/sys/fs/cgroup')])
+      assert.ok(!existsSync(join('/sys/fs/cgroup', h, tag)), `${h}/${tag}`)
   })
 })

@@ -54,7 +54,8 @@ export function leftovers(t: TestHost): Record<string, string[]> {
   const mounts = readFileSync('/proc/mounts', 'utf8')
     .split('\n')
     .filter((l) => l.includes(t.dataDir) || l.includes(t.stateDir))
-  const cgroups = ['memory', 'pids', 'cpu', 'cpuset', ''].filter((c) =>
+  // every hierarchy: v2, or v1's one dir per controller plus name=systemd
+  const cgroups = ['', ...readdirSync('/sys/fs/cgroup')].filter((c) =>
     existsSync(join('/sys/fs/cgroup', c, t.cgroupParent)),
   )
   const procs = execFileSync('ps', ['-eo', 'args='])

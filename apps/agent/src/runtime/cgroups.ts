@@ -5,7 +5,23 @@ import { join } from 'node:path'
 import type { SandboxErrorReason } from '@forkbox/protocol'
 
 const ROOT = '/sys/fs/cgroup'
-const V1_CONTROLLERS = ['memory', 'pids', 'cpu', 'cpuacct', 'cpuset', 'devices', 'freezer', 'blkio']
+// every v1 hierarchy runsc creates a cgroup in (name=systemd included)
+const V1_CONTROLLERS = [
+  'memory',
+  'pids',
+  'cpu',
+  'cpuacct',
+  'cpuset',
+  'devices',
+  'freezer',
+  'blkio',
+  'net_cls',
+  'net_prio',
+  'perf_event',
+  'hugetlb',
+  'rdma',
+  'systemd',
+]
 
 export function cgroupV2(): boolean {
   return existsSync(join(ROOT, 'cgroup.controllers'))
