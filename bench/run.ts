@@ -123,6 +123,8 @@ print(json.dumps(xs[3:]))`
   await noPoolHost.close()
   rmSync(dataDir, { recursive: true, force: true })
   rmSync(`${dataDir}-nopool`, { recursive: true, force: true })
+  for (const dir of [host.config.runscStateDir, noPoolHost.config.runscStateDir])
+    rmSync(dir, { recursive: true, force: true })
 }
 console.log(
   JSON.stringify(

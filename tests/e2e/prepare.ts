@@ -1,12 +1,18 @@
 // Builds and bakes the templates the e2e tests use (once; cached by content hash), showing progress.
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { defaultAgentConfig, LocalAgent } from '@forkbox/agent'
 
+const dataDir = mkdtempSync(join(tmpdir(), 'forkbox-e2e-prepare-'))
+const runscStateDir = `/run/forkbox-e2e-prepare-${process.pid}`
 const agent = new LocalAgent(
   defaultAgentConfig({
-    dataDir: process.env.FORKBOX_TEST_DATA_DIR ?? '/tmp/forkbox-e2e-prepare',
+    dataDir,
     templatesDir: process.env.FORKBOX_TEMPLATES_DIR ?? '/var/lib/forkbox/templates',
-    runscStateDir: '/run/forkbox-e2e-prepare',
-    cgroupParent: 'forkbox-e2e-prepare',
+    runscStateDir,
+    cgroupParent: `forkbox-e2e-prepare-${process.pid}`,
+    poolSize: 0,
   }),
 )
 let last = ''
@@ -18,6 +24,7 @@ for (const t of agent.templates()) {
   })
 }
 await agent.close()
+for (const dir of [dataDir, runscStateDir]) rmSync(dir, { recursive: true, force: true })
 console.log(
   'templates ready:',
   agent

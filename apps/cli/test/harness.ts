@@ -1,9 +1,15 @@
 // A CliContext whose edges are fakes: captured output, a routed fetch, no real signals or host.
-import { mkdtempSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { after } from 'node:test'
 import type { CliContext, HostModule } from '../src/index.ts'
 import { runCli } from '../src/index.ts'
+
+const tempDirs: string[] = []
+after(() => {
+  for (const d of tempDirs) rmSync(d, { recursive: true, force: true })
+})
 
 export interface SeenRequest {
   method: string
@@ -46,6 +52,7 @@ export function harness(route: Route, extra: Partial<CliContext> = {}): Harness 
     })
   }
   const configDir = mkdtempSync(join(tmpdir(), 'forkbox-cli-'))
+  tempDirs.push(configDir)
   const noHost: HostModule = {
     startHost: () => Promise.reject(new Error('no host in this test')),
   }
