@@ -36,8 +36,9 @@ INLINE_READ_BYTES = 1024 * 1024
 MAX_FRAME = 16 * 1024 * 1024
 DEFAULT_USER = "user"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# After the main process exits, how long to keep reading pipes a background grandchild may hold open.
-PIPE_GRACE_SECONDS = 0.05
+# After a command exits: how long what it left behind in its process group may live, and its
+# pipes stay open, before both are closed.
+DETACH_GRACE_SECONDS = 0.1
 
 threading.stack_size(512 * 1024)
 _out_lock = threading.Lock()
@@ -366,20 +367,18 @@ class Exec:
 
     def on_exit(self, status):
         self.exit_status = status
-        # The exec is over when its process is; anything still in its group goes with it.
-        self._killpg(signal.SIGKILL)
-        if self.open_pipes:
-            # a background grandchild may hold the pipes open: read what is there, then stop
-            loop.add_timer(time.monotonic() + PIPE_GRACE_SECONDS, self)
+        # What the command left in its process group is killed shortly after it exits: long enough
+        # for a deliberate `setsid cmd &` to leave the group, short enough to stop a runaway tree.
+        # Pipes a background grandchild holds open are read until then too.
+        loop.add_timer(time.monotonic() + DETACH_GRACE_SECONDS, self)
         self.maybe_finish()
 
     def on_timer(self, now):
-        if self.finished:
-            return
         if self.exit_status is None:
             self.timed_out = True
             self._killpg(signal.SIGKILL)
             return
+        self._killpg(signal.SIGKILL)
         for key in list(loop.sel.get_map().values()):
             if isinstance(key.data, tuple) and key.data[0] is self:
                 loop.close_pipe(self, key.fd)

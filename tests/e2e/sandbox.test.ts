@@ -98,6 +98,15 @@ describe('sandbox basics', () => {
     }
   })
 
+  it('kills what a command leaves in its process group, but not what it detached with setsid', async () => {
+    await using sbx = await Sandbox.create({ ...host().conn })
+    await sbx.exec('sleep 300 & setsid sleep 301 > /dev/null 2>&1 &')
+    await new Promise((r) => setTimeout(r, 500))
+    const ps = await sbx.exec(['ps', '-eo', 'args='])
+    assert.ok(!ps.stdout.includes('sleep 300'), ps.stdout)
+    assert.ok(ps.stdout.includes('sleep 301'), ps.stdout)
+  })
+
   it('reaps orphans: no zombies pile up in the sandbox', async () => {
     await using sbx = await Sandbox.create({ ...host().conn })
     // each subshell's child is orphaned to PID 1 (the guest daemon) when the subshell exits
