@@ -36,9 +36,10 @@ INLINE_READ_BYTES = 1024 * 1024
 MAX_FRAME = 16 * 1024 * 1024
 DEFAULT_USER = "user"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# After a command exits: how long what it left behind in its process group may live, and its
+# After a command exits: how long what it left behind in its process group may live (a `setsid`
+# needs a fork and an exec to get out, tens of ms under gVisor), and its
 # pipes stay open, before both are closed.
-DETACH_GRACE_SECONDS = 0.1
+DETACH_GRACE_SECONDS = 0.5
 
 threading.stack_size(512 * 1024)
 _out_lock = threading.Lock()
@@ -367,7 +368,7 @@ class Exec:
 
     def on_exit(self, status):
         self.exit_status = status
-        # What the command left in its process group is killed shortly after it exits: long enough
+        # What the command left in its process group is killed soon after it exits: long enough
         # for a deliberate `setsid cmd &` to leave the group, short enough to stop a runaway tree.
         # Pipes a background grandchild holds open are read until then too.
         loop.add_timer(time.monotonic() + DETACH_GRACE_SECONDS, self)
