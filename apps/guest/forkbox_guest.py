@@ -660,7 +660,8 @@ def op_configure(channel, req):
     """Per-sandbox settings; after a restore from a shared snapshot this is the first request.
     (The daemon itself holds no randomness or ids that must differ between sandboxes.)"""
     env = req.get("env") or {}
-    _default_env.clear()
+    if not req.get("merge"):
+        _default_env.clear()
     _default_env.update({str(k): str(v) for k, v in env.items()})
     return {}
 

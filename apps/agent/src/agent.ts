@@ -11,6 +11,7 @@ import {
   readFileSync,
   renameSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs'
 import { join } from 'node:path'
@@ -264,6 +265,12 @@ export class LocalAgent implements AgentApi {
   async start(spec: StartSandboxSpec, signal?: AbortSignal): Promise<void> {
     const def = this.definition(spec.template)
     await this.ensureTemplate(spec.template)
+    if (spec.snapshot) {
+      const image = this.userSnapshot(spec.snapshot)
+      if (!existsSync(image)) throw new AppError('SNAPSHOT_NOT_FOUND', `no snapshot ${spec.snapshot} on this host`)
+      await this.boot(def, spec, image, signal)
+      return
+    }
     const snapshot = this.snapshotOf(def)
     const standard = sameResources(spec.resources, def.resources.defaults)
     if (standard) {
@@ -399,7 +406,8 @@ export class LocalAgent implements AgentApi {
     signal?.addEventListener('abort', onAbort)
     try {
       // a restored guest said "ready" before it was checkpointed: it is ready when it answers
-      if (snapshot) await conn.call({ op: 'configure', env: spec.envs, restored: true })
+      // a user snapshot keeps the env it had; given envs are added on top
+      if (snapshot) await conn.call({ op: 'configure', env: spec.envs, restored: true, merge: Boolean(spec.snapshot) })
       else {
         await conn.ready
         if (Object.keys(spec.envs).length > 0) await conn.call({ op: 'configure', env: spec.envs })
@@ -565,6 +573,47 @@ export class LocalAgent implements AgentApi {
 
   fileOp(id: string, op: GuestFileOp): Promise<unknown> {
     return this.live(id).conn.call({ ...op })
+  }
+
+  private get snapshotsDir(): string {
+    return join(this.config.dataDir, 'snapshots')
+  }
+
+  private userSnapshot(snapshotId: string): string {
+    if (!/^[A-Za-z0-9_-]+$/.test(snapshotId)) throw new AppError('SNAPSHOT_NOT_FOUND', `no snapshot ${snapshotId}`)
+    return join(this.snapshotsDir, snapshotId)
+  }
+
+  async snapshot(id: string, snapshotId: string): Promise<{ sizeBytes: number }> {
+    const sbx = this.live(id)
+    const target = this.userSnapshot(snapshotId)
+    const tmp = `${target}.tmp-${process.pid}`
+    mkdirSync(tmp, { recursive: true })
+    try {
+      // the sandbox pauses while its image is written, then carries on (stop-then-restore in runsc)
+      await runscCheckpoint(this.runsc, sbx.container, tmp, { leaveRunning: true })
+      renameSync(tmp, target)
+    } catch (err) {
+      rmSync(tmp, { recursive: true, force: true })
+      throw new AppError('INTERNAL', `snapshot of ${id} failed: ${err instanceof Error ? err.message : String(err)}`)
+    }
+    let sizeBytes = 0
+    for (const f of readdirSync(target)) sizeBytes += statSync(join(target, f)).size
+    return { sizeBytes }
+  }
+
+  async deleteSnapshot(snapshotId: string): Promise<void> {
+    rmSync(this.userSnapshot(snapshotId), { recursive: true, force: true })
+  }
+
+  async pruneSnapshots(keep: string[]): Promise<void> {
+    const wanted = new Set(keep)
+    mkdirSync(this.snapshotsDir, { recursive: true })
+    for (const name of readdirSync(this.snapshotsDir)) {
+      const owner = /\.tmp-(\d+)$/.exec(name)?.[1]
+      if (owner ? !processAlive(Number(owner)) : !wanted.has(name))
+        rmSync(join(this.snapshotsDir, name), { recursive: true, force: true })
+    }
   }
 
   async stop(id: string): Promise<void> {

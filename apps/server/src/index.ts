@@ -8,6 +8,7 @@ import { SandboxService } from './services/sandboxes.ts'
 import { openDb } from './store/db.ts'
 import { KeyStore } from './store/keys.ts'
 import { SandboxStore } from './store/sandboxes.ts'
+import { SnapshotStore } from './store/snapshots.ts'
 
 export interface ControlPlane {
   app: App
@@ -27,7 +28,13 @@ export async function createControlPlane(opts: {
   const log = opts.log ?? pino({ level: config.logLevel })
   const db = openDb(config.dbPath)
   const keys = new KeyStore(db)
-  const sandboxes = new SandboxService(new SandboxStore(db), opts.agent, log, { maxSandboxes: config.maxSandboxes })
+  const sandboxes = new SandboxService(
+    new SandboxStore(db),
+    opts.agent,
+    log,
+    { maxSandboxes: config.maxSandboxes },
+    new SnapshotStore(db),
+  )
   await sandboxes.recover()
   const bootstrapKey = keys.count() === 0 ? keys.create('admin', true).key : null
   const app = createApp({ sandboxes, keys, config, log, templates: () => opts.agent.templates() })

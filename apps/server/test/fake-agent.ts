@@ -59,6 +59,18 @@ export class FakeAgent implements AgentApi {
   async fileOp(): Promise<unknown> {
     return []
   }
+  snapshots = new Set<string>()
+  async snapshot(id: string, snapshotId: string): Promise<{ sizeBytes: number }> {
+    if (!this.live.has(id)) throw new AppError('SANDBOX_NOT_RUNNING', 'not live')
+    this.snapshots.add(snapshotId)
+    return { sizeBytes: 1234 }
+  }
+  async deleteSnapshot(snapshotId: string): Promise<void> {
+    this.snapshots.delete(snapshotId)
+  }
+  async pruneSnapshots(keep: string[]): Promise<void> {
+    for (const s of [...this.snapshots]) if (!keep.includes(s)) this.snapshots.delete(s)
+  }
   async stop(id: string): Promise<void> {
     this.stopped.push(id)
     this.live.delete(id)

@@ -8,6 +8,8 @@ export interface StartSandboxSpec {
   template: string
   resources: ResolvedResources
   envs: Record<string, string>
+  /** Restore this snapshot (made by `AgentApi.snapshot`) instead of the template's. */
+  snapshot?: string
 }
 
 export interface GuestExecRequest {
@@ -63,6 +65,11 @@ export interface AgentApi {
     opts?: { mode?: number; user?: string },
   ): Promise<FileEntry>
   fileOp(id: string, op: GuestFileOp): Promise<unknown>
+  /** Checkpoints a running sandbox (memory, processes and disk) into snapshot `snapshotId`; it keeps running. */
+  snapshot(id: string, snapshotId: string): Promise<{ sizeBytes: number }>
+  deleteSnapshot(snapshotId: string): Promise<void>
+  /** Removes every stored snapshot not in `keep` (after a crash, what no record owns). */
+  pruneSnapshots(keep: string[]): Promise<void>
   /** Stops the sandbox at once; the slow teardown continues in the background. */
   stop(id: string): Promise<void>
   liveIds(): string[]

@@ -50,6 +50,8 @@ export const CreateSandboxRequest = z
     metadata: Metadata.default({}),
     envs: EnvVars.default({}),
     resources: Resources.default({}),
+    /** Start from a snapshot this key made (its template and resources), not from the template. */
+    snapshot: z.string().min(1).max(64).optional(),
   })
   .strict()
 export type CreateSandboxRequest = z.input<typeof CreateSandboxRequest>
@@ -185,3 +187,25 @@ export const TemplateInfo = z.object({
   ready: z.boolean(),
 })
 export type TemplateInfo = z.infer<typeof TemplateInfo>
+
+export const Snapshot = z.object({
+  id: z.string(),
+  sandboxId: z.string(),
+  template: z.string(),
+  resources: ResolvedResources,
+  sizeBytes: z.number().int(),
+  createdAt: z.string(),
+})
+export type Snapshot = z.infer<typeof Snapshot>
+export const SnapshotList = z.object({ snapshots: z.array(Snapshot) })
+
+export const MAX_FORK_COUNT = 16
+export const ForkRequest = z
+  .object({
+    count: z.number().int().min(1).max(MAX_FORK_COUNT).default(1),
+    ttlSeconds: z.number().int().min(1).max(MAX_TTL_SECONDS).default(300),
+    metadata: Metadata.optional(),
+  })
+  .strict()
+export type ForkRequest = z.input<typeof ForkRequest>
+export const ForkResult = z.object({ sandboxes: z.array(Sandbox) })

@@ -47,9 +47,12 @@ export {
   type ExecBytesOutput,
   type ExecOptions,
   type ExecOutput,
+  type ForkOptions,
   type KillSandboxOptions,
   type ListSandboxesOptions,
   Sandbox,
   type SandboxInfo,
+  type SnapshotInfo,
 } from './sandbox.ts'
+export { Snapshots } from './snapshots.ts'
 export { Templates } from './templates.ts'

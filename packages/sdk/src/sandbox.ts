@@ -1,12 +1,19 @@
 // The `Sandbox` handle: create/connect/list/kill plus exec, files and TTL on one sandbox.
 import './polyfill-dispose.ts'
-import type { ExecRequest, ExecResult, Resources, Sandbox as SandboxInfo, SandboxState } from '@forkbox/protocol'
+import type {
+  ExecRequest,
+  ExecResult,
+  Resources,
+  Sandbox as SandboxInfo,
+  SandboxState,
+  Snapshot as SnapshotInfo,
+} from '@forkbox/protocol'
 import { fromBase64, toBase64, toBytes, toText } from './encoding.ts'
 import { NotFoundError } from './errors.ts'
 import { Files } from './files.ts'
 import { type ConnectionOptions, connectionOptions, HttpClient, pathOf, type RequestOptions } from './http.ts'
 
-export type { SandboxInfo }
+export type { SandboxInfo, SnapshotInfo }
 
 export interface CreateSandboxOptions extends ConnectionOptions, RequestOptions {
   /** Template name; the server's default is `base`. */
@@ -17,6 +24,17 @@ export interface CreateSandboxOptions extends ConnectionOptions, RequestOptions 
   /** Environment variables for every command in the sandbox. */
   envs?: Record<string, string>
   resources?: Resources
+  /** Start from this snapshot (see `sandbox.snapshot()`): its template, resources and state. */
+  snapshot?: string
+}
+
+export interface ForkOptions extends RequestOptions {
+  /** How many forks (1-16, default 1). */
+  count?: number
+  /** Lifetime of each fork from now; the server's default is 300. */
+  ttlSeconds?: number
+  /** Metadata of the forks; default: the original's. */
+  metadata?: Record<string, string>
 }
 
 export interface ConnectSandboxOptions extends ConnectionOptions, RequestOptions {}
@@ -73,11 +91,11 @@ export class Sandbox {
 
   static async create(options: CreateSandboxOptions = {}): Promise<Sandbox> {
     const http = new HttpClient(connectionOptions(options))
-    const { template, ttlSeconds, metadata, envs, resources } = options
+    const { template, ttlSeconds, metadata, envs, resources, snapshot } = options
     const info = await http.json<SandboxInfo>({
       method: 'POST',
       path: '/v1/sandboxes',
-      json: { template, ttlSeconds, metadata, envs, resources },
+      json: { template, ttlSeconds, metadata, envs, resources, snapshot },
       signal: options.signal,
     })
     return new Sandbox(http, info)
@@ -156,6 +174,33 @@ export class Sandbox {
       json: body,
       signal: options.signal,
     })
+  }
+
+  /**
+   * Keeps this sandbox's live state (memory, processes, disk) as a snapshot; start new sandboxes
+   * from it with `Sandbox.create({ snapshot: id })`. The sandbox pauses while it is written.
+   */
+  async snapshot(options: RequestOptions = {}): Promise<SnapshotInfo> {
+    return this.#http.json<SnapshotInfo>({
+      method: 'POST',
+      path: `${sandboxPath(this.id)}/snapshots`,
+      signal: options.signal,
+    })
+  }
+
+  /**
+   * `count` (default 1) new, independent sandboxes that start from this one's exact live state:
+   * variables in running processes, files, background processes. This sandbox carries on.
+   */
+  async fork(options: ForkOptions = {}): Promise<Sandbox[]> {
+    const { count, ttlSeconds, metadata } = options
+    const res = await this.#http.json<{ sandboxes: SandboxInfo[] }>({
+      method: 'POST',
+      path: `${sandboxPath(this.id)}/fork`,
+      json: { count, ttlSeconds, metadata },
+      signal: options.signal,
+    })
+    return res.sandboxes.map((info) => new Sandbox(this.#http, info))
   }
 
   /** Sets the sandbox to expire `ttlSeconds` from now. */

@@ -34,7 +34,14 @@ export async function runscDelete(o: RunscOptions, id: string): Promise<void> {
   await run(o.runscPath, [`--root=${o.stateDir}`, 'delete', '--force', id]).catch(() => {})
 }
 
-/** Checkpoints the container into `imagePath` and stops it (uncompressed: restore is CPU-bound). */
-export async function runscCheckpoint(o: RunscOptions, id: string, imagePath: string): Promise<void> {
-  await run(o.runscPath, [`--root=${o.stateDir}`, 'checkpoint', '--compression=none', `--image-path=${imagePath}`, id])
+/** Checkpoints the container into `imagePath` (uncompressed: restore is CPU-bound); it stops unless `leaveRunning`. */
+export async function runscCheckpoint(
+  o: RunscOptions,
+  id: string,
+  imagePath: string,
+  opts: { leaveRunning?: boolean } = {},
+): Promise<void> {
+  const args = [`--root=${o.stateDir}`, 'checkpoint', '--compression=none', `--image-path=${imagePath}`]
+  if (opts.leaveRunning) args.push('--leave-running')
+  await run(o.runscPath, [...args, id])
 }

@@ -17,10 +17,14 @@ import * as keysRevoke from '../routes/keys/revoke.ts'
 import * as sandboxCreate from '../routes/sandboxes/create.ts'
 import * as sandboxEvents from '../routes/sandboxes/events.ts'
 import * as sandboxExec from '../routes/sandboxes/exec.ts'
+import * as sandboxFork from '../routes/sandboxes/fork.ts'
 import * as sandboxGet from '../routes/sandboxes/get.ts'
 import * as sandboxKill from '../routes/sandboxes/kill.ts'
 import * as sandboxList from '../routes/sandboxes/list.ts'
 import * as sandboxTimeout from '../routes/sandboxes/timeout.ts'
+import * as snapshotCreate from '../routes/snapshots/create.ts'
+import * as snapshotDelete from '../routes/snapshots/delete.ts'
+import * as snapshotList from '../routes/snapshots/list.ts'
 import * as templates from '../routes/templates.ts'
 import type { App, AppEnv, Services } from './env.ts'
 import { errorResponse, validationError } from './errors.ts'
@@ -90,6 +94,10 @@ export function createApp(services: Services): App {
     sandboxTimeout,
     sandboxExec,
     sandboxEvents,
+    sandboxFork,
+    snapshotCreate,
+    snapshotList,
+    snapshotDelete,
     filesList,
     filesStat,
     filesMkdir,

@@ -12,11 +12,16 @@ import {
   type Resources,
   type Sandbox,
   type SandboxState,
+  type Snapshot,
 } from '@forkbox/protocol'
 import type { Logger } from 'pino'
 import { type SandboxRecord, type SandboxStore, toPublic } from '../store/sandboxes.ts'
+import type { SnapshotRecord, SnapshotStore } from '../store/snapshots.ts'
 
-type CreateInput = Required<Omit<CreateSandboxRequest, 'resources'>> & { resources: Resources }
+type CreateInput = Required<Omit<CreateSandboxRequest, 'resources' | 'snapshot'>> & {
+  resources: Resources
+  snapshot?: string
+}
 type ExecInput = Omit<ExecRequest, 'stdinEncoding' | 'timeoutSeconds' | 'maxOutputBytes' | 'encoding'> &
   Required<Pick<ExecRequest, 'stdinEncoding' | 'timeoutSeconds' | 'maxOutputBytes' | 'encoding'>>
 
@@ -28,6 +33,7 @@ export class SandboxService {
     private readonly agent: AgentApi,
     private readonly log: Logger,
     private readonly limits: { maxSandboxes: number },
+    private readonly snapshots: SnapshotStore,
   ) {
     agent.onExit((id, reason, message) => {
       if (!reason) return
@@ -43,6 +49,7 @@ export class SandboxService {
 
   /** After a restart nothing from before is reachable: the guests' stdio died with the old process. */
   async recover(): Promise<void> {
+    await this.agent.pruneSnapshots(this.snapshots.ids())
     for (const id of this.store.active())
       this.store.transition(id, ['starting', 'running'], 'errored', 'errored', {
         errorReason: 'lost',
@@ -69,8 +76,24 @@ export class SandboxService {
   }
 
   async create(owner: string, req: CreateInput, signal?: AbortSignal): Promise<Sandbox> {
-    const resources = this.resolveResources(req.template, req.resources)
-    if (this.store.countActive() >= this.limits.maxSandboxes)
+    if (!req.snapshot) {
+      const resources = this.resolveResources(req.template, req.resources)
+      return this.launch(owner, { ...req, resources, snapshot: undefined }, signal)
+    }
+    const snap = this.ownSnapshot(owner, req.snapshot)
+    if (Object.keys(req.resources).length > 0)
+      throw new AppError('VALIDATION_FAILED', 'a sandbox started from a snapshot has the resources of the snapshot')
+    return this.launch(owner, { ...req, template: snap.template, resources: snap.resources, snapshot: snap.id }, signal)
+  }
+
+  /** Records a new sandbox and has the agent start it; a failure leaves it `errored`, never half there. */
+  private async launch(
+    owner: string,
+    req: Omit<CreateInput, 'resources' | 'snapshot'> & { resources: ResolvedResources; snapshot: string | undefined },
+    signal?: AbortSignal,
+    count = 1,
+  ): Promise<Sandbox> {
+    if (this.store.countActive() + count > this.limits.maxSandboxes)
       throw new AppError('NO_CAPACITY', `this host runs at most ${this.limits.maxSandboxes} sandboxes`)
     const id = `sbx-${randomBytes(10).toString('hex')}`
     this.store.insert({
@@ -78,12 +101,15 @@ export class SandboxService {
       owner,
       template: req.template,
       metadata: req.metadata,
-      resources,
+      resources: req.resources,
       expiresAt: new Date(Date.now() + req.ttlSeconds * 1000),
     })
     const started = performance.now()
     try {
-      await this.agent.start({ id, template: req.template, resources, envs: req.envs }, signal)
+      await this.agent.start(
+        { id, template: req.template, resources: req.resources, envs: req.envs, snapshot: req.snapshot },
+        signal,
+      )
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err)
       this.store.transition(id, ['starting'], 'errored', 'errored', {
@@ -102,6 +128,74 @@ export class SandboxService {
       'sandbox started',
     )
     return toPublic(this.own(owner, id))
+  }
+
+  private ownSnapshot(owner: string, id: string): SnapshotRecord {
+    const snap = this.snapshots.get(id)
+    if (!snap || snap.owner !== owner) throw new AppError('SNAPSHOT_NOT_FOUND', `no snapshot ${id}`)
+    return snap
+  }
+
+  /** Memory, processes and disk of a running sandbox, kept; the sandbox carries on. */
+  async snapshot(owner: string, id: string): Promise<Snapshot> {
+    const src = this.running(owner, id)
+    const snapshotId = `snap-${randomBytes(10).toString('hex')}`
+    const { sizeBytes } = await this.agent.snapshot(id, snapshotId)
+    const snap = this.snapshots.insert({
+      id: snapshotId,
+      owner,
+      sandboxId: id,
+      template: src.template,
+      resources: src.resources,
+      sizeBytes,
+    })
+    this.store.event(id, 'snapshotted', snapshotId)
+    const { owner: _owner, ...rest } = snap
+    return rest
+  }
+
+  listSnapshots(owner: string): Snapshot[] {
+    return this.snapshots.list(owner).map(({ owner: _owner, ...rest }) => rest)
+  }
+
+  async deleteSnapshot(owner: string, id: string): Promise<void> {
+    this.ownSnapshot(owner, id)
+    this.snapshots.delete(id)
+    await this.agent.deleteSnapshot(id)
+  }
+
+  /**
+   * `count` new sandboxes from the live state of `id` (which keeps running). All or nothing: if
+   * one fails to start, those already started are killed.
+   */
+  async fork(owner: string, id: string, req: { count: number; ttlSeconds: number; metadata?: Record<string, string> }) {
+    const src = this.running(owner, id)
+    if (this.store.countActive() + req.count > this.limits.maxSandboxes)
+      throw new AppError('NO_CAPACITY', `this host runs at most ${this.limits.maxSandboxes} sandboxes`)
+    const snapshotId = `fork-${randomBytes(10).toString('hex')}`
+    await this.agent.snapshot(id, snapshotId)
+    const forks: Sandbox[] = []
+    try {
+      for (let i = 0; i < req.count; i++) {
+        const sbx = await this.launch(owner, {
+          template: src.template,
+          resources: src.resources,
+          envs: {},
+          metadata: req.metadata ?? src.metadata,
+          ttlSeconds: req.ttlSeconds,
+          snapshot: snapshotId,
+        })
+        this.store.event(sbx.id, 'forked-from', id)
+        forks.push(sbx)
+      }
+    } catch (err) {
+      for (const f of forks) this.end(f.id, 'killed')
+      throw err
+    } finally {
+      await this.agent.deleteSnapshot(snapshotId)
+    }
+    this.store.event(id, 'forked', forks.map((f) => f.id).join(','))
+    return forks
   }
 
   private own(owner: string, id: string): SandboxRecord {

@@ -17,6 +17,10 @@ const MIGRATIONS = [
      id integer primary key autoincrement, sandbox_id text not null, type text not null,
      at text not null, detail text);
    create index sandbox_events_sandbox on sandbox_events(sandbox_id, id);`,
+  `create table snapshots (
+     id text primary key, owner text not null references api_keys(id), sandbox_id text not null,
+     template text not null, resources text not null, size_bytes integer not null, created_at text not null);
+   create index snapshots_owner on snapshots(owner, created_at);`,
 ]
 
 export function openDb(path: string): Db {
