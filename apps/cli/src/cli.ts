@@ -3,10 +3,12 @@ import { Command, CommanderError } from 'commander'
 import pkg from '../package.json' with { type: 'json' }
 import { formatError } from './cli-error.ts'
 import { registerExec } from './commands/exec.ts'
+import { registerFork } from './commands/fork.ts'
 import { registerKeys } from './commands/keys.ts'
 import { registerKill } from './commands/kill.ts'
 import { registerLs } from './commands/ls.ts'
 import { registerRun } from './commands/run.ts'
+import { registerSnapshot } from './commands/snapshot.ts'
 import { registerUp } from './commands/up.ts'
 import type { CliContext } from './context.ts'
 
@@ -32,6 +34,8 @@ export function buildProgram(ctx: CliContext): Command {
   registerExec(program, ctx)
   registerLs(program, ctx)
   registerKill(program, ctx)
+  registerSnapshot(program, ctx)
+  registerFork(program, ctx)
   registerKeys(program, ctx)
   return program
 }

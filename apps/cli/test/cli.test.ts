@@ -281,3 +281,46 @@ describe('forkbox up', () => {
     assert.equal(h.stderr(), 'forkbox: EADDRINUSE: listen EADDRINUSE\n')
   })
 })
+
+describe('forkbox snapshot and fork', () => {
+  const sbx = (id: string) => ({
+    id,
+    template: 'base',
+    state: 'running',
+    metadata: {},
+    resources: { vcpus: 1, memoryMB: 512, diskMB: 1024, pids: 1024 },
+    createdAt: '2025-01-01T00:00:00Z',
+    expiresAt: '2025-01-01T00:05:00Z',
+    endedAt: null,
+    errorReason: null,
+    errorMessage: null,
+  })
+
+  it('snapshot prints the snapshot id', async () => {
+    const h = harness((req) =>
+      req.method === 'GET'
+        ? json(200, sbx('sbx-1'))
+        : json(201, {
+            id: 'snap-1',
+            sandboxId: 'sbx-1',
+            template: 'base',
+            resources: sbx('x').resources,
+            sizeBytes: 9,
+            createdAt: 'now',
+          }),
+    )
+    assert.equal(await h.run('snapshot', 'sbx-1'), 0)
+    assert.equal(h.stdout(), 'snap-1\n')
+    assert.deepEqual(lines(h.requests), ['GET /v1/sandboxes/sbx-1', 'POST /v1/sandboxes/sbx-1/snapshots'])
+  })
+
+  it('fork asks for the count and prints one id a line', async () => {
+    const h = harness((req) =>
+      req.method === 'GET' ? json(200, sbx('sbx-1')) : json(201, { sandboxes: [sbx('sbx-2'), sbx('sbx-3')] }),
+    )
+    assert.equal(await h.run('fork', 'sbx-1', '--count', '2'), 0)
+    assert.equal(h.stdout(), 'sbx-2\nsbx-3\n')
+    assert.deepEqual(JSON.parse(h.requests[1]?.body ?? ''), { count: 2 })
+    assert.equal(await h.run('fork', 'sbx-1', '--count', '0'), 1)
+  })
+})

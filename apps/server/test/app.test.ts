@@ -173,6 +173,51 @@ describe('control plane', () => {
     assert.equal(r.body.error.details.stdout, 'partial')
   })
 
+  it('snapshots belong to their key; a sandbox from one gets its template and resources', async () => {
+    const src = await call('POST', '/v1/sandboxes', { resources: { memoryMB: 1024 } })
+    const snap = await call('POST', `/v1/sandboxes/${src.body.id}/snapshots`)
+    assert.equal(snap.status, 201)
+    assert.equal(snap.body.sandboxId, src.body.id)
+    const made = await call('POST', '/v1/sandboxes', { snapshot: snap.body.id })
+    assert.equal(made.status, 201)
+    assert.deepEqual(made.body.resources, src.body.resources)
+    assert.equal(agent.started.at(-1)?.snapshot, snap.body.id)
+    const other = (await call('POST', '/v1/keys', { name: 'b' })).body.key
+    const theirs = await call('POST', '/v1/sandboxes', { snapshot: snap.body.id }, other)
+    assert.deepEqual([theirs.status, theirs.body.error.code], [404, 'SNAPSHOT_NOT_FOUND'])
+    assert.equal((await call('DELETE', `/v1/snapshots/${snap.body.id}`, undefined, other)).status, 404)
+    assert.equal((await call('DELETE', `/v1/snapshots/${snap.body.id}`)).status, 204)
+    assert.equal(agent.snapshots.has(snap.body.id), false)
+    const again = await call('POST', '/v1/sandboxes', { snapshot: snap.body.id })
+    assert.equal(again.body.error.code, 'SNAPSHOT_NOT_FOUND')
+  })
+
+  it('fork makes count sandboxes from a transient snapshot and records both sides', async () => {
+    const src = await call('POST', '/v1/sandboxes', { metadata: { job: 'x' } })
+    const r = await call('POST', `/v1/sandboxes/${src.body.id}/fork`, { count: 3 })
+    assert.equal(r.status, 201)
+    assert.equal(r.body.sandboxes.length, 3)
+    for (const f of r.body.sandboxes) assert.deepEqual([f.state, f.metadata], ['running', { job: 'x' }])
+    assert.equal(agent.snapshots.size, 0, 'the fork snapshot is deleted once the forks run')
+    const events = (await call('GET', `/v1/sandboxes/${src.body.id}/events`)).body.events
+    assert.equal(events.at(-1).type, 'forked')
+    const forkEvents = (await call('GET', `/v1/sandboxes/${r.body.sandboxes[0].id}/events`)).body.events
+    assert.deepEqual(
+      forkEvents.map((e: { type: string }) => e.type),
+      ['created', 'started', 'forked-from'],
+    )
+  })
+
+  it('a fork that fails part way leaves no fork running', async () => {
+    const src = await call('POST', '/v1/sandboxes', {})
+    agent.failAfter = 2
+    const r = await call('POST', `/v1/sandboxes/${src.body.id}/fork`, { count: 4 })
+    assert.equal(r.status, 500)
+    const running = (await call('GET', '/v1/sandboxes?state=running')).body.sandboxes.map((s: { id: string }) => s.id)
+    assert.deepEqual(running, [src.body.id])
+    assert.equal(agent.snapshots.size, 0)
+  })
+
   it('serves an OpenAPI 3.1 document covering the routes', async () => {
     const doc = (await call('GET', '/openapi.json')).body
     assert.equal(doc.openapi, '3.1.0')

@@ -22,7 +22,11 @@ export class FakeAgent implements AgentApi {
     return [{ name: 'base', description: 'fake', defaults: r, maxima: { ...r, memoryMB: 2048 }, ready: true }]
   }
   async ensureTemplate(): Promise<void> {}
+  /** Starts fail once this many more have started. */
+  failAfter = Number.POSITIVE_INFINITY
   async start(spec: StartSandboxSpec): Promise<void> {
+    if (spec.snapshot && !this.snapshots.has(spec.snapshot)) throw new AppError('SNAPSHOT_NOT_FOUND', 'gone')
+    if (this.failAfter-- <= 0) throw new AppError('INTERNAL', 'start failed')
     this.started.push(spec)
     this.live.add(spec.id)
   }
