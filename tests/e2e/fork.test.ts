@@ -103,4 +103,39 @@ describe('fork and snapshot', () => {
     await admin.snapshots.delete(snap.id)
     await assert.rejects(Sandbox.create({ ...host().conn, snapshot: snap.id }), NotFoundError)
   })
+
+  it('hibernate stops the sandbox; the next call wakes it with memory and disk intact', async () => {
+    const sbx = await Sandbox.create({ ...host().conn })
+    try {
+      await sbx.files.write('/work/repl.py', REPL)
+      await sbx.exec('mkfifo /work/in.fifo; setsid python3 /work/repl.py > /dev/null 2>&1 < /dev/null &')
+      assert.equal(await ask(sbx, 'x = 42'), 'ok')
+      await sbx.files.write('/work/notes.txt', 'before sleep')
+      const info = await sbx.hibernate()
+      assert.equal(info.state, 'hibernated')
+      assert.equal((await sbx.getInfo()).state, 'hibernated')
+      // a files call wakes it
+      assert.equal(await sbx.files.read('/work/notes.txt'), 'before sleep')
+      assert.equal((await sbx.getInfo()).state, 'running')
+      assert.equal(await ask(sbx, 'x'), '42')
+      // and a second cycle, woken by exec
+      await sbx.hibernate()
+      assert.equal((await sbx.exec(['cat', '/work/notes.txt'])).stdout, 'before sleep')
+      const res = await fetch(`${host().conn.url}/v1/sandboxes/${sbx.id}/events`, {
+        headers: { authorization: `Bearer ${host().conn.apiKey}` },
+      })
+      const types = ((await res.json()) as { events: { type: string }[] }).events.map((e) => e.type)
+      assert.deepEqual(
+        types.filter((t) => t === 'hibernated' || t === 'woke'),
+        ['hibernated', 'woke', 'hibernated', 'woke'],
+      )
+      // killing a hibernated sandbox ends it for good
+      await sbx.hibernate()
+      await sbx.kill()
+      assert.equal((await sbx.getInfo()).state, 'killed')
+      await assert.rejects(sbx.exec(['true']), (e: unknown) => (e as { code?: string }).code === 'SANDBOX_NOT_RUNNING')
+    } finally {
+      await sbx.kill()
+    }
+  })
 })

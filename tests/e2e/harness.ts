@@ -62,7 +62,9 @@ export function leftovers(t: TestHost): Record<string, string[]> {
     .toString()
     .split('\n')
     .filter((l) => l.includes(`--root=${t.stateDir}`))
-  return { containers, dirs, mounts, cgroups, procs }
+  const snapshotDir = join(t.dataDir, 'snapshots')
+  const snapshots = existsSync(snapshotDir) ? readdirSync(snapshotDir) : []
+  return { containers, dirs, mounts, cgroups, procs, snapshots }
 }
 
 export function cleanupDataDir(t: TestHost): void {
@@ -87,7 +89,7 @@ export function useTestHost(
     if (!t) return
     await hooks.teardown?.(t)
     await t.stop()
-    assert.deepEqual(leftovers(t), { containers: [], dirs: [], mounts: [], cgroups: [], procs: [] })
+    assert.deepEqual(leftovers(t), { containers: [], dirs: [], mounts: [], cgroups: [], procs: [], snapshots: [] })
     cleanupDataDir(t)
   })
   return () => {

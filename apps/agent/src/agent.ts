@@ -584,18 +584,43 @@ export class LocalAgent implements AgentApi {
     return join(this.snapshotsDir, snapshotId)
   }
 
-  async snapshot(id: string, snapshotId: string): Promise<{ sizeBytes: number }> {
+  snapshot(id: string, snapshotId: string): Promise<{ sizeBytes: number }> {
+    // the sandbox pauses while its image is written, then carries on (stop-then-restore in runsc)
+    return this.checkpointTo(this.live(id), snapshotId, true)
+  }
+
+  async hibernate(id: string, snapshotId: string): Promise<{ sizeBytes: number }> {
     const sbx = this.live(id)
+    sbx.stopping = true // the checkpoint stops it; that exit is expected
+    try {
+      const size = await this.checkpointTo(sbx, snapshotId, false)
+      await sbx.exited
+      await this.gone(id) // its id is free for the wake
+      return size
+    } catch (err) {
+      sbx.stopping = false
+      throw err
+    }
+  }
+
+  /** Writes the image beside its final place and renames it there: a half-written one is never restored. */
+  private async checkpointTo(
+    sbx: LiveSandbox,
+    snapshotId: string,
+    leaveRunning: boolean,
+  ): Promise<{ sizeBytes: number }> {
     const target = this.userSnapshot(snapshotId)
     const tmp = `${target}.tmp-${process.pid}`
     mkdirSync(tmp, { recursive: true })
     try {
-      // the sandbox pauses while its image is written, then carries on (stop-then-restore in runsc)
-      await runscCheckpoint(this.runsc, sbx.container, tmp, { leaveRunning: true })
+      await runscCheckpoint(this.runsc, sbx.container, tmp, { leaveRunning })
       renameSync(tmp, target)
     } catch (err) {
       rmSync(tmp, { recursive: true, force: true })
-      throw new AppError('INTERNAL', `snapshot of ${id} failed: ${err instanceof Error ? err.message : String(err)}`)
+      throw new AppError(
+        'INTERNAL',
+        `checkpoint of ${sbx.id} failed: ${err instanceof Error ? err.message : String(err)}`,
+      )
     }
     let sizeBytes = 0
     for (const f of readdirSync(target)) sizeBytes += statSync(join(target, f)).size

@@ -4,6 +4,7 @@ import pkg from '../package.json' with { type: 'json' }
 import { formatError } from './cli-error.ts'
 import { registerExec } from './commands/exec.ts'
 import { registerFork } from './commands/fork.ts'
+import { registerHibernate } from './commands/hibernate.ts'
 import { registerKeys } from './commands/keys.ts'
 import { registerKill } from './commands/kill.ts'
 import { registerLs } from './commands/ls.ts'
@@ -36,6 +37,7 @@ export function buildProgram(ctx: CliContext): Command {
   registerKill(program, ctx)
   registerSnapshot(program, ctx)
   registerFork(program, ctx)
+  registerHibernate(program, ctx)
   registerKeys(program, ctx)
   return program
 }

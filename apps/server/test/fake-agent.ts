@@ -69,6 +69,11 @@ export class FakeAgent implements AgentApi {
     this.snapshots.add(snapshotId)
     return { sizeBytes: 1234 }
   }
+  async hibernate(id: string, snapshotId: string): Promise<{ sizeBytes: number }> {
+    const size = await this.snapshot(id, snapshotId)
+    this.live.delete(id)
+    return size
+  }
   async deleteSnapshot(snapshotId: string): Promise<void> {
     this.snapshots.delete(snapshotId)
   }

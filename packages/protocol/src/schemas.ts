@@ -5,7 +5,7 @@ import { errorCodes, sandboxErrorReasons } from './errors.ts'
 
 export const MAX_TTL_SECONDS = 7 * 24 * 3600
 
-export const SandboxState = z.enum(['starting', 'running', 'killed', 'errored'])
+export const SandboxState = z.enum(['starting', 'running', 'hibernated', 'killed', 'errored'])
 export type SandboxState = z.infer<typeof SandboxState>
 
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'env names are letters, digits and _')

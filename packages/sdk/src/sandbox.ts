@@ -203,6 +203,19 @@ export class Sandbox {
     return res.sandboxes.map((info) => new Sandbox(this.#http, info))
   }
 
+  /**
+   * Checkpoints the sandbox and stops it, holding no memory; its state (memory, processes, disk)
+   * comes back on the next call that needs it (exec, files, snapshot, fork), which wakes it.
+   */
+  async hibernate(options: RequestOptions = {}): Promise<SandboxInfo> {
+    this.#info = await this.#http.json<SandboxInfo>({
+      method: 'POST',
+      path: `${sandboxPath(this.id)}/hibernate`,
+      signal: options.signal,
+    })
+    return this.#info
+  }
+
   /** Sets the sandbox to expire `ttlSeconds` from now. */
   async setTimeout(ttlSeconds: number, options: RequestOptions = {}): Promise<SandboxInfo> {
     this.#info = await this.#http.json<SandboxInfo>({

@@ -19,6 +19,7 @@ import * as sandboxEvents from '../routes/sandboxes/events.ts'
 import * as sandboxExec from '../routes/sandboxes/exec.ts'
 import * as sandboxFork from '../routes/sandboxes/fork.ts'
 import * as sandboxGet from '../routes/sandboxes/get.ts'
+import * as sandboxHibernate from '../routes/sandboxes/hibernate.ts'
 import * as sandboxKill from '../routes/sandboxes/kill.ts'
 import * as sandboxList from '../routes/sandboxes/list.ts'
 import * as sandboxTimeout from '../routes/sandboxes/timeout.ts'
@@ -95,6 +96,7 @@ export function createApp(services: Services): App {
     sandboxExec,
     sandboxEvents,
     sandboxFork,
+    sandboxHibernate,
     snapshotCreate,
     snapshotList,
     snapshotDelete,

@@ -27,6 +27,7 @@ type ExecInput = Omit<ExecRequest, 'stdinEncoding' | 'timeoutSeconds' | 'maxOutp
 
 export class SandboxService {
   private readonly stopping = new Set<Promise<void>>()
+  private readonly waking = new Map<string, Promise<void>>()
 
   constructor(
     private readonly store: SandboxStore,
@@ -49,7 +50,8 @@ export class SandboxService {
 
   /** After a restart nothing from before is reachable: the guests' stdio died with the old process. */
   async recover(): Promise<void> {
-    await this.agent.pruneSnapshots(this.snapshots.ids())
+    // hibernated sandboxes outlive a restart: their images are kept with the snapshots
+    await this.agent.pruneSnapshots([...this.snapshots.ids(), ...this.store.hibernateSnapshots()])
     for (const id of this.store.active())
       this.store.transition(id, ['starting', 'running'], 'errored', 'errored', {
         errorReason: 'lost',
@@ -138,7 +140,7 @@ export class SandboxService {
 
   /** Memory, processes and disk of a running sandbox, kept; the sandbox carries on. */
   async snapshot(owner: string, id: string): Promise<Snapshot> {
-    const src = this.running(owner, id)
+    const src = await this.awake(owner, id)
     const snapshotId = `snap-${randomBytes(10).toString('hex')}`
     const { sizeBytes } = await this.agent.snapshot(id, snapshotId)
     const snap = this.snapshots.insert({
@@ -169,7 +171,7 @@ export class SandboxService {
    * one fails to start, those already started are killed.
    */
   async fork(owner: string, id: string, req: { count: number; ttlSeconds: number; metadata?: Record<string, string> }) {
-    const src = this.running(owner, id)
+    const src = await this.awake(owner, id)
     if (this.store.countActive() + req.count > this.limits.maxSandboxes)
       throw new AppError('NO_CAPACITY', `this host runs at most ${this.limits.maxSandboxes} sandboxes`)
     const snapshotId = `fork-${randomBytes(10).toString('hex')}`
@@ -229,14 +231,21 @@ export class SandboxService {
   }
 
   private end(id: string, event: 'killed' | 'expired'): void {
-    if (!this.store.transition(id, ['starting', 'running'], 'killed', event)) return
+    const hibernated = this.store.get(id)?.hibernateSnapshot
+    if (!this.store.transition(id, ['starting', 'running', 'hibernated'], 'killed', event)) return
+    if (hibernated) {
+      this.store.setHibernateSnapshot(id, null)
+      void this.agent.deleteSnapshot(hibernated)
+      return
+    }
     const p = this.agent.stop(id).catch((err) => this.log.error({ sandboxId: id, err: String(err) }, 'stop failed'))
     this.stopping.add(p)
     p.finally(() => this.stopping.delete(p))
   }
 
   setTimeout(owner: string, id: string, ttlSeconds: number): Sandbox {
-    this.running(owner, id)
+    const s = this.own(owner, id)
+    if (s.state !== 'hibernated') this.running(owner, id)
     this.store.setExpiry(id, new Date(Date.now() + ttlSeconds * 1000))
     return this.get(owner, id)
   }
@@ -248,8 +257,59 @@ export class SandboxService {
   }
 
   /** Calls the agent and, if the sandbox died under the call, reports why. */
-  private async onSandbox<T>(owner: string, id: string, fn: () => Promise<T>): Promise<T> {
+  /** Checkpoints the sandbox and stops it; the next call that needs it wakes it. */
+  async hibernate(owner: string, id: string): Promise<Sandbox> {
     this.running(owner, id)
+    const snapshotId = `hib-${randomBytes(10).toString('hex')}`
+    await this.agent.hibernate(id, snapshotId)
+    this.store.setHibernateSnapshot(id, snapshotId)
+    if (!this.store.transition(id, ['running'], 'hibernated', 'hibernated')) {
+      // killed while it was being written
+      this.store.setHibernateSnapshot(id, null)
+      await this.agent.deleteSnapshot(snapshotId)
+    }
+    return this.get(owner, id)
+  }
+
+  /** The sandbox, running: a hibernated one is woken first (one wake however many callers). */
+  private async awake(owner: string, id: string): Promise<SandboxRecord> {
+    const s = this.own(owner, id)
+    if (s.state === 'hibernated') {
+      let wake = this.waking.get(id)
+      if (!wake) {
+        wake = this.wake(s).finally(() => this.waking.delete(id))
+        this.waking.set(id, wake)
+      }
+      await wake
+    }
+    return this.running(owner, id)
+  }
+
+  private async wake(s: SandboxRecord): Promise<void> {
+    const snapshotId = s.hibernateSnapshot
+    if (!snapshotId) throw new AppError('INTERNAL', `hibernated sandbox ${s.id} has no image`)
+    const started = performance.now()
+    try {
+      await this.agent.start({ id: s.id, template: s.template, resources: s.resources, envs: {}, snapshot: snapshotId })
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err)
+      this.store.transition(s.id, ['hibernated'], 'errored', 'errored', {
+        errorReason: 'runtime_failed',
+        errorMessage: message,
+      })
+      throw err instanceof AppError ? err : new AppError('INTERNAL', 'the sandbox failed to wake')
+    }
+    if (!this.store.transition(s.id, ['hibernated'], 'running', 'woke')) {
+      await this.agent.stop(s.id) // killed while waking
+      return
+    }
+    this.store.setHibernateSnapshot(s.id, null)
+    await this.agent.deleteSnapshot(snapshotId)
+    this.log.info({ sandboxId: s.id, ms: Math.round(performance.now() - started) }, 'sandbox woke')
+  }
+
+  private async onSandbox<T>(owner: string, id: string, fn: () => Promise<T>): Promise<T> {
+    await this.awake(owner, id)
     try {
       return await fn()
     } catch (err) {

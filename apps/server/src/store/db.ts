@@ -21,6 +21,7 @@ const MIGRATIONS = [
      id text primary key, owner text not null references api_keys(id), sandbox_id text not null,
      template text not null, resources text not null, size_bytes integer not null, created_at text not null);
    create index snapshots_owner on snapshots(owner, created_at);`,
+  `alter table sandboxes add column hibernate_snapshot text;`,
 ]
 
 export function openDb(path: string): Db {

@@ -14,10 +14,13 @@ interface SandboxRow {
   ended_at: string | null
   error_reason: SandboxErrorReason | null
   error_message: string | null
+  hibernate_snapshot: string | null
 }
 
 export interface SandboxRecord extends Sandbox {
   owner: string
+  /** While hibernated: the snapshot it wakes from. */
+  hibernateSnapshot: string | null
 }
 
 function toRecord(r: SandboxRow): SandboxRecord {
@@ -33,11 +36,12 @@ function toRecord(r: SandboxRow): SandboxRecord {
     endedAt: r.ended_at,
     errorReason: r.error_reason,
     errorMessage: r.error_message,
+    hibernateSnapshot: r.hibernate_snapshot,
   }
 }
 
 export function toPublic(r: SandboxRecord): Sandbox {
-  const { owner: _owner, ...rest } = r
+  const { owner: _owner, hibernateSnapshot: _snapshot, ...rest } = r
   return rest
 }
 
@@ -120,6 +124,18 @@ export class SandboxStore {
     return changed > 0
   }
 
+  setHibernateSnapshot(id: string, snapshotId: string | null): void {
+    this.db.prepare('update sandboxes set hibernate_snapshot = ? where id = ?').run(snapshotId, id)
+  }
+
+  hibernateSnapshots(): string[] {
+    return (
+      this.db.prepare('select hibernate_snapshot as s from sandboxes where hibernate_snapshot is not null').all() as {
+        s: string
+      }[]
+    ).map((r) => r.s)
+  }
+
   setExpiry(id: string, expiresAt: Date): void {
     this.db.prepare('update sandboxes set expires_at = ? where id = ?').run(expiresAt.toISOString(), id)
     this.event(id, 'timeout-set', expiresAt.toISOString())
@@ -128,7 +144,7 @@ export class SandboxStore {
   expired(now: Date): string[] {
     return (
       this.db
-        .prepare(`select id from sandboxes where state in ('starting', 'running') and expires_at <= ?`)
+        .prepare(`select id from sandboxes where state in ('starting', 'running', 'hibernated') and expires_at <= ?`)
         .all(now.toISOString()) as { id: string }[]
     ).map((r) => r.id)
   }

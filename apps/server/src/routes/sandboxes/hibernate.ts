@@ -1,0 +1,22 @@
+import { Sandbox } from '@forkbox/protocol'
+import { createRoute } from '@hono/zod-openapi'
+import type { App } from '../../http/env.ts'
+import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+
+const route = createRoute({
+  method: 'post',
+  path: '/v1/sandboxes/{id}/hibernate',
+  summary: 'Checkpoint and stop a sandbox (no memory held); any later exec or files call wakes it',
+  security,
+  request: { params: SandboxIdParam },
+  responses: {
+    200: { description: 'The sandbox, hibernated', content: { 'application/json': { schema: Sandbox } } },
+    ...errorResponses,
+  },
+})
+
+export function register(app: App): void {
+  app.openapi(route, async (c) =>
+    c.json(await c.var.services.sandboxes.hibernate(c.var.principal.keyId, c.req.valid('param').id), 200),
+  )
+}
