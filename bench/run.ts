@@ -118,6 +118,35 @@ print(json.dumps(xs[3:]))`
     }),
   )
   await sbx.kill()
+
+  // Fork, hibernate and wake of a sandbox whose Python process holds 100 MB of live data.
+  const big = await Sandbox.create({ ...conn })
+  await big.exec(
+    `setsid python3 -c "import time; data = b'x' * (100 * 1024 * 1024); time.sleep(3600)" > /dev/null 2>&1 < /dev/null &`,
+  )
+  await new Promise((r) => setTimeout(r, 2000))
+  const forkOf = (count: number) => async () => {
+    const t0 = performance.now()
+    const forks = await big.fork({ count })
+    const ms = performance.now() - t0
+    await Promise.all(forks.map((f) => f.kill()))
+    return ms
+  }
+  report('fork, count 1 (100 MB live data)', await timed(5, forkOf(1), 1500))
+  report('fork, count 5 (100 MB live data)', await timed(3, forkOf(5), 3000))
+  const hib: number[] = []
+  const wake: number[] = []
+  for (let i = 0; i < 5; i++) {
+    let t0 = performance.now()
+    await big.hibernate()
+    hib.push(performance.now() - t0)
+    t0 = performance.now()
+    await big.exec(['true'])
+    wake.push(performance.now() - t0)
+  }
+  report('hibernate (100 MB live data)', hib)
+  report('wake → first exec result (100 MB live data)', wake)
+  await big.kill()
 } finally {
   await host.close()
   await noPoolHost.close()

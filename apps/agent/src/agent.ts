@@ -354,6 +354,8 @@ export class LocalAgent implements AgentApi {
     snapshot: string | null,
     signal?: AbortSignal,
   ): Promise<LiveSandbox> {
+    // the same id may still be tearing down (a wake right after a hibernate)
+    if (this.sandboxes.has(spec.id)) await this.gone(spec.id)
     const dir = join(this.sandboxesDir, spec.id)
     const cgroup = `${this.config.cgroupParent}/${spec.id}`
     mkdirSync(dir, { recursive: true })
@@ -594,8 +596,7 @@ export class LocalAgent implements AgentApi {
     sbx.stopping = true // the checkpoint stops it; that exit is expected
     try {
       const size = await this.checkpointTo(sbx, snapshotId, false)
-      await sbx.exited
-      await this.gone(id) // its id is free for the wake
+      await sbx.exited // its teardown goes on in the background; a wake waits for it
       return size
     } catch (err) {
       sbx.stopping = false
