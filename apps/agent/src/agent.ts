@@ -354,10 +354,11 @@ export class LocalAgent implements AgentApi {
     snapshot: string | null,
     signal?: AbortSignal,
   ): Promise<LiveSandbox> {
-    // the same id may still be tearing down (a wake right after a hibernate)
-    if (this.sandboxes.has(spec.id)) await this.gone(spec.id)
-    const dir = join(this.sandboxesDir, spec.id)
-    const cgroup = `${this.config.cgroupParent}/${spec.id}`
+    // The id's previous container may still be tearing down (runsc delete takes ~1.3 s, e.g. a
+    // wake right after a hibernate): then this one gets a container name of its own.
+    const container = this.sandboxes.has(spec.id) ? `${spec.id}-${randomBytes(3).toString('hex')}` : spec.id
+    const dir = join(this.sandboxesDir, container)
+    const cgroup = `${this.config.cgroupParent}/${container}`
     mkdirSync(dir, { recursive: true })
     createCgroup(cgroup, cgroupLimits(spec.resources))
     const config = buildSpec({
@@ -374,7 +375,7 @@ export class LocalAgent implements AgentApi {
     let proc: LiveSandbox['proc']
     try {
       const command = snapshot ? ['restore', `--image-path=${snapshot}`] : ['run']
-      proc = spawn(this.config.runscPath, [...runscGlobalArgs(this.runsc), ...command, `--bundle=${dir}`, spec.id], {
+      proc = spawn(this.config.runscPath, [...runscGlobalArgs(this.runsc), ...command, `--bundle=${dir}`, container], {
         stdio: ['pipe', 'pipe', logFd],
       }) as LiveSandbox['proc']
     } finally {
@@ -384,7 +385,7 @@ export class LocalAgent implements AgentApi {
     let exitedResolve!: () => void
     const sbx: LiveSandbox = {
       id: spec.id,
-      container: spec.id,
+      container,
       dir,
       cgroup,
       proc,
@@ -454,7 +455,8 @@ export class LocalAgent implements AgentApi {
     await runscDelete(this.runsc, sbx.container)
     removeCgroup(sbx.cgroup)
     rmSync(sbx.dir, { recursive: true, force: true })
-    this.sandboxes.delete(sbx.id)
+    // a newer container may run under the same sandbox id by now
+    if (this.sandboxes.get(sbx.id) === sbx) this.sandboxes.delete(sbx.id)
   }
 
   private live(id: string): LiveSandbox {
