@@ -93,9 +93,8 @@ export class SandboxService {
     owner: string,
     req: Omit<CreateInput, 'resources' | 'snapshot'> & { resources: ResolvedResources; snapshot: string | undefined },
     signal?: AbortSignal,
-    count = 1,
   ): Promise<Sandbox> {
-    if (this.store.countActive() + count > this.limits.maxSandboxes)
+    if (this.store.countActive() >= this.limits.maxSandboxes)
       throw new AppError('NO_CAPACITY', `this host runs at most ${this.limits.maxSandboxes} sandboxes`)
     const id = `sbx-${randomBytes(10).toString('hex')}`
     this.store.insert({
