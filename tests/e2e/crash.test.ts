@@ -71,4 +71,75 @@ describe('crash recovery', () => {
     for (const h of ['', ...readdirSync('/sys/fs/cgroup')])
       assert.ok(!existsSync(join('/sys/fs/cgroup', h, tag)), `${h}/${tag}`)
   })
+
+  for (const mode of ['fork', 'hibernate'] as const) {
+    it(`a host killed mid-${mode} leaves no half-made sandbox or image once the next one starts`, async () => {
+      const dataDir = mkdtempSync(join(tmpdir(), 'forkbox-crash-'))
+      const tag = `fbx-crash-${mode}-${process.pid}`
+      const env = {
+        ...process.env,
+        CRASH_DATA_DIR: dataDir,
+        CRASH_STATE_DIR: `/run/${tag}`,
+        CRASH_CGROUP_PARENT: tag,
+        CRASH_MODE: mode,
+      }
+      const child = spawn(
+        process.execPath,
+        ['--import', 'tsx', new URL('./fixtures/crash-host.ts', import.meta.url).pathname],
+        {
+          env,
+          stdio: ['ignore', 'pipe', 'inherit'],
+        },
+      )
+      const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]()
+      const first = await lines.next()
+      const { id, key } = JSON.parse(String(first.value)) as { id: string; key: string }
+      assert.equal((await lines.next()).value, 'started')
+      // the checkpoint of ~100 MB is under way
+      await new Promise((r) => setTimeout(r, 300))
+      child.kill('SIGKILL')
+      await new Promise((r) => child.once('exit', r))
+
+      const host = await startHost({
+        port: 0,
+        dataDir,
+        templatesDir: process.env.FORKBOX_TEMPLATES_DIR ?? '/var/lib/forkbox/templates',
+        runscStateDir: `/run/${tag}`,
+        cgroupParent: tag,
+        logLevel: 'silent',
+        poolSize: 0,
+      })
+      try {
+        const conn = { url: host.url, apiKey: key }
+        const all = await Sandbox.list(conn)
+        assert.ok(all.some((s) => s.id === id))
+        for (const s of all) {
+          // nothing is left starting; what was running (its guest gone with the host) is errored
+          assert.ok(s.state === 'errored' || s.state === 'hibernated', `${s.id} is ${s.state}`)
+          if (s.state === 'errored') assert.ok(s.errorReason === 'lost' || s.errorReason === 'runtime_failed')
+        }
+        // no image the records do not name, no half-written one, no bundle dir, no container
+        const snapshots = existsSync(join(dataDir, 'snapshots')) ? readdirSync(join(dataDir, 'snapshots')) : []
+        assert.ok(
+          snapshots.every((n) => n.startsWith('hib-') && !n.includes('.tmp-')),
+          snapshots.join(','),
+        )
+        assert.equal(all.filter((s) => s.state === 'hibernated').length, snapshots.length)
+        assert.deepEqual(readdirSync(join(dataDir, 'sandboxes')), [])
+        // a hibernated source (the image was complete) wakes with its state
+        const source = all.find((s) => s.id === id)
+        if (source?.state === 'hibernated') {
+          const sbx = await Sandbox.connect(id, conn)
+          assert.match((await sbx.exec(['ps', '-eo', 'args'])).stdout, /python3 -c/)
+          await sbx.kill()
+        }
+      } finally {
+        await host.close()
+        rmSync(dataDir, { recursive: true, force: true })
+        rmSync(`/run/${tag}`, { recursive: true, force: true })
+      }
+      for (const h of ['', ...readdirSync('/sys/fs/cgroup')])
+        assert.ok(!existsSync(join('/sys/fs/cgroup', h, tag)), `${h}/${tag}`)
+    })
+  }
 })
