@@ -184,20 +184,12 @@ export class LocalAgent implements AgentApi {
 
   /** Boots the template once, then checkpoints it into the snapshot store (write, then rename). */
   private async bake(def: TemplateDefinition): Promise<void> {
-    const target = this.snapshotOf(def)
-    const tmp = `${target}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`
     const id = `bake-${def.name}-${randomBytes(6).toString('hex')}`
     const sbx = await this.boot(def, { id, template: def.name, resources: def.resources.defaults, envs: {} }, null)
     try {
       await this.warmUp(id)
-      mkdirSync(tmp, { recursive: true })
-      sbx.stopping = true // checkpoint stops the container; that exit is expected
-      await runscCheckpoint(this.runsc, id, tmp)
-      await sbx.exited
-      if (existsSync(target)) rmSync(tmp, { recursive: true, force: true })
-      else renameSync(tmp, target)
+      await this.checkpointAndStop(sbx, this.snapshotOf(def))
     } catch (err) {
-      rmSync(tmp, { recursive: true, force: true })
       await this.stop(id)
       throw err
     }
@@ -220,12 +212,6 @@ export class LocalAgent implements AgentApi {
       })(),
     )
     await this.fileOp(id, { op: 'remove', path: '/tmp/.forkbox-warm', recursive: false })
-  }
-
-  /** Resolves once a stopped sandbox's teardown has finished (its id can be used again). */
-  private async gone(id: string): Promise<void> {
-    const deadline = Date.now() + 15_000
-    while (this.sandboxes.has(id) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
   }
 
   private log(message: string): void {
@@ -289,7 +275,6 @@ export class LocalAgent implements AgentApi {
         this.log(`restore of ${snapshot} failed, cold-booting instead: ${String(err)}`)
         rmSync(snapshot, { recursive: true, force: true })
         this.snapshotChecked.delete(def.name)
-        await this.gone(spec.id)
       }
     }
     await this.boot(def, spec, null, signal)
@@ -308,7 +293,6 @@ export class LocalAgent implements AgentApi {
         return true
       } catch {
         await this.stop(spec.id)
-        await this.gone(spec.id)
       }
     }
     return false
@@ -590,15 +574,20 @@ export class LocalAgent implements AgentApi {
 
   snapshot(id: string, snapshotId: string): Promise<{ sizeBytes: number }> {
     // the sandbox pauses while its image is written, then carries on (stop-then-restore in runsc)
-    return this.checkpointTo(this.live(id), snapshotId, true)
+    return this.checkpointTo(this.live(id), this.userSnapshot(snapshotId), true)
   }
 
-  async hibernate(id: string, snapshotId: string): Promise<{ sizeBytes: number }> {
-    const sbx = this.live(id)
-    sbx.stopping = true // the checkpoint stops it; that exit is expected
+  hibernate(id: string, snapshotId: string): Promise<{ sizeBytes: number }> {
+    // its teardown goes on in the background; a wake restores under a fresh container name
+    return this.checkpointAndStop(this.live(id), this.userSnapshot(snapshotId))
+  }
+
+  /** Checkpoints `sbx` into `target` and waits for it to stop: an exit that is expected, not an error. */
+  private async checkpointAndStop(sbx: LiveSandbox, target: string): Promise<{ sizeBytes: number }> {
+    sbx.stopping = true
     try {
-      const size = await this.checkpointTo(sbx, snapshotId, false)
-      await sbx.exited // its teardown goes on in the background; a wake waits for it
+      const size = await this.checkpointTo(sbx, target, false)
+      await sbx.exited
       return size
     } catch (err) {
       sbx.stopping = false
@@ -606,18 +595,17 @@ export class LocalAgent implements AgentApi {
     }
   }
 
-  /** Writes the image beside its final place and renames it there: a half-written one is never restored. */
-  private async checkpointTo(
-    sbx: LiveSandbox,
-    snapshotId: string,
-    leaveRunning: boolean,
-  ): Promise<{ sizeBytes: number }> {
-    const target = this.userSnapshot(snapshotId)
+  /**
+   * Writes the image beside `target` and renames it there: a half-written one is never restored.
+   * A target that appeared meanwhile (a content-addressed bake by another process) is kept.
+   */
+  private async checkpointTo(sbx: LiveSandbox, target: string, leaveRunning: boolean): Promise<{ sizeBytes: number }> {
     const tmp = `${target}.tmp-${process.pid}`
     mkdirSync(tmp, { recursive: true })
     try {
       await runscCheckpoint(this.runsc, sbx.container, tmp, { leaveRunning })
-      renameSync(tmp, target)
+      if (existsSync(target)) rmSync(tmp, { recursive: true, force: true })
+      else renameSync(tmp, target)
     } catch (err) {
       rmSync(tmp, { recursive: true, force: true })
       throw new AppError(
