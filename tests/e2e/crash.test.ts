@@ -9,41 +9,62 @@ import { createInterface } from 'node:readline'
 import { describe, it } from 'node:test'
 import { startHost } from '@forkbox/host'
 import { Sandbox } from '@forkbox/sdk'
+import { cgroupHierarchiesWith } from './harness.ts'
+
+const templatesDir = process.env.FORKBOX_TEMPLATES_DIR ?? '/var/lib/forkbox/templates'
+
+/** A host in a child process (fixtures/crash-host.ts) on fresh dirs; its stdout comes line by line. */
+function crashHost(tag: string, mode?: 'fork' | 'hibernate') {
+  const dataDir = mkdtempSync(join(tmpdir(), 'forkbox-crash-'))
+  const env = { ...process.env, CRASH_DATA_DIR: dataDir, CRASH_STATE_DIR: `/run/${tag}`, CRASH_CGROUP_PARENT: tag }
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', new URL('./fixtures/crash-host.ts', import.meta.url).pathname],
+    {
+      env: mode ? { ...env, CRASH_MODE: mode } : env,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  )
+  const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]()
+  const next = async () => {
+    const line = await lines.next()
+    if (line.done) throw new Error(`crash host exited early (${child.exitCode})`)
+    return String(line.value)
+  }
+  const kill = async () => {
+    child.kill('SIGKILL')
+    if (child.exitCode === null && child.signalCode === null) await new Promise((r) => child.once('exit', r))
+  }
+  return { dataDir, next, kill }
+}
+
+/** The next host on the crashed one's dirs. */
+function restartHost(dataDir: string, tag: string, poolSize?: number) {
+  return startHost({
+    port: 0,
+    dataDir,
+    templatesDir,
+    runscStateDir: `/run/${tag}`,
+    cgroupParent: tag,
+    logLevel: 'silent',
+    poolSize,
+  })
+}
 
 describe('crash recovery', () => {
   it('a host killed with SIGKILL leaves nothing behind once the next one starts', async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'forkbox-crash-'))
     const tag = `fbx-crash-${process.pid}`
-    const env = { ...process.env, CRASH_DATA_DIR: dataDir, CRASH_STATE_DIR: `/run/${tag}`, CRASH_CGROUP_PARENT: tag }
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', new URL('./fixtures/crash-host.ts', import.meta.url).pathname],
-      {
-        env,
-        stdio: ['ignore', 'pipe', 'inherit'],
-      },
-    )
-    const line = await new Promise<string>((resolve, reject) => {
-      createInterface({ input: child.stdout }).once('line', resolve)
-      child.once('exit', (code) => reject(new Error(`crash host exited early (${code})`)))
-    })
-    const { id, key } = JSON.parse(line) as { id: string; key: string }
+    const crashed = crashHost(tag)
+    const { dataDir } = crashed
+    const { id, key } = JSON.parse(await crashed.next()) as { id: string; key: string }
     assert.ok(existsSync(join(dataDir, 'sandboxes', id)))
     assert.ok(existsSync(join('/sys/fs/cgroup/memory', tag, id)) || existsSync(join('/sys/fs/cgroup', tag, id)))
     // the sandbox and the crashed host's warm pool
     const leftBehind = readdirSync(join(dataDir, 'sandboxes'))
     assert.ok(leftBehind.includes(id))
-    child.kill('SIGKILL')
-    await new Promise((r) => child.once('exit', r))
+    await crashed.kill()
 
-    const host = await startHost({
-      port: 0,
-      dataDir,
-      templatesDir: process.env.FORKBOX_TEMPLATES_DIR ?? '/var/lib/forkbox/templates',
-      runscStateDir: `/run/${tag}`,
-      cgroupParent: tag,
-      logLevel: 'silent',
-    })
+    const host = await restartHost(dataDir, tag)
     try {
       assert.equal(host.bootstrapKey, null)
       const info = await (await Sandbox.connect(id, { url: host.url, apiKey: key })).getInfo()
@@ -68,47 +89,21 @@ describe('crash recovery', () => {
     let out = ''
     for await (const c of procs.stdout) out += c
     assert.ok(!out.includes(`--root=/run/${tag}`), 'a runsc process of the crashed host is still running')
-    for (const h of ['', ...readdirSync('/sys/fs/cgroup')])
-      assert.ok(!existsSync(join('/sys/fs/cgroup', h, tag)), `${h}/${tag}`)
+    assert.deepEqual(cgroupHierarchiesWith(tag), [])
   })
 
   for (const mode of ['fork', 'hibernate'] as const) {
     it(`a host killed mid-${mode} leaves no half-made sandbox or image once the next one starts`, async () => {
-      const dataDir = mkdtempSync(join(tmpdir(), 'forkbox-crash-'))
       const tag = `fbx-crash-${mode}-${process.pid}`
-      const env = {
-        ...process.env,
-        CRASH_DATA_DIR: dataDir,
-        CRASH_STATE_DIR: `/run/${tag}`,
-        CRASH_CGROUP_PARENT: tag,
-        CRASH_MODE: mode,
-      }
-      const child = spawn(
-        process.execPath,
-        ['--import', 'tsx', new URL('./fixtures/crash-host.ts', import.meta.url).pathname],
-        {
-          env,
-          stdio: ['ignore', 'pipe', 'inherit'],
-        },
-      )
-      const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]()
-      const first = await lines.next()
-      const { id, key } = JSON.parse(String(first.value)) as { id: string; key: string }
-      assert.equal((await lines.next()).value, 'started')
+      const crashed = crashHost(tag, mode)
+      const { dataDir } = crashed
+      const { id, key } = JSON.parse(await crashed.next()) as { id: string; key: string }
+      assert.equal(await crashed.next(), 'started')
       // the checkpoint of ~100 MB is under way
       await new Promise((r) => setTimeout(r, 300))
-      child.kill('SIGKILL')
-      await new Promise((r) => child.once('exit', r))
+      await crashed.kill()
 
-      const host = await startHost({
-        port: 0,
-        dataDir,
-        templatesDir: process.env.FORKBOX_TEMPLATES_DIR ?? '/var/lib/forkbox/templates',
-        runscStateDir: `/run/${tag}`,
-        cgroupParent: tag,
-        logLevel: 'silent',
-        poolSize: 0,
-      })
+      const host = await restartHost(dataDir, tag, 0)
       try {
         const conn = { url: host.url, apiKey: key }
         const all = await Sandbox.list(conn)
@@ -138,8 +133,7 @@ describe('crash recovery', () => {
         rmSync(dataDir, { recursive: true, force: true })
         rmSync(`/run/${tag}`, { recursive: true, force: true })
       }
-      for (const h of ['', ...readdirSync('/sys/fs/cgroup')])
-        assert.ok(!existsSync(join('/sys/fs/cgroup', h, tag)), `${h}/${tag}`)
+      assert.deepEqual(cgroupHierarchiesWith(tag), [])
     })
   }
 })

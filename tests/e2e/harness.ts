@@ -42,6 +42,11 @@ export async function startTestHost(): Promise<TestHost> {
   }
 }
 
+/** The cgroup hierarchies holding `parent`: v2, or v1's one dir per controller plus name=systemd. */
+export function cgroupHierarchiesWith(parent: string): string[] {
+  return ['', ...readdirSync('/sys/fs/cgroup')].filter((c) => existsSync(join('/sys/fs/cgroup', c, parent)))
+}
+
 /** Everything a sandbox of this host could leave behind; all lists must be empty. */
 export function leftovers(t: TestHost): Record<string, string[]> {
   const containers = existsSync(t.stateDir)
@@ -54,10 +59,7 @@ export function leftovers(t: TestHost): Record<string, string[]> {
   const mounts = readFileSync('/proc/mounts', 'utf8')
     .split('\n')
     .filter((l) => l.includes(t.dataDir) || l.includes(t.stateDir))
-  // every hierarchy: v2, or v1's one dir per controller plus name=systemd
-  const cgroups = ['', ...readdirSync('/sys/fs/cgroup')].filter((c) =>
-    existsSync(join('/sys/fs/cgroup', c, t.cgroupParent)),
-  )
+  const cgroups = cgroupHierarchiesWith(t.cgroupParent)
   const procs = execFileSync('ps', ['-eo', 'args='])
     .toString()
     .split('\n')

@@ -283,18 +283,7 @@ describe('forkbox up', () => {
 })
 
 describe('forkbox snapshot and fork', () => {
-  const sbx = (id: string) => ({
-    id,
-    template: 'base',
-    state: 'running',
-    metadata: {},
-    resources: { vcpus: 1, memoryMB: 512, diskMB: 1024, pids: 1024 },
-    createdAt: '2025-01-01T00:00:00Z',
-    expiresAt: '2025-01-01T00:05:00Z',
-    endedAt: null,
-    errorReason: null,
-    errorMessage: null,
-  })
+  const sbx = (id: string) => sandbox({ id })
 
   it('snapshot prints the snapshot id', async () => {
     const h = harness((req) =>
