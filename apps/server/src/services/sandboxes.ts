@@ -214,13 +214,16 @@ export class SandboxService {
   }
 
   private running(owner: string, id: string): SandboxRecord {
-    const s = this.own(owner, id)
+    return this.mustRun(this.own(owner, id))
+  }
+
+  private mustRun(s: SandboxRecord): SandboxRecord {
     if (s.state === 'running') return s
     if (s.state === 'errored')
-      throw new AppError('SANDBOX_ERRORED', `sandbox ${id} errored: ${s.errorMessage ?? s.errorReason}`, {
+      throw new AppError('SANDBOX_ERRORED', `sandbox ${s.id} errored: ${s.errorMessage ?? s.errorReason}`, {
         reason: s.errorReason,
       })
-    throw new AppError('SANDBOX_NOT_RUNNING', `sandbox ${id} is ${s.state}`, { state: s.state })
+    throw new AppError('SANDBOX_NOT_RUNNING', `sandbox ${s.id} is ${s.state}`, { state: s.state })
   }
 
   /** Ends a sandbox now; the runtime's teardown finishes in the background. */
@@ -273,14 +276,14 @@ export class SandboxService {
   /** The sandbox, running: a hibernated one is woken first (one wake however many callers). */
   private async awake(owner: string, id: string): Promise<SandboxRecord> {
     const s = this.own(owner, id)
-    if (s.state === 'hibernated') {
-      let wake = this.waking.get(id)
-      if (!wake) {
-        wake = this.wake(s).finally(() => this.waking.delete(id))
-        this.waking.set(id, wake)
-      }
-      await wake
+    // one read of the record on the hot path (exec, files); a second only after a wake
+    if (s.state !== 'hibernated') return this.mustRun(s)
+    let wake = this.waking.get(id)
+    if (!wake) {
+      wake = this.wake(s).finally(() => this.waking.delete(id))
+      this.waking.set(id, wake)
     }
+    await wake
     return this.running(owner, id)
   }
 
