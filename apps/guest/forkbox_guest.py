@@ -260,17 +260,20 @@ class Spawner:
         """Run fn on the spawner thread (the only thread whose credentials may change)."""
         self._jobs.put(fn)
 
-    def spawn(self, exe, argv, env, cwd, uid, gid, want_stdin):
+    def spawn(self, exe, argv, env, cwd, uid, gid, want_stdin, msg_pipe=False):
         """On the spawner thread: start argv as uid:gid in its own session.
-        Returns (pid, (stdin_w|None, stdout_r, stderr_r))."""
+        Returns (pid, (stdin_w|None, stdout_r, stderr_r[, msg_r])); with msg_pipe, the child's
+        fd 3 is the write end of one more pipe (a kernel's message channel)."""
         os.chdir(cwd)
-        pipes = [os.pipe(), os.pipe()]
+        pipes = [os.pipe(), os.pipe()] + ([os.pipe()] if msg_pipe else [])
         stdin_pipe = os.pipe() if want_stdin else None
         actions = [
             (os.POSIX_SPAWN_DUP2, pipes[0][1], 1),
             (os.POSIX_SPAWN_DUP2, pipes[1][1], 2),
             (os.POSIX_SPAWN_DUP2, stdin_pipe[0], 0) if stdin_pipe else (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
         ]
+        if msg_pipe:
+            actions.append((os.POSIX_SPAWN_DUP2, pipes[2][1], 3))
         switch = uid != 0 or gid != 0
         try:
             if switch:
@@ -288,11 +291,11 @@ class Spawner:
                 os.close(r)
                 os.close(w)
             raise
-        os.close(pipes[0][1])
-        os.close(pipes[1][1])
+        for _, w in pipes:
+            os.close(w)
         if stdin_pipe:
             os.close(stdin_pipe[0])
-        return pid, (stdin_pipe[1] if stdin_pipe else None, pipes[0][0], pipes[1][0])
+        return pid, (stdin_pipe[1] if stdin_pipe else None, *(r for r, _ in pipes))
 
 
 # ---- exec ------------------------------------------------------------------------------------
@@ -450,6 +453,454 @@ _execs = {}
 _execs_lock = threading.Lock()
 loop = None
 spawner = None
+
+
+# ---- code contexts -----------------------------------------------------------------------------
+# A code context is a long-lived interpreter (forkbox_kernel.py) started on first use; its cells
+# run one at a time in arrival order. All context state lives on the loop thread.
+
+KERNEL_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forkbox_kernel.py")
+LANGUAGES = ("python", "bash")
+# how long an interrupted cell may take to unwind before its kernel is killed
+INTERRUPT_GRACE_SECONDS = 3.0
+
+
+class Timer:
+    def __init__(self, fn):
+        self.on_timer = fn
+
+
+def signal_name(sig):
+    return signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+
+
+class Cell:
+    def __init__(self, channel, req):
+        self.channel = channel
+        self.req = req
+        self.timeout_s = (req.get("timeoutMs") or 0) / 1000.0
+        self.max_output = int(req.get("maxOutputBytes") or 0) or None
+        self.sent = {T_STDOUT: 0, T_STDERR: 0}
+        self.truncated = False
+        self.timed_out = False
+        self.interrupted = False
+        self.started = None
+
+    def output(self, ftype, data):
+        if self.channel is None:
+            return
+        if self.max_output is not None:
+            room = self.max_output - self.sent[ftype]
+            if room <= 0:
+                self.truncated = True
+                return
+            if len(data) > room:
+                data = data[:room]
+                self.truncated = True
+        self.sent[ftype] += len(data)
+        send(ftype, self.channel, data)
+
+    def finish(self, count, error):
+        if self.channel is None:
+            return
+        if self.timed_out:
+            trace = (error or {}).get("traceback", "")
+            error = {
+                "name": "TimeoutError",
+                "value": f"the cell ran longer than its {self.timeout_s:g}s timeout and was interrupted",
+                "traceback": trace,
+            }
+        send_json(
+            self.channel,
+            {
+                "type": "result",
+                "value": {
+                    "executionCount": count,
+                    "error": error,
+                    "timedOut": self.timed_out,
+                    "truncated": self.truncated,
+                    "durationMs": round((time.monotonic() - (self.started or time.monotonic())) * 1000, 3),
+                },
+            },
+        )
+
+
+class KernelProcess:
+    """One interpreter process of a context; a restart makes a new one."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.pid = None
+        self.req_fd = None
+        self.out_fds = ()
+        self.msg_buf = bytearray()
+        self.ready = False
+        self.dead = False
+        self.open_pipes = 0
+
+    # -- called by the loop --
+    def output(self, ftype, data):
+        if ftype == "msg":
+            self.msg_buf += data
+            while True:
+                nl = self.msg_buf.find(b"\n")
+                if nl < 0:
+                    break
+                line = bytes(self.msg_buf[:nl])
+                del self.msg_buf[: nl + 1]
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                self.ctx.on_message(self, msg)
+        elif self.ctx.proc is self and self.ctx.cell is not None:
+            self.ctx.cell.output(ftype, data)
+
+    def maybe_finish(self):
+        pass
+
+    def on_exit(self, status):
+        loop.execs.pop(self.pid, None)
+        self.dead = True
+        self.kill(signal.SIGKILL)  # what it left in its process group goes with it
+        for key in list(loop.sel.get_map().values()):
+            if isinstance(key.data, tuple) and key.data[0] is self:
+                loop.close_pipe(self, key.fd)
+        if self.req_fd is not None:
+            os.close(self.req_fd)
+            self.req_fd = None
+        self.ctx.on_kernel_exit(self, status)
+
+    def drain_output(self):
+        """Output the kernel's subprocesses wrote before the cell's end."""
+        for key in list(loop.sel.get_map().values()):
+            if not (isinstance(key.data, tuple) and key.data[0] is self and key.data[1] != "msg"):
+                continue
+            while True:
+                try:
+                    data = os.read(key.fd, 65536)
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError:
+                    data = b""
+                if not data:
+                    break
+                self.output(key.data[1], data)
+
+    def kill(self, sig):
+        if self.pid is None:
+            return
+        try:
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def write(self, msg):
+        data = (json.dumps(msg, separators=(",", ":")) + "\n").encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.req_fd, view) :]
+
+
+class Context:
+    def __init__(self, cid, language, cwd, user, env):
+        self.id = cid
+        self.language = language
+        self.cwd = cwd
+        self.user = user
+        self.env = env
+        self.proc = None
+        self.starting = False
+        self.cell = None  # the Cell (or configure item) the kernel is working on
+        self.queue = []
+        self.waiters = []  # channels waiting for the kernel to be ready
+
+    def describe(self):
+        return {
+            "id": self.id,
+            "language": self.language,
+            "cwd": self.cwd,
+            "running": self.proc is not None and self.proc.ready,
+        }
+
+    def submit(self, item):
+        self.queue.append(item)
+        self.pump()
+
+    def pump(self):
+        if self.cell is not None:
+            return
+        if self.proc is None:
+            if self.queue or self.waiters:
+                self.start()
+            return
+        if not self.proc.ready or not self.queue:
+            return
+        item = self.queue.pop(0)
+        self.cell = item
+        if isinstance(item, Cell):
+            item.started = time.monotonic()
+            req = {
+                "op": "run",
+                "code": item.req.get("code", ""),
+                "env": item.req.get("env") or {},
+                "silent": bool(item.req.get("silent")),
+            }
+            if item.timeout_s:
+                loop.add_timer(item.started + item.timeout_s, Timer(lambda now, c=item: self.on_timeout(c)))
+        else:
+            req = item
+        try:
+            self.proc.write(req)
+        except OSError:
+            self.proc.kill(signal.SIGKILL)  # its exit reports the cell
+
+    def start(self):
+        if self.starting:
+            return
+        self.starting = True
+        proc = KernelProcess(self)
+
+        def spawn():
+            try:
+                pw = getpw(self.user)
+                env = {"PATH": DEFAULT_PATH, "HOME": pw.pw_dir, "USER": self.user, "LOGNAME": self.user}
+                env.update({"LANG": "C.UTF-8", "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1"})
+                env.update(_default_env)
+                env.update(self.env)
+                if self.language == "python" and os.environ.get("FORKBOX_KERNEL_PRELOAD"):
+                    env["FORKBOX_KERNEL_PRELOAD"] = os.environ["FORKBOX_KERNEL_PRELOAD"]
+                argv = ["/usr/bin/python3", KERNEL_SCRIPT, self.language]
+                pid, fds = spawner.spawn(argv[0], argv, env, self.cwd or pw.pw_dir, pw.pw_uid, pw.pw_gid, True, True)
+            except (OSError, KeyError) as e:
+                message = f"cannot start the {self.language} kernel: {e}"
+                loop.call(lambda: self.on_start_failed(message))
+                return
+            loop.call(lambda: self.on_spawned(proc, pid, fds))
+
+        spawner.submit(spawn)
+
+    def on_spawned(self, proc, pid, fds):
+        self.starting = False
+        proc.pid = pid
+        proc.req_fd = fds[0]
+        for fd, tag in ((fds[1], T_STDOUT), (fds[2], T_STDERR), (fds[3], "msg")):
+            os.set_blocking(fd, False)
+            loop.sel.register(fd, selectors.EVENT_READ, (proc, tag))
+            proc.open_pipes += 1
+        self.proc = proc
+        loop.execs[pid] = proc
+        status = loop.unclaimed.pop(pid, None)
+        if status is not None:
+            proc.on_exit(status)
+
+    def on_start_failed(self, message):
+        self.starting = False
+        for item in self.queue:
+            if isinstance(item, Cell):
+                send_error(item.channel, "GUEST_ERROR", message)
+        self.queue = []
+        for channel in self.waiters:
+            send_error(channel, "GUEST_ERROR", message)
+        self.waiters = []
+
+    def on_message(self, proc, msg):
+        if proc is not self.proc:
+            return
+        kind = msg.get("t")
+        cell = self.cell if isinstance(self.cell, Cell) else None
+        if kind == "ready":
+            proc.ready = True
+            for channel in self.waiters:
+                send_json(channel, {"type": "result", "value": self.describe()})
+            self.waiters = []
+            self.pump()
+        elif kind == "stream" and cell is not None:
+            cell.output(T_STDERR if msg.get("name") == "stderr" else T_STDOUT, str(msg.get("text", "")).encode())
+        elif kind == "display" and cell is not None and cell.channel is not None:
+            send_json(cell.channel, {"type": "display", "main": bool(msg.get("main")), "data": msg.get("data") or {}})
+        elif kind == "done":
+            self.cell = None
+            if cell is not None:
+                proc.drain_output()
+                cell.finish(msg.get("count"), msg.get("error"))
+            self.pump()
+
+    def on_timeout(self, cell):
+        if self.cell is not cell or self.proc is None:
+            return
+        if not cell.interrupted:
+            cell.interrupted = True
+            cell.timed_out = True
+            self.proc.kill(signal.SIGINT)
+            loop.add_timer(time.monotonic() + INTERRUPT_GRACE_SECONDS, Timer(lambda now: self.on_timeout(cell)))
+        else:
+            self.proc.kill(signal.SIGKILL)
+
+    def interrupt(self, channel):
+        """The caller of a cell went away: interrupt it if it runs, drop it if it waits."""
+        if isinstance(self.cell, Cell) and self.cell.channel == channel:
+            if self.proc is not None and not self.cell.interrupted:
+                self.cell.interrupted = True
+                self.proc.kill(signal.SIGINT)
+            return
+        for item in self.queue:
+            if isinstance(item, Cell) and item.channel == channel:
+                self.queue.remove(item)
+                send_error(channel, "CANCELLED", "the cell was cancelled before it started")
+                return
+
+    def on_kernel_exit(self, proc, status):
+        if proc is not self.proc:
+            return
+        self.proc = None
+        cell, self.cell = self.cell, None
+        if isinstance(cell, Cell):
+            proc.drain_output()
+            if os.WIFSIGNALED(status):
+                how = f"was killed by {signal_name(os.WTERMSIG(status))}"
+                if os.WTERMSIG(status) == signal.SIGKILL and not cell.timed_out:
+                    how += " (out of memory?)"
+            else:
+                how = f"exited with code {os.WEXITSTATUS(status)}"
+            error = {
+                "name": "KernelDiedError",
+                "value": f"the {self.language} kernel {how}; its state is lost and the next cell starts a fresh one",
+                "traceback": "",
+            }
+            if cell.timed_out:
+                cell.timed_out = False
+                error["name"] = "TimeoutError"
+                error["value"] = (
+                    f"the cell ran longer than its {cell.timeout_s:g}s timeout and did not stop when interrupted; "
+                    "the kernel was restarted and its state is lost"
+                )
+            cell.finish(None, error)
+        # a configure for the dead kernel is moot: a new one starts with the current env
+        self.queue = [item for item in self.queue if isinstance(item, Cell)]
+        self.pump()
+
+    def stop(self):
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            proc.kill(signal.SIGKILL)
+        cell, self.cell = self.cell, None
+        if isinstance(cell, Cell):
+            cell.finish(None, {"name": "KernelRestarted", "value": "the context was restarted or removed", "traceback": ""})
+        for item in self.queue:
+            if isinstance(item, Cell):
+                send_error(item.channel, "CONTEXT_NOT_FOUND", "the context was removed")
+        self.queue = []
+
+
+_contexts = {}
+
+
+def default_context(language):
+    ctx = _contexts.get(language)
+    if ctx is None:
+        ctx = _contexts[language] = Context(language, language, None, DEFAULT_USER, {})
+    return ctx
+
+
+def context_of(channel, req):
+    """The context a request names (on the loop thread); reports the error itself when there is none."""
+    cid = req.get("context")
+    language = req.get("language") or "python"
+    if cid:
+        ctx = _contexts.get(cid)
+        if ctx is None:
+            send_error(channel, "CONTEXT_NOT_FOUND", f"no code context {cid}")
+        return ctx
+    if language not in LANGUAGES:
+        send_error(channel, "VALIDATION_FAILED", f"unsupported language {language}; supported: {', '.join(LANGUAGES)}")
+        return None
+    return default_context(language)
+
+
+def op_run_code(channel, req):
+    ctx = context_of(channel, req)
+    if ctx is not None:
+        ctx.submit(Cell(channel, req))
+
+
+def op_context_create(channel, req):
+    language = req.get("language") or "python"
+    if language not in LANGUAGES:
+        return send_error(channel, "VALIDATION_FAILED", f"unsupported language {language}; supported: {', '.join(LANGUAGES)}")
+    user = req.get("user") or DEFAULT_USER
+    try:
+        pw = getpw(user)
+        cwd = os.path.normpath(req.get("cwd") or pw.pw_dir)
+        if not os.path.isabs(cwd):
+            raise ValueError(f"cwd must be an absolute path: {cwd}")
+        makedirs_owned(cwd, pw.pw_uid, pw.pw_gid)
+    except KeyError:
+        return send_error(channel, "VALIDATION_FAILED", f"unknown user: {user}")
+    except ValueError as e:
+        return send_error(channel, "VALIDATION_FAILED", str(e))
+    except OSError as e:
+        return send_error(channel, os_error_code(e), f"{e.strerror or e}: {e.filename or ''}")
+    cid = "ctx_" + os.urandom(6).hex()
+    env = {str(k): str(v) for k, v in (req.get("env") or {}).items()}
+    ctx = _contexts[cid] = Context(cid, language, cwd, user, env)
+    ctx.start()  # its interpreter warms up while the caller prepares the first cell
+    send_json(channel, {"type": "result", "value": ctx.describe()})
+
+
+def op_context_list(channel, req):
+    send_json(channel, {"type": "result", "value": [c.describe() for c in _contexts.values()]})
+
+
+def op_context_restart(channel, req):
+    ctx = context_of(channel, req)
+    if ctx is None:
+        return
+    ctx.stop()
+    ctx.start()
+    send_json(channel, {"type": "result", "value": ctx.describe()})
+
+
+def op_context_remove(channel, req):
+    ctx = context_of(channel, req)
+    if ctx is None:
+        return
+    ctx.stop()
+    _contexts.pop(ctx.id, None)
+    send_json(channel, {"type": "result", "value": {}})
+
+
+def op_context_ready(channel, req):
+    """Starts a context's kernel if needed and answers once it is ready (the bake's warm-up)."""
+    ctx = context_of(channel, req)
+    if ctx is None:
+        return
+    if ctx.proc is not None and ctx.proc.ready:
+        return send_json(channel, {"type": "result", "value": ctx.describe()})
+    ctx.waiters.append(channel)
+    ctx.pump()
+
+
+def op_code_interrupt(channel, req):
+    for ctx in _contexts.values():
+        ctx.interrupt(channel)
+
+
+def configure_contexts(env, merge, reseed):
+    for ctx in _contexts.values():
+        if ctx.proc is not None or ctx.starting:
+            ctx.submit({"op": "configure", "env": env, "merge": merge, "reseed": reseed})
+
+
+CONTEXT_OPS = {
+    "run_code": op_run_code,
+    "context_create": op_context_create,
+    "context_list": op_context_list,
+    "context_restart": op_context_restart,
+    "context_remove": op_context_remove,
+    "context_ready": op_context_ready,
+    "interrupt": op_code_interrupt,
+}
 
 
 # ---- files -----------------------------------------------------------------------------------
@@ -658,11 +1109,14 @@ def op_ping(channel, req):
 
 def op_configure(channel, req):
     """Per-sandbox settings; after a restore from a shared snapshot this is the first request.
-    (The daemon itself holds no randomness or ids that must differ between sandboxes.)"""
+    The daemon itself holds no randomness or ids that must differ between sandboxes; its kernels do."""
     env = req.get("env") or {}
     if not req.get("merge"):
         _default_env.clear()
     _default_env.update({str(k): str(v) for k, v in env.items()})
+    # kernels that outlived a restore get the new env and fresh random state
+    kernel_env = {str(k): str(v) for k, v in env.items()}
+    loop.call(lambda: configure_contexts(kernel_env, bool(req.get("merge")), bool(req.get("restored"))))
     return {}
 
 
@@ -758,6 +1212,9 @@ def dispatch(ftype, channel, payload):
         up = _uploads.pop(channel, None)
         if up is not None:
             up.abort()
+    elif op in CONTEXT_OPS:
+        fn = CONTEXT_OPS[op]
+        loop.call(lambda: fn(channel, req))
     elif op in SIMPLE_OPS:
         run_op(SIMPLE_OPS[op], channel, req)
     elif op == "read" and small_file(req):

@@ -28,6 +28,8 @@ export async function startTestHost(): Promise<TestHost> {
     runscStateDir: stateDir,
     cgroupParent: tag,
     logLevel: 'warn',
+    // other templates bake and fill their pools on first use
+    prebuild: ['base'],
   })
   if (!host.bootstrapKey) throw new Error('a fresh data dir must yield a bootstrap key')
   return {

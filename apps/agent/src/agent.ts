@@ -14,16 +14,20 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs'
-import { join } from 'node:path'
+import { basename, dirname, join } from 'node:path'
 import type { Readable, Writable } from 'node:stream'
 import type { ResolvedResources } from '@forkbox/protocol'
 import {
   type AgentApi,
   AppError,
   type FileEntry,
+  type GuestContextOp,
   type GuestExecOutput,
   type GuestExecRequest,
   type GuestFileOp,
+  type GuestRunCodeOutput,
+  type GuestRunCodeRequest,
+  type RunCodeHandlers,
   type SandboxErrorReason,
   type SandboxExitListener,
   type StartSandboxSpec,
@@ -59,6 +63,7 @@ function sameResources(a: ResolvedResources, b: ResolvedResources): boolean {
   return a.vcpus === b.vcpus && a.memoryMB === b.memoryMB && a.diskMB === b.diskMB && a.pids === b.pids
 }
 
+const KERNEL_FILE = 'forkbox_kernel.py'
 const READY_TIMEOUT_MS = 30_000
 const STDIN_CHUNK = 256 * 1024
 /** Extra time the agent gives the guest to report a timed-out exec before giving up on it. */
@@ -92,23 +97,30 @@ export class LocalAgent implements AgentApi {
   private readonly pools = new Map<string, LiveSandbox[]>()
   private readonly filling = new Map<string, Promise<void>>()
   private closing = false
-  /** The guest daemon as bind-mounted into sandboxes: a content-addressed copy in the template
-   * store, so a baked snapshot finds it at the same path whichever checkout runs the agent. */
-  private readonly guestScript: string
+  /** The guest daemon and its kernel as bind-mounted into sandboxes: a content-addressed copy in
+   * the template store, so a baked snapshot finds them at the same path whichever checkout runs
+   * the agent. */
+  private readonly guestDir: string
   private readonly guestHash: string
 
   constructor(private readonly config: AgentConfig) {
     this.definitions = loadDefinitions(config.definitionsDir)
-    const guest = readFileSync(config.guestScript)
-    this.guestHash = createHash('sha256').update(guest).digest('hex').slice(0, 16)
-    this.guestScript = join(config.templatesDir, `guest-${this.guestHash}.py`)
+    const files = [config.guestScript, join(dirname(config.guestScript), KERNEL_FILE)].map((f) => ({
+      name: basename(f),
+      body: readFileSync(f),
+    }))
+    const hash = createHash('sha256')
+    for (const f of files) hash.update(f.name).update(f.body)
+    this.guestHash = hash.digest('hex').slice(0, 16)
+    this.guestDir = join(config.templatesDir, `guest-${this.guestHash}`)
     this.runsc = { runscPath: config.runscPath, stateDir: config.runscStateDir, platform: config.platform }
     for (const d of [config.dataDir, this.sandboxesDir, config.templatesDir, config.runscStateDir])
       mkdirSync(d, { recursive: true })
-    if (!existsSync(this.guestScript)) {
-      const tmp = `${this.guestScript}.tmp-${process.pid}`
-      writeFileSync(tmp, guest, { mode: 0o644 })
-      renameSync(tmp, this.guestScript)
+    if (!existsSync(this.guestDir)) {
+      const tmp = `${this.guestDir}.tmp-${process.pid}`
+      mkdirSync(tmp, { recursive: true })
+      for (const f of files) writeFileSync(join(tmp, f.name), f.body, { mode: 0o644 })
+      renameSync(tmp, this.guestDir)
     }
   }
 
@@ -141,6 +153,7 @@ export class LocalAgent implements AgentApi {
     const key = createHash('sha256')
       .update(this.guestHash)
       .update(JSON.stringify(def.resources.defaults))
+      .update(def.kernel?.preload ?? '')
       .update(this.config.platform)
       .digest('hex')
       .slice(0, 16)
@@ -187,7 +200,7 @@ export class LocalAgent implements AgentApi {
     const id = `bake-${def.name}-${randomBytes(6).toString('hex')}`
     const sbx = await this.boot(def, { id, template: def.name, resources: def.resources.defaults, envs: {} }, null)
     try {
-      await this.warmUp(id)
+      await this.warmUp(def, id)
       await this.checkpointAndStop(sbx, this.snapshotOf(def))
     } catch (err) {
       await this.stop(id)
@@ -200,8 +213,14 @@ export class LocalAgent implements AgentApi {
    * before a bake (captured in the snapshot) and after a pool restore (a restored sandbox's first
    * exec took 50-70 ms in the guest against ~25 ms for the next).
    */
-  private async warmUp(id: string): Promise<void> {
+  private async warmUp(def: TemplateDefinition, id: string): Promise<void> {
     const exec = { timeoutMs: 10_000, maxOutputBytes: 1024 }
+    if (def.kernel) {
+      // the template's kernel, started with its preload: the first cell of a sandbox skips both
+      await this.live(id).conn.call({ op: 'context_ready', language: 'python' })
+      const cell = { language: 'python', timeoutMs: 30_000, maxOutputBytes: 1024, silent: true }
+      await this.runCode(id, { ...cell, code: 'None' })
+    }
     await this.exec(id, { argv: ['true'], ...exec })
     await this.exec(id, { cmd: 'true', ...exec })
     await this.writeFile(
@@ -314,7 +333,7 @@ export class LocalAgent implements AgentApi {
             { id, template: def.name, resources: def.resources.defaults, envs: {} },
             snapshot,
           )
-          await this.warmUp(id)
+          await this.warmUp(def, id)
           if (this.closing) await this.stop(id)
           else pool.push(sbx)
         } catch (err) {
@@ -347,7 +366,8 @@ export class LocalAgent implements AgentApi {
     createCgroup(cgroup, cgroupLimits(spec.resources))
     const config = buildSpec({
       rootfs: this.rootfsOf(def),
-      guestScript: this.guestScript,
+      guestDir: this.guestDir,
+      kernelPreload: def.kernel?.preload,
       cgroupsPath: `/${cgroup}`,
       // one name for all: a restored sandbox keeps the name it was baked with
       hostname: 'sandbox',
@@ -560,6 +580,58 @@ export class LocalAgent implements AgentApi {
   }
 
   fileOp(id: string, op: GuestFileOp): Promise<unknown> {
+    return this.live(id).conn.call({ ...op })
+  }
+
+  runCode(
+    id: string,
+    req: GuestRunCodeRequest,
+    handlers: RunCodeHandlers = {},
+    signal?: AbortSignal,
+  ): Promise<GuestRunCodeOutput> {
+    const { conn } = this.live(id)
+    return new Promise((resolve, reject) => {
+      let channel = 0
+      const onAbort = () => conn.sendJson(channel, { op: 'interrupt' })
+      channel = conn.open(
+        {
+          op: 'run_code',
+          code: req.code,
+          language: req.language,
+          context: req.context,
+          env: req.env,
+          timeoutMs: req.timeoutMs,
+          maxOutputBytes: req.maxOutputBytes,
+          silent: req.silent,
+        },
+        {
+          onData: (type, payload) => {
+            if (type === FrameType.stdout) handlers.onStdout?.(payload)
+            else if (type === FrameType.stderr) handlers.onStderr?.(payload)
+          },
+          onMessage: (msg) => {
+            if (msg.type !== 'display') return
+            handlers.onResult?.({ isMainResult: Boolean(msg.main), ...(msg.data as Record<string, unknown>) })
+          },
+          settle: (err, msg) => {
+            signal?.removeEventListener('abort', onAbort)
+            if (err || !msg) return reject(err)
+            const v = msg.value as GuestRunCodeOutput
+            resolve({
+              executionCount: v.executionCount ?? null,
+              error: v.error ?? null,
+              timedOut: Boolean(v.timedOut),
+              truncated: Boolean(v.truncated),
+              durationMs: Number(v.durationMs),
+            })
+          },
+        },
+      )
+      signal?.addEventListener('abort', onAbort)
+    })
+  }
+
+  codeContext(id: string, op: GuestContextOp): Promise<unknown> {
     return this.live(id).conn.call({ ...op })
   }
 

@@ -6,7 +6,7 @@ describe('OCI spec', () => {
   const resources = { vcpus: 1.5, memoryMB: 512, diskMB: 256, pids: 1024 }
   const spec = buildSpec({
     rootfs: '/r',
-    guestScript: '/g.py',
+    guestDir: '/g',
     cgroupsPath: '/forkbox/x',
     hostname: 'h',
     resources,

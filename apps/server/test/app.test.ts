@@ -218,6 +218,45 @@ describe('control plane', () => {
     assert.equal(agent.snapshots.size, 0)
   })
 
+  it('runs a cell as one Execution, or streams it as SSE with the same content', async () => {
+    const { body: sbx } = await call('POST', '/v1/sandboxes', { template: 'base' })
+    const r = await call('POST', `/v1/sandboxes/${sbx.id}/code`, { code: 'x' })
+    assert.equal(r.status, 200)
+    assert.deepEqual(r.body.logs, { stdout: ['x ', 'é\n'], stderr: ['warn\n'] })
+    assert.deepEqual(r.body.results, [{ isMainResult: true, text: 'x' }])
+    assert.equal(r.body.executionCount, 1)
+    const res = await cp.app.request(`/v1/sandboxes/${sbx.id}/code`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ code: 'y' }),
+    })
+    assert.equal(res.headers.get('content-type'), 'text/event-stream')
+    const events = (await res.text())
+      .trim()
+      .split('\n\n')
+      .map((block) => {
+        const event = /^event: (.*)$/m.exec(block)?.[1]
+        const data = JSON.parse(/^data: (.*)$/m.exec(block)?.[1] ?? 'null')
+        return { event, data }
+      })
+    assert.deepEqual(
+      events.map((e) => e.event),
+      ['stdout', 'stdout', 'stderr', 'result', 'end'],
+    )
+    assert.equal(events[1]?.data.text, 'é\n')
+    assert.equal(events[4]?.data.executionCount, 1)
+    // errors before the cell starts are plain HTTP errors, streaming or not
+    const missing = await cp.app.request('/v1/sandboxes/sbx_nope/code', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ code: 'y' }),
+    })
+    assert.equal(missing.status, 404)
+    assert.equal(((await missing.json()) as { error: { code: string } }).error.code, 'SANDBOX_NOT_FOUND')
+    const bad = await call('POST', `/v1/sandboxes/${sbx.id}/code`, { code: 'x', language: 'cobol' })
+    assert.equal(bad.body.error.code, 'VALIDATION_FAILED')
+  })
+
   it('serves an OpenAPI 3.1 document covering the routes', async () => {
     const doc = (await call('GET', '/openapi.json')).body
     assert.equal(doc.openapi, '3.1.0')

@@ -5,6 +5,9 @@ import {
   type FileEntry,
   type GuestExecOutput,
   type GuestExecRequest,
+  type GuestRunCodeOutput,
+  type GuestRunCodeRequest,
+  type RunCodeHandlers,
   type SandboxExitListener,
   type StartSandboxSpec,
   type TemplateInfo,
@@ -61,6 +64,19 @@ export class FakeAgent implements AgentApi {
     }
   }
   async fileOp(): Promise<unknown> {
+    return []
+  }
+  /** Echoes the cell: its code to stdout in two chunks that split a multi-byte character, then as the main result. */
+  async runCode(id: string, req: GuestRunCodeRequest, h: RunCodeHandlers = {}): Promise<GuestRunCodeOutput> {
+    if (!this.live.has(id)) throw new AppError('SANDBOX_NOT_RUNNING', 'not live')
+    const bytes = Buffer.from(`${req.code} é\n`)
+    h.onStdout?.(bytes.subarray(0, bytes.length - 2))
+    h.onStdout?.(bytes.subarray(bytes.length - 2))
+    h.onStderr?.(Buffer.from('warn\n'))
+    h.onResult?.({ isMainResult: true, text: req.code })
+    return { executionCount: 1, error: null, timedOut: false, truncated: false, durationMs: 1 }
+  }
+  async codeContext(): Promise<unknown> {
     return []
   }
   snapshots = new Set<string>()

@@ -1,7 +1,7 @@
 // The contract between the control plane and a host agent: the server drives sandboxes only
 // through this interface, so an HTTP client for a remote agent can stand in for the local one.
 import type { SandboxErrorReason } from './errors.ts'
-import type { FileEntry, ResolvedResources, TemplateInfo } from './schemas.ts'
+import type { CodeContext, CodeResult, ExecutionError, FileEntry, ResolvedResources, TemplateInfo } from './schemas.ts'
 
 export interface StartSandboxSpec {
   id: string
@@ -32,6 +32,40 @@ export interface GuestExecOutput {
   stdout: Uint8Array
   stderr: Uint8Array
 }
+
+export interface GuestRunCodeRequest {
+  code: string
+  language: string
+  context?: string
+  env?: Record<string, string>
+  timeoutMs: number
+  maxOutputBytes: number
+  /** A warm-up cell: no execution count, no history. */
+  silent?: boolean
+}
+
+/** What a cell sends while it runs, in order. */
+export interface RunCodeHandlers {
+  onStdout?(chunk: Uint8Array): void
+  onStderr?(chunk: Uint8Array): void
+  onResult?(result: CodeResult): void
+}
+
+export interface GuestRunCodeOutput {
+  executionCount: number | null
+  error: ExecutionError | null
+  timedOut: boolean
+  truncated: boolean
+  durationMs: number
+}
+
+export type GuestContextOp =
+  | { op: 'context_create'; language: string; cwd?: string; env?: Record<string, string> }
+  | { op: 'context_list' }
+  | { op: 'context_restart'; context: string }
+  | { op: 'context_remove'; context: string }
+
+export type { CodeContext }
 
 export type GuestFileOp =
   | { op: 'stat'; path: string; user?: string }
@@ -65,6 +99,14 @@ export interface AgentApi {
     opts?: { mode?: number; user?: string },
   ): Promise<FileEntry>
   fileOp(id: string, op: GuestFileOp): Promise<unknown>
+  /** Runs a cell in one of the sandbox's code contexts; output and results go to `handlers` as they come. */
+  runCode(
+    id: string,
+    req: GuestRunCodeRequest,
+    handlers?: RunCodeHandlers,
+    signal?: AbortSignal,
+  ): Promise<GuestRunCodeOutput>
+  codeContext(id: string, op: GuestContextOp): Promise<unknown>
   /** Checkpoints a running sandbox (memory, processes and disk) into snapshot `snapshotId`; it keeps running. */
   snapshot(id: string, snapshotId: string): Promise<{ sizeBytes: number }>
   deleteSnapshot(snapshotId: string): Promise<void>

@@ -209,3 +209,81 @@ export const ForkRequest = z
   .strict()
 export type ForkRequest = z.input<typeof ForkRequest>
 export const ForkResult = z.object({ sandboxes: z.array(Sandbox) })
+
+// ---- code interpreter ----
+
+export const CODE_LANGUAGES = ['python', 'bash'] as const
+export const CodeLanguage = z.enum(CODE_LANGUAGES)
+export const ContextId = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]+$/)
+  .max(64)
+
+export const RunCodeRequest = z
+  .object({
+    code: z.string().max(4 * 1024 * 1024),
+    /** Runs in this language's default context unless `contextId` names one. */
+    language: CodeLanguage.default('python'),
+    contextId: ContextId.optional(),
+    /** Set for this cell only. */
+    envs: EnvVars.optional(),
+    timeoutSeconds: z.number().positive().max(MAX_EXEC_TIMEOUT_SECONDS).default(300),
+    maxOutputBytes: z
+      .number()
+      .int()
+      .min(0)
+      .max(64 * 1024 * 1024)
+      .default(DEFAULT_MAX_OUTPUT_BYTES),
+  })
+  .strict()
+export type RunCodeRequest = z.input<typeof RunCodeRequest>
+
+/** One displayed value: every representation the object offers (images base64). */
+export const CodeResult = z.object({
+  isMainResult: z.boolean(),
+  text: z.string().optional(),
+  html: z.string().optional(),
+  markdown: z.string().optional(),
+  png: z.string().optional(),
+  jpeg: z.string().optional(),
+  svg: z.string().optional(),
+  json: z.unknown().optional(),
+  latex: z.string().optional(),
+  javascript: z.string().optional(),
+  pdf: z.string().optional(),
+  /** Other MIME types, keyed by type. */
+  extra: z.record(z.string(), z.unknown()).optional(),
+})
+export type CodeResult = z.infer<typeof CodeResult>
+
+export const ExecutionError = z.object({ name: z.string(), value: z.string(), traceback: z.string() })
+export type ExecutionError = z.infer<typeof ExecutionError>
+
+export const Execution = z.object({
+  results: z.array(CodeResult),
+  logs: z.object({ stdout: z.array(z.string()), stderr: z.array(z.string()) }),
+  error: ExecutionError.nullable(),
+  executionCount: z.number().int().nullable(),
+  timedOut: z.boolean(),
+  truncated: z.boolean(),
+  durationMs: z.number(),
+})
+export type Execution = z.infer<typeof Execution>
+
+export const CreateContextRequest = z
+  .object({
+    language: CodeLanguage.default('python'),
+    cwd: z.string().min(1).max(4096).optional(),
+    envs: EnvVars.optional(),
+  })
+  .strict()
+export type CreateContextRequest = z.input<typeof CreateContextRequest>
+
+export const CodeContext = z.object({
+  id: z.string(),
+  language: CodeLanguage,
+  cwd: z.string().nullable(),
+  running: z.boolean(),
+})
+export type CodeContext = z.infer<typeof CodeContext>
+export const CodeContextList = z.object({ contexts: z.array(CodeContext) })

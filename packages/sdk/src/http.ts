@@ -27,6 +27,8 @@ export interface RequestSpec extends RequestOptions {
   query?: Query
   json?: unknown
   body?: Uint8Array
+  /** The Accept header; default application/json. */
+  accept?: string
 }
 
 const DEFAULT_MAX_RETRIES = 2
@@ -131,7 +133,10 @@ export class HttpClient {
   /** Sends with retries; resolves with a 2xx response, rejects with a ForkboxError or the abort reason. */
   async send(spec: RequestSpec): Promise<Response> {
     const target = `${this.url}${spec.path}${queryString(spec.query)}`
-    const headers: Record<string, string> = { authorization: `Bearer ${this.#apiKey}`, accept: 'application/json' }
+    const headers: Record<string, string> = {
+      authorization: `Bearer ${this.#apiKey}`,
+      accept: spec.accept ?? 'application/json',
+    }
     let body: string | Uint8Array<ArrayBuffer> | undefined
     if (spec.json !== undefined) {
       headers['content-type'] = 'application/json'

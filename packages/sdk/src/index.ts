@@ -2,6 +2,16 @@
 export type { ApiKeyInfo, FileEntry, Resources, SandboxState, TemplateInfo } from '@forkbox/protocol'
 export { ForkboxClient, type ForkboxClientOptions } from './client.ts'
 export {
+  type CodeContext,
+  CodeContexts,
+  type CreateCodeContextOptions,
+  Execution,
+  type ExecutionError,
+  type Language,
+  type Result,
+  type RunCodeOptions,
+} from './code.ts'
+export {
   type ConfigSourceOptions,
   type Credentials,
   credentialsPath,

@@ -8,6 +8,7 @@ import type {
   SandboxState,
   Snapshot as SnapshotInfo,
 } from '@forkbox/protocol'
+import { CodeContexts, type Execution, type RunCodeOptions, runCode } from './code.ts'
 import { fromBase64, toBase64, toBytes, toText } from './encoding.ts'
 import { NotFoundError } from './errors.ts'
 import { Files } from './files.ts'
@@ -74,6 +75,8 @@ export type ExecBytesOutput = ExecOutput<Uint8Array>
 export class Sandbox {
   readonly id: string
   readonly files: Files
+  /** Code contexts: interpreters with their own variables, cwd and env (`runCode({ context })`). */
+  readonly contexts: CodeContexts
   readonly #http: HttpClient
   #info: SandboxInfo
 
@@ -82,6 +85,7 @@ export class Sandbox {
     this.#info = info
     this.id = info.id
     this.files = new Files(http, info.id)
+    this.contexts = new CodeContexts(http, info.id)
   }
 
   /** The sandbox as last fetched; refresh with `getInfo()`. */
@@ -174,6 +178,25 @@ export class Sandbox {
       json: body,
       signal: options.signal,
     })
+  }
+
+  /**
+   * Runs a cell in a persistent interpreter: variables, imports and open files carry over to the
+   * next cell. An exception in the cell is `execution.error`, not a thrown error. With `onStdout`,
+   * `onStderr` or `onResult` the output streams as it happens.
+   *
+   * ```ts
+   * const e = await sbx.runCode('import pandas as pd; pd.DataFrame({"a": [1, 2]}).describe()')
+   * e.text // the describe() table as text; e.results[0].html as html
+   * ```
+   */
+  runCode(code: string, options: RunCodeOptions = {}): Promise<Execution> {
+    return runCode(this.#http, this.id, code, options)
+  }
+
+  /** Shorthand for `contexts.create()`. */
+  createCodeContext(options: Parameters<CodeContexts['create']>[0] = {}) {
+    return this.contexts.create(options)
   }
 
   /**

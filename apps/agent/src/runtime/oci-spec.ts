@@ -5,7 +5,9 @@ import type { ResolvedResources } from '@forkbox/protocol'
 const MiB = 1024 * 1024
 /** Memory the Sentry and gofer need on top of what the guest may use. */
 export const SENTRY_OVERHEAD_BYTES = 160 * MiB
-export const GUEST_SCRIPT_PATH = '/opt/forkbox/guest.py'
+/** The guest daemon and its code kernel, bind-mounted read-only into every sandbox. */
+export const GUEST_DIR = '/opt/forkbox'
+export const GUEST_SCRIPT_PATH = `${GUEST_DIR}/forkbox_guest.py`
 
 const CAPS = [
   'CAP_CHOWN',
@@ -22,7 +24,10 @@ const CAPS = [
 
 export interface SpecInput {
   rootfs: string
-  guestScript: string
+  /** Host dir holding forkbox_guest.py and forkbox_kernel.py. */
+  guestDir: string
+  /** Python the template's code kernels run at start (imports that cells then find warm). */
+  kernelPreload?: string
   cgroupsPath: string
   hostname: string
   resources: ResolvedResources
@@ -59,6 +64,7 @@ export function buildSpec(input: SpecInput): Record<string, unknown> {
         'LANG=C.UTF-8',
         `FORKBOX_RLIMIT_AS=${limits.asBytes}`,
         `FORKBOX_RLIMIT_NPROC=${limits.nproc}`,
+        ...(input.kernelPreload ? [`FORKBOX_KERNEL_PRELOAD=${input.kernelPreload}`] : []),
       ],
       cwd: '/',
       capabilities: { bounding: CAPS, effective: CAPS, permitted: CAPS },
@@ -75,9 +81,9 @@ export function buildSpec(input: SpecInput): Record<string, unknown> {
       tmpfs('/tmp', '1777'),
       tmpfs('/work', '755'),
       {
-        destination: GUEST_SCRIPT_PATH,
+        destination: GUEST_DIR,
         type: 'bind',
-        source: input.guestScript,
+        source: input.guestDir,
         options: ['rbind', 'ro'],
       },
     ],

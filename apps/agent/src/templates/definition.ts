@@ -11,6 +11,15 @@ export const TemplateDefinition = z.object({
   suite: z.string().default('bookworm'),
   packages: z.array(z.string().regex(/^[a-z0-9][a-z0-9+.-]*$/)),
   user: z.string().default('user'),
+  /** Code kernels (runCode) of this template run `preload` at start; the bake captures one warm. */
+  kernel: z
+    .object({
+      preload: z
+        .string()
+        .max(64 * 1024)
+        .default(''),
+    })
+    .optional(),
   resources: z.object({ defaults: ResolvedResources, maxima: ResolvedResources }),
 })
 export type TemplateDefinition = z.infer<typeof TemplateDefinition>

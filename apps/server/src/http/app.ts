@@ -3,6 +3,11 @@ import { randomBytes } from 'node:crypto'
 import { AppError } from '@forkbox/protocol'
 import { OpenAPIHono } from '@hono/zod-openapi'
 import { bodyLimit } from 'hono/body-limit'
+import * as codeContextCreate from '../routes/code/context-create.ts'
+import * as codeContextList from '../routes/code/context-list.ts'
+import * as codeContextRemove from '../routes/code/context-remove.ts'
+import * as codeContextRestart from '../routes/code/context-restart.ts'
+import * as codeRun from '../routes/code/run.ts'
 import * as filesList from '../routes/files/list.ts'
 import * as filesMkdir from '../routes/files/mkdir.ts'
 import * as filesRead from '../routes/files/read.ts'
@@ -100,6 +105,11 @@ export function createApp(services: Services): App {
     snapshotCreate,
     snapshotList,
     snapshotDelete,
+    codeRun,
+    codeContextCreate,
+    codeContextList,
+    codeContextRestart,
+    codeContextRemove,
     filesList,
     filesStat,
     filesMkdir,

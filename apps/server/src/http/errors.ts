@@ -1,5 +1,5 @@
 // Turns anything thrown in a handler into the stable error body; never a stack trace.
-import { AppError, type ErrorBody, type ErrorCode } from '@forkbox/protocol'
+import { AppError, type ErrorBody, type ErrorCode, errorStatus } from '@forkbox/protocol'
 import type { Context } from 'hono'
 import { HTTPException } from 'hono/http-exception'
 import type { ContentfulStatusCode } from 'hono/utils/http-status'
@@ -18,6 +18,12 @@ export function validationError(error: z.ZodError): AppError {
 }
 
 export function errorResponse(c: Context<AppEnv>, err: unknown): Response {
+  const body = errorBody(c, err)
+  return c.json(body, errorStatus[body.error.code as ErrorCode] as ContentfulStatusCode)
+}
+
+/** The stable error body for anything thrown (also sent as an SSE `error` event). */
+export function errorBody(c: Context<AppEnv>, err: unknown): ErrorBody {
   let app: AppError
   if (err instanceof AppError) app = err
   else if (err instanceof HTTPException) {
@@ -29,7 +35,7 @@ export function errorResponse(c: Context<AppEnv>, err: unknown): Response {
     c.var.services?.log.error({ err, requestId: c.var.requestId }, 'unhandled error')
     app = new AppError('INTERNAL', 'internal error')
   }
-  const body: ErrorBody = {
+  return {
     error: {
       code: app.code,
       message: app.message,
@@ -37,5 +43,4 @@ export function errorResponse(c: Context<AppEnv>, err: unknown): Response {
       ...(app.details ? { details: app.details } : {}),
     },
   }
-  return c.json(body, app.status as ContentfulStatusCode)
 }

@@ -310,7 +310,8 @@ export class SandboxService {
     this.log.info({ sandboxId: s.id, ms: Math.round(performance.now() - started) }, 'sandbox woke')
   }
 
-  private async onSandbox<T>(owner: string, id: string, fn: () => Promise<T>): Promise<T> {
+  /** Runs `fn` against the running sandbox (woken first if hibernated); a sandbox that stopped meanwhile is reported as such. */
+  async onSandbox<T>(owner: string, id: string, fn: () => Promise<T>): Promise<T> {
     await this.awake(owner, id)
     try {
       return await fn()

@@ -1,0 +1,92 @@
+// Code interpreter: cells run in a sandbox's code contexts; their output and results come back
+// as they happen (to a stream) and together as one Execution.
+import { StringDecoder } from 'node:string_decoder'
+import {
+  type AgentApi,
+  AppError,
+  type CodeContext,
+  type CodeResult,
+  type CreateContextRequest,
+  type Execution,
+  type RunCodeRequest,
+} from '@forkbox/protocol'
+import type { z } from 'zod'
+import type { SandboxService } from './sandboxes.ts'
+
+type RunCodeInput = z.output<typeof RunCodeRequest>
+type CreateContextInput = z.output<typeof CreateContextRequest>
+
+/** What a streaming caller hears while a cell runs. */
+export interface ExecutionSink {
+  stdout?(text: string): void
+  stderr?(text: string): void
+  result?(result: CodeResult): void
+}
+
+export class CodeService {
+  constructor(
+    private readonly sandboxes: SandboxService,
+    private readonly agent: AgentApi,
+  ) {}
+
+  async run(owner: string, id: string, req: RunCodeInput, sink: ExecutionSink = {}, signal?: AbortSignal) {
+    const logs = { stdout: [] as string[], stderr: [] as string[] }
+    const results: CodeResult[] = []
+    // a multi-byte character split across two chunks is decoded whole
+    const decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') }
+    const text = (name: 'stdout' | 'stderr', chunk?: Uint8Array) => {
+      const s = chunk ? decoders[name].write(Buffer.from(chunk)) : decoders[name].end()
+      if (!s) return
+      logs[name].push(s)
+      sink[name]?.(s)
+    }
+    const out = await this.sandboxes.onSandbox(owner, id, () =>
+      this.agent.runCode(
+        id,
+        {
+          code: req.code,
+          language: req.language,
+          context: req.contextId,
+          env: req.envs,
+          timeoutMs: Math.round(req.timeoutSeconds * 1000),
+          maxOutputBytes: req.maxOutputBytes,
+        },
+        {
+          onStdout: (c) => text('stdout', c),
+          onStderr: (c) => text('stderr', c),
+          onResult: (r) => {
+            results.push(r)
+            sink.result?.(r)
+          },
+        },
+        signal,
+      ),
+    )
+    text('stdout')
+    text('stderr')
+    const execution: Execution = { results, logs, ...out }
+    return execution
+  }
+
+  async createContext(owner: string, id: string, req: CreateContextInput): Promise<CodeContext> {
+    const op = { op: 'context_create' as const, language: req.language, cwd: req.cwd, env: req.envs }
+    return (await this.sandboxes.onSandbox(owner, id, () => this.agent.codeContext(id, op))) as CodeContext
+  }
+
+  async listContexts(owner: string, id: string): Promise<CodeContext[]> {
+    const op = { op: 'context_list' as const }
+    return (await this.sandboxes.onSandbox(owner, id, () => this.agent.codeContext(id, op))) as CodeContext[]
+  }
+
+  async restartContext(owner: string, id: string, context: string): Promise<CodeContext> {
+    const op = { op: 'context_restart' as const, context }
+    return (await this.sandboxes.onSandbox(owner, id, () => this.agent.codeContext(id, op))) as CodeContext
+  }
+
+  async removeContext(owner: string, id: string, context: string): Promise<void> {
+    if (context === 'python' || context === 'bash')
+      throw new AppError('VALIDATION_FAILED', `the default ${context} context can be restarted but not removed`)
+    const op = { op: 'context_remove' as const, context }
+    await this.sandboxes.onSandbox(owner, id, () => this.agent.codeContext(id, op))
+  }
+}

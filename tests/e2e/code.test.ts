@@ -1,0 +1,200 @@
+// The code interpreter on real runsc: a persistent kernel per context, rich results (text, html,
+// PNG), streamed output, errors, timeouts, kernel death, contexts, fresh randomness per sandbox,
+// and a fork that carries the kernel's state.
+import assert from 'node:assert/strict'
+import { after, before, describe, it } from 'node:test'
+import { NotFoundError, Sandbox } from '@forkbox/sdk'
+import { useTestHost } from './harness.ts'
+
+const host = useTestHost()
+let sbx: Sandbox
+
+/** Width and height from a PNG's IHDR chunk, after checking its signature. */
+function pngSize(b64: string): { width: number; height: number } {
+  const png = Buffer.from(b64, 'base64')
+  assert.deepEqual([...png.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])
+  assert.equal(png.subarray(12, 16).toString('latin1'), 'IHDR')
+  return { width: png.readUInt32BE(16), height: png.readUInt32BE(20) }
+}
+
+describe('code interpreter', () => {
+  before(async () => {
+    sbx = await Sandbox.create({ ...host().conn, template: 'code-interpreter', ttlSeconds: 900 })
+  })
+  after(async () => {
+    await sbx?.kill()
+  })
+
+  it('keeps state across cells and returns the last expression as the main result', async () => {
+    const first = await sbx.runCode('x = 1')
+    assert.equal(first.error, null)
+    assert.deepEqual(first.results, [])
+    const second = await sbx.runCode('x + 1')
+    assert.equal(second.text, '2')
+    assert.equal(second.results[0]?.isMainResult, true)
+    assert.equal(second.executionCount, (first.executionCount ?? 0) + 1)
+    // the template's preload: numpy, pandas and matplotlib are there without an import
+    assert.equal(
+      (await sbx.runCode('type(pd).__name__, np.__name__, plt.__name__')).text,
+      "('module', 'numpy', 'matplotlib.pyplot')",
+    )
+  })
+
+  it('returns a DataFrame as text, html and its data as json', async () => {
+    const e = await sbx.runCode('df = pd.DataFrame({"city": ["Oslo", "Lima"], "temp": [3.5, 19.0]})\ndf')
+    const r = e.results[0]
+    assert.ok(r?.html?.includes('<table'), 'html table')
+    assert.ok(r?.html?.includes('Lima'))
+    assert.match(r?.text ?? '', /city\s+temp/)
+    assert.deepEqual(r?.json, {
+      columns: ['city', 'temp'],
+      index: [0, 1],
+      data: [
+        ['Oslo', 3.5],
+        ['Lima', 19.0],
+      ],
+    })
+  })
+
+  it("returns every figure as a PNG of the figure's size", async () => {
+    const e = await sbx.runCode(
+      'fig, ax = plt.subplots(figsize=(4, 3), dpi=100)\nax.bar(["a", "b", "c"], [3, 1, 2])\nplt.show()\nplt.figure(figsize=(2, 2), dpi=50)\nplt.plot([1, 2])',
+    )
+    assert.equal(e.error, null)
+    const pngs = e.results.filter((r) => r.png)
+    assert.equal(pngs.length, 2)
+    assert.deepEqual(pngSize(pngs[0]?.png as string), { width: 400, height: 300 })
+    assert.deepEqual(pngSize(pngs[1]?.png as string), { width: 100, height: 100 })
+    // shown figures are closed: the next cell starts with none
+    assert.equal((await sbx.runCode('len(plt.get_fignums())')).text, '0')
+  })
+
+  it('streams stdout and stderr in order, subprocess output included', async () => {
+    const seen: string[] = []
+    const e = await sbx.runCode(
+      'import sys, time\nprint("one")\nprint("two", file=sys.stderr)\nsys.stderr.flush()\ntime.sleep(0.3)\nprint("three")\n!echo four',
+      { onStdout: (t) => seen.push(`out:${t}`), onStderr: (t) => seen.push(`err:${t}`) },
+    )
+    assert.deepEqual(seen, ['out:one\n', 'err:two\n', 'out:three\n', 'out:four\n'])
+    assert.deepEqual(e.logs, { stdout: ['one\n', 'three\n', 'four\n'], stderr: ['two\n'] })
+  })
+
+  it('delivers output while the cell runs, not at its end', async () => {
+    const started = performance.now()
+    let firstAt = 0
+    await sbx.runCode('import time\nfor i in range(10):\n    print(i)\n    time.sleep(0.1)', {
+      onStdout: () => {
+        firstAt ||= performance.now() - started
+      },
+    })
+    const total = performance.now() - started
+    assert.ok(firstAt > 0 && firstAt < total - 500, `first line at ${firstAt} ms of ${total} ms`)
+  })
+
+  it('reports an exception with its name, value and traceback', async () => {
+    const e = await sbx.runCode('def f():\n    return 1 / 0\nf()')
+    assert.equal(e.error?.name, 'ZeroDivisionError')
+    assert.equal(e.error?.value, 'division by zero')
+    assert.match(e.error?.traceback ?? '', /return 1 \/ 0/)
+    const syntax = await sbx.runCode('x = (')
+    assert.equal(syntax.error?.name, 'SyntaxError')
+  })
+
+  it('interrupts a cell at its timeout and keeps the kernel state', async () => {
+    await sbx.runCode('kept = 41')
+    const e = await sbx.runCode('import time\nwhile True:\n    time.sleep(0.05)', { timeoutSeconds: 1 })
+    assert.equal(e.timedOut, true)
+    assert.equal(e.error?.name, 'TimeoutError')
+    assert.match(e.error?.traceback ?? '', /KeyboardInterrupt/)
+    assert.equal((await sbx.runCode('kept + 1')).text, '42')
+  })
+
+  it('a cell that kills its kernel gets a clear error, and the next cell a fresh kernel', async () => {
+    await sbx.runCode('doomed = 1')
+    const e = await sbx.runCode('import os\nos._exit(3)')
+    assert.equal(e.error?.name, 'KernelDiedError')
+    assert.match(e.error?.value ?? '', /exited with code 3/)
+    const next = await sbx.runCode('doomed')
+    assert.equal(next.error?.name, 'NameError')
+    assert.equal((await sbx.runCode('import pandas; 6 * 7')).text, '42')
+  })
+
+  it('contexts have their own variables and cwd; restart clears one, remove ends it', async () => {
+    const a = await sbx.createCodeContext({ cwd: '/work/a' })
+    const b = await sbx.contexts.create({ cwd: '/tmp' })
+    assert.notEqual(a.id, b.id)
+    await sbx.runCode('v = "a"', { context: a })
+    await sbx.runCode('v = "b"', { context: b.id })
+    assert.equal((await sbx.runCode('v', { context: a })).text, "'a'")
+    assert.equal((await sbx.runCode('v', { context: b })).text, "'b'")
+    assert.equal((await sbx.runCode('import os; os.getcwd()', { context: a })).text, "'/work/a'")
+    assert.equal((await sbx.runCode('"v" in globals()')).text, 'False')
+    const ids = (await sbx.contexts.list()).map((c) => c.id)
+    assert.ok(ids.includes(a.id) && ids.includes(b.id) && ids.includes('python'))
+    await sbx.contexts.restart(a)
+    assert.equal((await sbx.runCode('v', { context: a })).error?.name, 'NameError')
+    await sbx.contexts.remove(b)
+    await assert.rejects(sbx.runCode('v', { context: b }), NotFoundError)
+    await assert.rejects(sbx.contexts.remove('python'), /can be restarted but not removed/)
+  })
+
+  it('runs bash cells in a persistent shell', async () => {
+    await sbx.runCode('cd /tmp && export GREETING=hi', { language: 'bash' })
+    const e = await sbx.runCode('echo "$GREETING from $(pwd)"', { language: 'bash' })
+    assert.deepEqual(e.logs.stdout, ['hi from /tmp\n'])
+    const failed = await sbx.runCode('exit_with() { return 3; }; exit_with', { language: 'bash' })
+    assert.equal(failed.error?.value, 'exit code 3')
+  })
+
+  it('per-cell envs apply to that cell only', async () => {
+    const e = await sbx.runCode('import os; os.environ.get("ONLY_HERE")', { envs: { ONLY_HERE: 'yes' } })
+    assert.equal(e.text, "'yes'")
+    assert.equal((await sbx.runCode('os.environ.get("ONLY_HERE")')).text, undefined)
+  })
+
+  it('two sandboxes from the template draw different random numbers', async () => {
+    const code = 'import json, random; print(json.dumps([random.random(), float(np.random.rand())]))'
+    const [one, two] = await Promise.all([
+      Sandbox.create({ ...host().conn, template: 'code-interpreter' }),
+      Sandbox.create({ ...host().conn, template: 'code-interpreter' }),
+    ])
+    try {
+      const [r1, r2] = await Promise.all([one.runCode(code), two.runCode(code)])
+      const [a1, b1] = JSON.parse(r1.logs.stdout.join(''))
+      const [a2, b2] = JSON.parse(r2.logs.stdout.join(''))
+      assert.notEqual(a1, a2)
+      assert.notEqual(b1, b2)
+    } finally {
+      await Promise.all([one.kill(), two.kill()])
+    }
+  })
+
+  it('a fork of a sandbox with a warm kernel starts with the same kernel state', async () => {
+    await sbx.runCode('big = pd.DataFrame({"k": np.arange(1_000_000) % 7, "v": np.arange(1_000_000)})')
+    const forks = await sbx.fork({ count: 2 })
+    try {
+      const answers = await Promise.all(forks.map((f, i) => f.runCode(`int(big[big.k == ${i}].v.sum())`)))
+      assert.deepEqual(
+        answers.map((a) => a.text),
+        ['71428928571', '71428071429'],
+      )
+      await forks[0]?.runCode('big = None')
+      assert.equal((await sbx.runCode('len(big)')).text, '1000000')
+    } finally {
+      await Promise.all(forks.map((f) => f.kill()))
+    }
+  })
+})
+
+describe('code interpreter on a template without IPython', () => {
+  it('runs cells with state, a main result and tracebacks', async () => {
+    await using base = await Sandbox.create({ ...host().conn })
+    await base.runCode('x = 20')
+    const e = await base.runCode('print("hi")\nx * 2 + 2')
+    assert.equal(e.text, '42')
+    assert.deepEqual(e.logs.stdout, ['hi\n'])
+    const err = await base.runCode('[][1]')
+    assert.equal(err.error?.name, 'IndexError')
+    assert.match(err.error?.traceback ?? '', /IndexError: list index out of range/)
+  })
+})
