@@ -2,58 +2,14 @@
 // guest → gVisor), next to baselines measured in the same run. Not a test: it asserts nothing.
 //   node --import tsx bench/run.ts [--iterations N]
 import { spawn } from 'node:child_process'
-import { rmSync } from 'node:fs'
-import { startHost } from '@forkbox/host'
 import { Sandbox } from '@forkbox/sdk'
+import { benchHost, measure, N, printSummary, report, timed } from './lib.ts'
 
-const N = Number(process.argv[process.argv.indexOf('--iterations') + 1]) || 50
 const CREATES = Math.min(N, 10)
-
-function pct(xs: number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? Number.NaN
-}
-
-async function measure(n: number, fn: () => Promise<unknown>, warmup = 3): Promise<number[]> {
-  for (let i = 0; i < warmup; i++) await fn()
-  const out: number[] = []
-  for (let i = 0; i < n; i++) {
-    const t0 = performance.now()
-    await fn()
-    out.push(performance.now() - t0)
-  }
-  return out
-}
-
-const rows: [string, number[]][] = []
-const report = (name: string, xs: number[]) => {
-  rows.push([name, xs])
-  console.error(
-    `${name.padEnd(48)} p50 ${pct(xs, 50).toFixed(2).padStart(8)} ms   p99 ${pct(xs, 99).toFixed(2).padStart(8)} ms   (n=${xs.length})`,
-  )
-}
-
-const dataDir = `/tmp/forkbox-bench-${process.pid}`
-const host = await startHost({
-  port: 0,
-  dataDir,
-  templatesDir: process.env.FORKBOX_TEMPLATES_DIR ?? '/var/lib/forkbox/templates',
-  runscStateDir: `/run/forkbox-bench-${process.pid}`,
-  cgroupParent: `forkbox-bench-${process.pid}`,
-  logLevel: 'warn',
-  poolSize: 1,
-})
-const conn = { url: host.url, apiKey: host.bootstrapKey as string }
-const noPoolHost = await startHost({
-  port: 0,
-  dataDir: `${dataDir}-nopool`,
-  templatesDir: process.env.FORKBOX_TEMPLATES_DIR ?? '/var/lib/forkbox/templates',
-  runscStateDir: `/run/forkbox-bench-nopool-${process.pid}`,
-  cgroupParent: `forkbox-bench-nopool-${process.pid}`,
-  logLevel: 'warn',
-  poolSize: 0,
-})
-const noPool = { url: noPoolHost.url, apiKey: noPoolHost.bootstrapKey as string }
+const host = await benchHost('main', 1)
+const conn = host.conn
+const noPoolHost = await benchHost('nopool', 0)
+const noPool = noPoolHost.conn
 try {
   report(
     'baseline: native spawn("true") on the host',
@@ -68,14 +24,6 @@ try {
     const ms = performance.now() - t0
     await s.kill()
     return ms
-  }
-  const timed = async (n: number, fn: () => Promise<number>, pauseMs = 0) => {
-    const xs: number[] = []
-    for (let i = 0; i < n; i++) {
-      if (pauseMs) await new Promise((r) => setTimeout(r, pauseMs))
-      xs.push(await fn())
-    }
-    return xs
   }
   // the pool refills in the background (one restore at a time): give it time between creates
   // pauses let the previous kill's teardown and the pool's refill finish: a steady-state hit
@@ -150,17 +98,5 @@ print(json.dumps(xs[3:]))`
 } finally {
   await host.close()
   await noPoolHost.close()
-  rmSync(dataDir, { recursive: true, force: true })
-  rmSync(`${dataDir}-nopool`, { recursive: true, force: true })
-  for (const dir of [host.config.runscStateDir, noPoolHost.config.runscStateDir])
-    rmSync(dir, { recursive: true, force: true })
 }
-console.log(
-  JSON.stringify(
-    Object.fromEntries(
-      rows.map(([k, xs]) => [k, { p50: +pct(xs, 50).toFixed(2), p99: +pct(xs, 99).toFixed(2), n: xs.length }]),
-    ),
-    null,
-    2,
-  ),
-)
+printSummary()

@@ -37,7 +37,7 @@ import {
 import type { AgentConfig } from './config.ts'
 import { GuestConnection } from './guest/connection.ts'
 import { FrameType } from './guest/frames.ts'
-import { createCgroup, limitHit, listCgroups, removeCgroup } from './runtime/cgroups.ts'
+import { createCgroup, limitCpu, limitHit, listCgroups, removeCgroup } from './runtime/cgroups.ts'
 import { buildSpec, cgroupLimits } from './runtime/oci-spec.ts'
 import {
   type RunscOptions,
@@ -78,6 +78,7 @@ interface LiveSandbox {
   container: string
   dir: string
   cgroup: string
+  vcpus: number
   proc: ChildProcessByStdio<Writable, Readable, null>
   conn: GuestConnection
   stopping: boolean
@@ -332,8 +333,11 @@ export class LocalAgent implements AgentApi {
             def,
             { id, template: def.name, resources: def.resources.defaults, envs: {} },
             snapshot,
+            undefined,
+            { limitCpu: false },
           )
           await this.warmUp(def, id)
+          limitCpu(sbx.cgroup, def.resources.defaults.vcpus)
           if (this.closing) await this.stop(id)
           else pool.push(sbx)
         } catch (err) {
@@ -356,6 +360,7 @@ export class LocalAgent implements AgentApi {
     spec: StartSandboxSpec,
     snapshot: string | null,
     signal?: AbortSignal,
+    opts: { limitCpu: boolean } = { limitCpu: true },
   ): Promise<LiveSandbox> {
     // The id's previous container may still be tearing down (runsc delete takes ~1.3 s, e.g. a
     // wake right after a hibernate): then this one gets a container name of its own.
@@ -392,6 +397,7 @@ export class LocalAgent implements AgentApi {
       container,
       dir,
       cgroup,
+      vcpus: spec.resources.vcpus,
       proc,
       conn,
       stopping: false,
@@ -419,6 +425,7 @@ export class LocalAgent implements AgentApi {
         await conn.ready
         if (Object.keys(spec.envs).length > 0) await conn.call({ op: 'configure', env: spec.envs })
       }
+      if (opts.limitCpu) limitCpu(cgroup, spec.resources.vcpus)
       return sbx
     } catch (err) {
       await this.stop(spec.id)
@@ -663,6 +670,7 @@ export class LocalAgent implements AgentApi {
       return size
     } catch (err) {
       sbx.stopping = false
+      limitCpu(sbx.cgroup, sbx.vcpus)
       throw err
     }
   }
@@ -674,6 +682,7 @@ export class LocalAgent implements AgentApi {
   private async checkpointTo(sbx: LiveSandbox, target: string, leaveRunning: boolean): Promise<{ sizeBytes: number }> {
     const tmp = `${target}.tmp-${process.pid}`
     mkdirSync(tmp, { recursive: true })
+    limitCpu(sbx.cgroup, null)
     try {
       await runscCheckpoint(this.runsc, sbx.container, tmp, { leaveRunning })
       if (existsSync(target)) rmSync(tmp, { recursive: true, force: true })
@@ -684,6 +693,8 @@ export class LocalAgent implements AgentApi {
         'INTERNAL',
         `checkpoint of ${sbx.id} failed: ${err instanceof Error ? err.message : String(err)}`,
       )
+    } finally {
+      if (!sbx.stopping) limitCpu(sbx.cgroup, sbx.vcpus)
     }
     let sizeBytes = 0
     for (const f of readdirSync(target)) sizeBytes += statSync(join(target, f)).size

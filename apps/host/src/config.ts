@@ -14,7 +14,17 @@ export const HostConfig = z.object({
     .default('forkbox'),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Templates built (if missing) before the server starts answering. */
-  prebuild: z.array(z.string()).default(['base']),
+  prebuild: z
+    .union([
+      z.array(z.string()),
+      z.string().transform((s) =>
+        s
+          .split(',')
+          .map((t) => t.trim())
+          .filter(Boolean),
+      ),
+    ])
+    .default(['base', 'code-interpreter']),
   maxSandboxes: z.coerce.number().int().positive().default(150),
   /** Restored, never-used sandboxes kept ready per template; 0 turns the pool off. */
   poolSize: z.coerce.number().int().min(0).max(64).default(2),
@@ -33,6 +43,7 @@ const ENV: Record<string, keyof HostConfig> = {
   FORKBOX_LOG_LEVEL: 'logLevel',
   FORKBOX_MAX_SANDBOXES: 'maxSandboxes',
   FORKBOX_POOL_SIZE: 'poolSize',
+  FORKBOX_PREBUILD: 'prebuild',
 }
 
 /** Explicit options win over env vars, which win over defaults. */

@@ -17,6 +17,10 @@ export function runscGlobalArgs(o: RunscOptions): string[] {
     '--network=none',
     '--overlay2=root:memory',
     '--cpu-num-from-quota',
+    // an operator's switch: runsc's own debug logs (one file per command), e.g. to time a restore
+    ...(process.env.FORKBOX_RUNSC_DEBUG_DIR
+      ? ['--debug', `--debug-log=${process.env.FORKBOX_RUNSC_DEBUG_DIR}/%ID%.%COMMAND%.log`]
+      : []),
   ]
 }
 

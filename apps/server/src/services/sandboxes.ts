@@ -175,23 +175,28 @@ export class SandboxService {
       throw new AppError('NO_CAPACITY', `this host runs at most ${this.limits.maxSandboxes} sandboxes`)
     const snapshotId = `fork-${randomBytes(10).toString('hex')}`
     await this.agent.snapshot(id, snapshotId)
-    const forks: Sandbox[] = []
+    let forks: Sandbox[]
     try {
-      for (let i = 0; i < req.count; i++) {
-        const sbx = await this.launch(owner, {
-          template: src.template,
-          resources: src.resources,
-          envs: {},
-          metadata: req.metadata ?? src.metadata,
-          ttlSeconds: req.ttlSeconds,
-          snapshot: snapshotId,
-        })
-        this.store.event(sbx.id, 'forked-from', id)
-        forks.push(sbx)
+      // restores in parallel: each one's fixed start-up (~0.3 s of runsc process start) overlaps
+      const settled = await Promise.allSettled(
+        Array.from({ length: req.count }, () =>
+          this.launch(owner, {
+            template: src.template,
+            resources: src.resources,
+            envs: {},
+            metadata: req.metadata ?? src.metadata,
+            ttlSeconds: req.ttlSeconds,
+            snapshot: snapshotId,
+          }),
+        ),
+      )
+      forks = settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []))
+      const failed = settled.find((r) => r.status === 'rejected')
+      if (failed) {
+        for (const f of forks) this.end(f.id, 'killed')
+        throw failed.reason
       }
-    } catch (err) {
-      for (const f of forks) this.end(f.id, 'killed')
-      throw err
+      for (const f of forks) this.store.event(f.id, 'forked-from', id)
     } finally {
       await this.agent.deleteSnapshot(snapshotId)
     }

@@ -1,0 +1,78 @@
+// What every bench script shares: percentiles, timing loops, the report, and a throwaway host.
+import { rmSync } from 'node:fs'
+import { type Host, startHost } from '@forkbox/host'
+
+export const N = Number(process.argv[process.argv.indexOf('--iterations') + 1]) || 50
+
+export function pct(xs: number[], p: number): number {
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? Number.NaN
+}
+
+/** Times `fn` n times after `warmup` untimed calls. */
+export async function measure(n: number, fn: () => Promise<unknown>, warmup = 3): Promise<number[]> {
+  for (let i = 0; i < warmup; i++) await fn()
+  const out: number[] = []
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now()
+    await fn()
+    out.push(performance.now() - t0)
+  }
+  return out
+}
+
+/** Runs `fn` (which times itself) n times, pausing between runs (e.g. for a pool refill). */
+export async function timed(n: number, fn: () => Promise<number>, pauseMs = 0): Promise<number[]> {
+  const xs: number[] = []
+  for (let i = 0; i < n; i++) {
+    if (pauseMs) await new Promise((r) => setTimeout(r, pauseMs))
+    xs.push(await fn())
+  }
+  return xs
+}
+
+const rows: [string, number[]][] = []
+
+export function report(name: string, xs: number[]): void {
+  rows.push([name, xs])
+  console.error(
+    `${name.padEnd(52)} p50 ${pct(xs, 50).toFixed(2).padStart(8)} ms   p99 ${pct(xs, 99).toFixed(2).padStart(8)} ms   (n=${xs.length})`,
+  )
+}
+
+/** The whole report as JSON on stdout (the lines above go to stderr as they come). */
+export function printSummary(): void {
+  const summary = rows.map(([k, xs]) => [
+    k,
+    { p50: +pct(xs, 50).toFixed(2), p99: +pct(xs, 99).toFixed(2), n: xs.length },
+  ])
+  console.log(JSON.stringify(Object.fromEntries(summary), null, 2))
+}
+
+/** A host with its own data dir, runsc root and cgroup, all removed again by `close()`. */
+export async function benchHost(
+  name: string,
+  poolSize: number,
+): Promise<Host & { conn: { url: string; apiKey: string } }> {
+  const tag = `forkbox-bench-${name}-${process.pid}`
+  const dataDir = `/tmp/${tag}`
+  const host = await startHost({
+    port: 0,
+    dataDir,
+    templatesDir: process.env.FORKBOX_TEMPLATES_DIR ?? '/var/lib/forkbox/templates',
+    runscStateDir: `/run/${tag}`,
+    cgroupParent: tag,
+    logLevel: 'warn',
+    prebuild: ['base'],
+    poolSize,
+  })
+  return {
+    ...host,
+    conn: { url: host.url, apiKey: host.bootstrapKey as string },
+    async close() {
+      await host.close()
+      rmSync(dataDir, { recursive: true, force: true })
+      rmSync(host.config.runscStateDir, { recursive: true, force: true })
+    },
+  }
+}
