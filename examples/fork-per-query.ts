@@ -23,7 +23,7 @@ const forks = await loaded.fork({ count: questions.length })
 console.log(`${forks.length} forks in ${Math.round(performance.now() - t0)} ms`)
 try {
   const answers = await Promise.all(forks.map((f, i) => f.runCode(questions[i] as string)))
-  answers.forEach((a, i) => console.log(`${questions[i]} → ${a.error ? a.error.name : a.text}`))
+  for (const [i, a] of answers.entries()) console.log(`${questions[i]} → ${a.error ? a.error.name : a.text}`)
 } finally {
   await Promise.all(forks.map((f) => f.kill()))
 }
