@@ -2,7 +2,12 @@
 // PNG), streamed output, errors, timeouts, kernel death, contexts, fresh randomness per sandbox,
 // and a fork that carries the kernel's state.
 import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
+import { promisify } from 'node:util'
 import { NotFoundError, Sandbox } from '@forkbox/sdk'
 import { useTestHost } from './harness.ts'
 
@@ -196,5 +201,34 @@ describe('code interpreter on a template without IPython', () => {
     const err = await base.runCode('[][1]')
     assert.equal(err.error?.name, 'IndexError')
     assert.match(err.error?.traceback ?? '', /IndexError: list index out of range/)
+  })
+})
+
+describe('examples', () => {
+  const run = (script: string, ...args: string[]) =>
+    promisify(execFile)(process.execPath, ['--import', 'tsx', `examples/${script}`, ...args], {
+      env: { ...process.env, FORKBOX_URL: host().conn.url, FORKBOX_API_KEY: host().conn.apiKey },
+      timeout: 120_000,
+    })
+
+  it('code-interpreter.ts: describe() text and the bar chart as a PNG file', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fbx-example-'))
+    try {
+      const out = join(dir, 'chart.png')
+      const { stdout } = await run('code-interpreter.ts', out)
+      assert.match(stdout, /revenue\s*\ncount\s+8\.0+/)
+      assert.match(stdout, /totals: \{'west': 165, 'south': 200, 'north': 255, 'east': 310\}/)
+      const size = pngSize(readFileSync(out).toString('base64'))
+      assert.ok(size.width > 100 && size.height > 100, JSON.stringify(size))
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('fork-per-query.ts: each fork answers from the loaded DataFrame; the original keeps it whole', async () => {
+    const { stdout } = await run('fork-per-query.ts')
+    assert.match(stdout, /3 forks in \d+ ms/)
+    assert.match(stdout, /round\(df\.sales\.mean\(\), 2\) → \d+\.\d+/)
+    assert.match(stdout, /original: 5000000 rows/)
   })
 })
