@@ -28,6 +28,9 @@ export const HostConfig = z.object({
   maxSandboxes: z.coerce.number().int().positive().default(150),
   /** Restored, never-used sandboxes kept ready per template; 0 turns the pool off. */
   poolSize: z.coerce.number().int().min(0).max(64).default(2),
+  /** Hibernate (or kill) a non-persistent sandbox after this long without a request; 0: never. */
+  idleTimeoutSeconds: z.coerce.number().int().min(0).default(600),
+  idleAction: z.enum(['hibernate', 'kill']).default('hibernate'),
 })
 export type HostConfig = z.infer<typeof HostConfig>
 export type HostOptions = z.input<typeof HostConfig>
@@ -44,6 +47,8 @@ const ENV: Record<string, keyof HostConfig> = {
   FORKBOX_MAX_SANDBOXES: 'maxSandboxes',
   FORKBOX_POOL_SIZE: 'poolSize',
   FORKBOX_PREBUILD: 'prebuild',
+  FORKBOX_IDLE_TIMEOUT_SECONDS: 'idleTimeoutSeconds',
+  FORKBOX_IDLE_ACTION: 'idleAction',
 }
 
 /** Explicit options win over env vars, which win over defaults. */

@@ -38,6 +38,8 @@ export async function startHost(
       dbPath: join(config.dataDir, 'forkbox.db'),
       logLevel: config.logLevel,
       maxSandboxes: config.maxSandboxes,
+      idleTimeoutSeconds: config.idleTimeoutSeconds,
+      idleAction: config.idleAction,
     },
   })
   const server = serve({ fetch: cp.app.fetch, port: config.port, hostname: config.host })

@@ -17,6 +17,9 @@ export const ServerConfig = z.object({
     .default(1024 * 1024 * 1024),
   maxSandboxes: z.number().int().positive().default(150),
   reaperIntervalMs: z.number().int().positive().default(1000),
+  /** A running, non-persistent sandbox with no request for this long is hibernated (or killed); 0 turns it off. */
+  idleTimeoutSeconds: z.number().int().min(0).default(600),
+  idleAction: z.enum(['hibernate', 'kill']).default('hibernate'),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 })
 export type ServerConfig = z.infer<typeof ServerConfig>

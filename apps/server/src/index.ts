@@ -33,7 +33,11 @@ export async function createControlPlane(opts: {
     new SandboxStore(db),
     opts.agent,
     log,
-    { maxSandboxes: config.maxSandboxes },
+    {
+      maxSandboxes: config.maxSandboxes,
+      idleTimeoutMs: config.idleTimeoutSeconds * 1000,
+      idleAction: config.idleAction,
+    },
     new SnapshotStore(db),
   )
   await sandboxes.recover()

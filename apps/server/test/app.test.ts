@@ -137,6 +137,36 @@ describe('control plane', () => {
     )
   })
 
+  it('the idle reaper hibernates a sandbox no request touched, not a persistent or busy one', async () => {
+    await cp.close()
+    cp = await createControlPlane({
+      agent,
+      config: { dbPath: join(dir, 'db.sqlite'), logLevel: 'silent', reaperIntervalMs: 60_000, idleTimeoutSeconds: 60 },
+    })
+    const idle = (await call('POST', '/v1/sandboxes', { template: 'base', ttlSeconds: 3600 })).body
+    const kept = (await call('POST', '/v1/sandboxes', { template: 'base', ttlSeconds: 3600, persistent: true })).body
+    assert.equal(kept.persistent, true)
+    const soon = new Date(Date.now() + 30_000)
+    cp.sandboxes.reap(soon)
+    await new Promise((r) => setTimeout(r, 10))
+    assert.equal((await call('GET', `/v1/sandboxes/${idle.id}`)).body.state, 'running')
+    const later = new Date(Date.now() + 120_000)
+    cp.sandboxes.reap(later)
+    await new Promise((r) => setTimeout(r, 10))
+    assert.equal((await call('GET', `/v1/sandboxes/${idle.id}`)).body.state, 'hibernated')
+    assert.equal((await call('GET', `/v1/sandboxes/${kept.id}`)).body.state, 'running')
+    const events = (await call('GET', `/v1/sandboxes/${idle.id}/events`)).body.events.map(
+      (e: { type: string }) => e.type,
+    )
+    assert.deepEqual(events.slice(-2), ['idle', 'hibernated'])
+    // the next request wakes it, and counts as activity
+    assert.equal((await call('POST', `/v1/sandboxes/${idle.id}/exec`, { cmd: 'true' })).status, 200)
+    assert.equal((await call('GET', `/v1/sandboxes/${idle.id}`)).body.state, 'running')
+    cp.sandboxes.reap(new Date(Date.now() + 30_000))
+    await new Promise((r) => setTimeout(r, 10))
+    assert.equal((await call('GET', `/v1/sandboxes/${idle.id}`)).body.state, 'running')
+  })
+
   it('after a restart, sandboxes that were running are errored as lost', async () => {
     const s = await call('POST', '/v1/sandboxes', {})
     await cp.close()

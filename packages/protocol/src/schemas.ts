@@ -52,6 +52,8 @@ export const CreateSandboxRequest = z
     resources: Resources.default({}),
     /** Start from a snapshot this key made (its template and resources), not from the template. */
     snapshot: z.string().min(1).max(64).optional(),
+    /** Exempt from the idle reaper (the TTL still applies). */
+    persistent: z.boolean().default(false),
   })
   .strict()
 export type CreateSandboxRequest = z.input<typeof CreateSandboxRequest>
@@ -67,6 +69,7 @@ export const Sandbox = z.object({
   endedAt: z.string().nullable(),
   errorReason: z.enum(sandboxErrorReasons).nullable(),
   errorMessage: z.string().nullable(),
+  persistent: z.boolean(),
 })
 export type Sandbox = z.infer<typeof Sandbox>
 

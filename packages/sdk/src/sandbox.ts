@@ -27,6 +27,9 @@ export interface CreateSandboxOptions extends ConnectionOptions, RequestOptions 
   resources?: Resources
   /** Start from this snapshot (see `sandbox.snapshot()`): its template, resources and state. */
   snapshot?: string
+  /** Exempt from the server's idle reaper, which otherwise hibernates a sandbox no call has
+   * touched for its idle timeout (default 10 minutes). The TTL still applies. */
+  persistent?: boolean
 }
 
 export interface ForkOptions extends RequestOptions {
@@ -95,11 +98,11 @@ export class Sandbox {
 
   static async create(options: CreateSandboxOptions = {}): Promise<Sandbox> {
     const http = new HttpClient(connectionOptions(options))
-    const { template, ttlSeconds, metadata, envs, resources, snapshot } = options
+    const { template, ttlSeconds, metadata, envs, resources, snapshot, persistent } = options
     const info = await http.json<SandboxInfo>({
       method: 'POST',
       path: '/v1/sandboxes',
-      json: { template, ttlSeconds, metadata, envs, resources, snapshot },
+      json: { template, ttlSeconds, metadata, envs, resources, snapshot, persistent },
       signal: options.signal,
     })
     return new Sandbox(http, info)

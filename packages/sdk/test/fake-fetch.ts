@@ -58,6 +58,7 @@ export function sandboxInfo(overrides: Partial<SandboxInfo> = {}): SandboxInfo {
     state: 'running',
     metadata: {},
     resources: { vcpus: 1, memoryMB: 512, diskMB: 1024, pids: 256 },
+    persistent: false,
     createdAt: '2025-01-01T00:00:00.000Z',
     expiresAt: '2025-01-01T00:05:00.000Z',
     endedAt: null,

@@ -28,12 +28,16 @@ type ExecInput = Omit<ExecRequest, 'stdinEncoding' | 'timeoutSeconds' | 'maxOutp
 export class SandboxService {
   private readonly stopping = new Set<Promise<void>>()
   private readonly waking = new Map<string, Promise<void>>()
+  /** Per running sandbox: when a request last touched it, and how many are under way now. */
+  private readonly activity = new Map<string, { at: number; inFlight: number }>()
+  private readonly idling = new Set<string>()
+  private readonly hibernating = new Map<string, Promise<void>>()
 
   constructor(
     private readonly store: SandboxStore,
     private readonly agent: AgentApi,
     private readonly log: Logger,
-    private readonly limits: { maxSandboxes: number },
+    private readonly limits: { maxSandboxes: number; idleTimeoutMs?: number; idleAction?: 'hibernate' | 'kill' },
     private readonly snapshots: SnapshotStore,
   ) {
     agent.onExit((id, reason, message) => {
@@ -104,6 +108,7 @@ export class SandboxService {
       metadata: req.metadata,
       resources: req.resources,
       expiresAt: new Date(Date.now() + req.ttlSeconds * 1000),
+      persistent: req.persistent,
     })
     const started = performance.now()
     try {
@@ -187,6 +192,7 @@ export class SandboxService {
             metadata: req.metadata ?? src.metadata,
             ttlSeconds: req.ttlSeconds,
             snapshot: snapshotId,
+            persistent: false,
           }),
         ),
       )
@@ -237,7 +243,8 @@ export class SandboxService {
     this.end(id, 'killed')
   }
 
-  private end(id: string, event: 'killed' | 'expired'): void {
+  private end(id: string, event: 'killed' | 'expired' | 'idle-killed'): void {
+    this.activity.delete(id)
     const hibernated = this.store.get(id)?.hibernateSnapshot
     if (!this.store.transition(id, ['starting', 'running', 'hibernated'], 'killed', event)) return
     if (hibernated) {
@@ -260,6 +267,7 @@ export class SandboxService {
   reap(now = new Date()): string[] {
     const ids = this.store.expired(now)
     for (const id of ids) this.end(id, 'expired')
+    this.reapIdle(now.getTime())
     return ids
   }
 
@@ -267,6 +275,16 @@ export class SandboxService {
   /** Checkpoints the sandbox and stops it; the next call that needs it wakes it. */
   async hibernate(owner: string, id: string): Promise<Sandbox> {
     this.running(owner, id)
+    let p = this.hibernating.get(id)
+    if (!p) {
+      p = this.checkpointAndStop(id).finally(() => this.hibernating.delete(id))
+      this.hibernating.set(id, p)
+    }
+    await p
+    return this.get(owner, id)
+  }
+
+  private async checkpointAndStop(id: string): Promise<void> {
     const snapshotId = `hib-${randomBytes(10).toString('hex')}`
     await this.agent.hibernate(id, snapshotId)
     this.store.setHibernateSnapshot(id, snapshotId)
@@ -275,11 +293,13 @@ export class SandboxService {
       this.store.setHibernateSnapshot(id, null)
       await this.agent.deleteSnapshot(snapshotId)
     }
-    return this.get(owner, id)
   }
 
   /** The sandbox, running: a hibernated one is woken first (one wake however many callers). */
   private async awake(owner: string, id: string): Promise<SandboxRecord> {
+    // a request that arrives while the sandbox is being hibernated wakes it once that is done
+    const hibernating = this.hibernating.get(id)
+    if (hibernating) await hibernating.catch(() => {})
     const s = this.own(owner, id)
     // one read of the record on the hot path (exec, files); a second only after a wake
     if (s.state !== 'hibernated') return this.mustRun(s)
@@ -317,13 +337,55 @@ export class SandboxService {
 
   /** Runs `fn` against the running sandbox (woken first if hibernated); a sandbox that stopped meanwhile is reported as such. */
   async onSandbox<T>(owner: string, id: string, fn: () => Promise<T>): Promise<T> {
-    await this.awake(owner, id)
+    const seen = this.touch(id)
+    seen.inFlight += 1
     try {
+      await this.awake(owner, id)
       return await fn()
     } catch (err) {
       if (err instanceof AppError && (err.code === 'SANDBOX_NOT_RUNNING' || err.code === 'SANDBOX_ERRORED'))
         this.running(owner, id)
       throw err
+    } finally {
+      seen.inFlight -= 1
+      seen.at = Date.now()
+    }
+  }
+
+  private touch(id: string): { at: number; inFlight: number } {
+    let seen = this.activity.get(id)
+    if (!seen) {
+      seen = { at: Date.now(), inFlight: 0 }
+      this.activity.set(id, seen)
+    }
+    seen.at = Date.now()
+    return seen
+  }
+
+  /** Hibernates (or kills) running, non-persistent sandboxes no request has touched for the idle timeout. */
+  private reapIdle(now: number): void {
+    const timeout = this.limits.idleTimeoutMs ?? 0
+    if (timeout <= 0) return
+    for (const s of this.store.running()) {
+      if (s.persistent || this.idling.has(s.id)) continue
+      const seen = this.activity.get(s.id) ?? this.touch(s.id)
+      if (seen.inFlight > 0 || now - seen.at < timeout) continue
+      this.log.info(
+        { sandboxId: s.id, idleMs: now - seen.at },
+        `idle sandbox: ${this.limits.idleAction ?? 'hibernate'}`,
+      )
+      if (this.limits.idleAction === 'kill') {
+        this.end(s.id, 'idle-killed')
+        continue
+      }
+      this.idling.add(s.id)
+      this.store.event(s.id, 'idle', `${Math.round((now - seen.at) / 1000)}s without a request`)
+      this.hibernate(s.owner, s.id)
+        .catch((err) => this.log.warn({ sandboxId: s.id, err: String(err) }, 'idle hibernate failed'))
+        .finally(() => {
+          this.idling.delete(s.id)
+          this.activity.delete(s.id)
+        })
     }
   }
 

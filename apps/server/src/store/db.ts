@@ -22,6 +22,7 @@ const MIGRATIONS = [
      template text not null, resources text not null, size_bytes integer not null, created_at text not null);
    create index snapshots_owner on snapshots(owner, created_at);`,
   `alter table sandboxes add column hibernate_snapshot text;`,
+  `alter table sandboxes add column persistent integer not null default 0;`,
 ]
 
 export function openDb(path: string): Db {

@@ -15,6 +15,7 @@ interface SandboxRow {
   error_reason: SandboxErrorReason | null
   error_message: string | null
   hibernate_snapshot: string | null
+  persistent: number
 }
 
 export interface SandboxRecord extends Sandbox {
@@ -37,6 +38,7 @@ function toRecord(r: SandboxRow): SandboxRecord {
     errorReason: r.error_reason,
     errorMessage: r.error_message,
     hibernateSnapshot: r.hibernate_snapshot,
+    persistent: r.persistent === 1,
   }
 }
 
@@ -55,12 +57,13 @@ export class SandboxStore {
     metadata: Record<string, string>
     resources: ResolvedResources
     expiresAt: Date
+    persistent: boolean
   }): SandboxRecord {
     const now = new Date().toISOString()
     this.db
       .prepare(
-        `insert into sandboxes (id, owner, template, state, metadata, resources, created_at, expires_at)
-         values (?, ?, ?, 'starting', ?, ?, ?, ?)`,
+        `insert into sandboxes (id, owner, template, state, metadata, resources, created_at, expires_at, persistent)
+         values (?, ?, ?, 'starting', ?, ?, ?, ?, ?)`,
       )
       .run(
         s.id,
@@ -70,6 +73,7 @@ export class SandboxStore {
         JSON.stringify(s.resources),
         now,
         s.expiresAt.toISOString(),
+        s.persistent ? 1 : 0,
       )
     this.event(s.id, 'created')
     return this.get(s.id) as SandboxRecord
@@ -147,6 +151,17 @@ export class SandboxStore {
         .prepare(`select id from sandboxes where state in ('starting', 'running', 'hibernated') and expires_at <= ?`)
         .all(now.toISOString()) as { id: string }[]
     ).map((r) => r.id)
+  }
+
+  /** Running sandboxes (the idle reaper's candidates). */
+  running(): { id: string; owner: string; persistent: boolean }[] {
+    return (
+      this.db.prepare(`select id, owner, persistent from sandboxes where state = 'running'`).all() as {
+        id: string
+        owner: string
+        persistent: number
+      }[]
+    ).map((r) => ({ id: r.id, owner: r.owner, persistent: r.persistent === 1 }))
   }
 
   active(): string[] {
