@@ -881,6 +881,15 @@ def op_context_ready(channel, req):
     ctx.pump()
 
 
+def forget_cells():
+    """On the loop thread, after a resync: cells of the old agent run on, unheard."""
+    for ctx in _contexts.values():
+        if isinstance(ctx.cell, Cell):
+            ctx.cell.channel = None
+        ctx.queue = [item for item in ctx.queue if not isinstance(item, Cell)]
+        ctx.waiters = []
+
+
 def op_code_interrupt(channel, req):
     for ctx in _contexts.values():
         ctx.interrupt(channel)
@@ -1160,6 +1169,9 @@ _uploads = {}
 
 
 def dispatch(ftype, channel, payload):
+    global _max_channel
+    if channel > _max_channel:
+        _max_channel = channel
     if ftype == T_STDIN:
         with _execs_lock:
             ex = _execs.get(channel)
@@ -1235,6 +1247,48 @@ def read_exact(buf, n):
     return buf
 
 
+# ---- re-attach ---------------------------------------------------------------------------------
+# The agent talks to us through FIFOs that outlive it. A new agent process (after a crash) sends
+# SIGUSR2 before anything else: we drop the half-read frame the old one may have left, drain what
+# it wrote, forget its requests, and answer {"type": "resynced"} on channel 0, which the new agent
+# finds in the byte stream (anything before it belongs to the old agent).
+
+
+class Resync(Exception):
+    pass
+
+
+_max_channel = 0
+
+
+def on_resync_signal(signum, frame):
+    raise Resync()
+
+
+def resync(buf):
+    buf.clear()
+    os.set_blocking(0, False)
+    try:
+        while os.read(0, CHUNK):
+            pass
+    except (BlockingIOError, InterruptedError):
+        pass
+    finally:
+        os.set_blocking(0, True)
+    # what the old agent started can no longer be answered: commands end as if their caller
+    # went away; cells finish unheard; kernels, files and setsid'd processes stay
+    with _execs_lock:
+        execs = list(_execs.values())
+        _execs.clear()
+    for ex in execs:
+        ex.kill(signal.SIGKILL)
+    for up in [u for u in _uploads.values() if u is not None]:
+        up.abort()
+    _uploads.clear()
+    loop.call(forget_cells)
+    send_json(0, {"type": "resynced", "nextChannel": _max_channel + 1, "version": VERSION})
+
+
 def apply_limits():
     """Rlimits on what we spawn, so the common runaway fails inside its process instead of
     tripping the sandbox-wide cgroup limit (which stops the whole sandbox under gVisor)."""
@@ -1281,18 +1335,25 @@ def main():
         print(f"forkbox-guest: cannot prepare home: {e}", file=sys.stderr)
     send_json(0, {"type": "ready", "version": VERSION, "pid": os.getpid()})
     buf = bytearray()
+    signal.signal(signal.SIGUSR2, on_resync_signal)
     while True:
-        if read_exact(buf, HEADER.size) is None:
-            break
-        length, ftype, channel = HEADER.unpack_from(buf)
-        if length > MAX_FRAME:
-            print("forkbox-guest: oversize frame, closing", file=sys.stderr)
-            break
-        if read_exact(buf, HEADER.size + length) is None:
-            break
-        payload = bytes(buf[HEADER.size : HEADER.size + length])
-        del buf[: HEADER.size + length]
-        dispatch(ftype, channel, payload)
+        try:
+            if read_exact(buf, HEADER.size) is None:
+                break
+            length, ftype, channel = HEADER.unpack_from(buf)
+            if length > MAX_FRAME:
+                # a corrupt stream: wait for an agent to resync it
+                print("forkbox-guest: oversize frame, dropping input until a resync", file=sys.stderr)
+                buf.clear()
+                signal.pause()
+                continue
+            if read_exact(buf, HEADER.size + length) is None:
+                break
+            payload = bytes(buf[HEADER.size : HEADER.size + length])
+            del buf[: HEADER.size + length]
+            dispatch(ftype, channel, payload)
+        except Resync:
+            resync(buf)
     # Agent went away: nothing can reach us any more.
     os._exit(0)
 

@@ -1,6 +1,6 @@
 // The local agent: runs each sandbox as a runsc container whose init is the guest daemon, and
 // turns AgentApi calls into guest requests over that container's stdio.
-import { type ChildProcessByStdio, spawn } from 'node:child_process'
+import { type ChildProcess, spawn } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import {
   closeSync,
@@ -15,7 +15,6 @@ import {
   writeFileSync,
 } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
-import type { Readable, Writable } from 'node:stream'
 import type { ResolvedResources } from '@forkbox/protocol'
 import {
   type AgentApi,
@@ -36,6 +35,7 @@ import {
 } from '@forkbox/protocol'
 import type { AgentConfig } from './config.ts'
 import { GuestConnection } from './guest/connection.ts'
+import { createGuestFifos, type GuestPipes, hasGuestFifos, openGuestPipes } from './guest/fifo.ts'
 import { FrameType } from './guest/frames.ts'
 import { createCgroup, limitCpu, limitHit, listCgroups, removeCgroup } from './runtime/cgroups.ts'
 import { buildSpec, cgroupLimits } from './runtime/oci-spec.ts'
@@ -46,6 +46,7 @@ import {
   runscGlobalArgs,
   runscKill,
   runscList,
+  runscSignal,
 } from './runtime/runsc.ts'
 import { buildRootfs } from './templates/build.ts'
 import { loadDefinitions, type TemplateDefinition, templateHash } from './templates/definition.ts'
@@ -64,6 +65,14 @@ function sameResources(a: ResolvedResources, b: ResolvedResources): boolean {
 }
 
 const KERNEL_FILE = 'forkbox_kernel.py'
+/** Written into each bundle dir: what a restarted agent needs to re-attach the sandbox. */
+const BUNDLE_RECORD = 'forkbox.json'
+/** Ids of the agent's own sandboxes: baking a template, or waiting in the warm pool. */
+const INTERNAL_ID = /^(pool|bake)-/
+interface BundleRecord {
+  id: string
+  vcpus: number
+}
 const READY_TIMEOUT_MS = 30_000
 const STDIN_CHUNK = 256 * 1024
 /** Extra time the agent gives the guest to report a timed-out exec before giving up on it. */
@@ -79,8 +88,10 @@ interface LiveSandbox {
   dir: string
   cgroup: string
   vcpus: number
-  proc: ChildProcessByStdio<Writable, Readable, null>
+  /** The runsc process we started; null for a sandbox re-attached after a restart. */
+  proc: ChildProcess | null
   conn: GuestConnection
+  pipes: GuestPipes
   stopping: boolean
   exited: Promise<void>
 }
@@ -238,12 +249,19 @@ export class LocalAgent implements AgentApi {
     process.stderr.write(`forkbox agent: ${message}\n`)
   }
 
-  /** Removes every container, cgroup and bundle dir no live sandbox of this agent owns. */
+  /**
+   * Takes back the running sandboxes a previous agent process left (see `reattach`), then removes
+   * every container, cgroup and bundle dir no live sandbox owns.
+   */
   async reconcile(): Promise<string[]> {
     const removed = new Set<string>()
     const owned = new Set([...this.sandboxes.values()].map((s) => s.container))
     for (const c of await runscList(this.runsc).catch(() => [])) {
       if (owned.has(c.id)) continue
+      if (c.status === 'running' && (await this.reattach(c.id))) {
+        owned.add(c.id)
+        continue
+      }
       await runscKill(this.runsc, c.id)
       await runscDelete(this.runsc, c.id)
       removed.add(c.id)
@@ -379,38 +397,26 @@ export class LocalAgent implements AgentApi {
       resources: spec.resources,
     })
     writeFileSync(join(dir, 'config.json'), JSON.stringify(config))
+    const record: BundleRecord = { id: spec.id, vcpus: spec.resources.vcpus }
+    writeFileSync(join(dir, BUNDLE_RECORD), JSON.stringify(record))
     // runsc's own log goes to a file: a pipe nobody reads would stall it
     const logFd = openSync(join(dir, 'runsc.log'), 'a')
-    let proc: LiveSandbox['proc']
+    const stdio = createGuestFifos(dir)
+    let proc: ChildProcess
     try {
       const command = snapshot ? ['restore', `--image-path=${snapshot}`] : ['run']
+      // its own process group: a Ctrl-C meant for the host does not reach the sandbox
       proc = spawn(this.config.runscPath, [...runscGlobalArgs(this.runsc), ...command, `--bundle=${dir}`, container], {
-        stdio: ['pipe', 'pipe', logFd],
-      }) as LiveSandbox['proc']
+        stdio: [stdio.stdin, stdio.stdout, logFd],
+        detached: true,
+      })
     } finally {
-      closeSync(logFd)
+      for (const fd of [logFd, stdio.stdin, stdio.stdout]) closeSync(fd)
     }
-    const conn = new GuestConnection(proc.stdin, proc.stdout)
-    let exitedResolve!: () => void
-    const sbx: LiveSandbox = {
-      id: spec.id,
-      container,
-      dir,
-      cgroup,
-      vcpus: spec.resources.vcpus,
-      proc,
-      conn,
-      stopping: false,
-      exited: new Promise((r) => {
-        exitedResolve = r
-      }),
-    }
-    this.sandboxes.set(spec.id, sbx)
-    proc.on('error', (err) => conn.fail(new AppError('INTERNAL', `cannot start runsc: ${err.message}`)))
-    proc.on('close', (code, sig) => {
-      exitedResolve()
-      this.onContainerExit(sbx, code, sig)
-    })
+    const pipes = openGuestPipes(dir)
+    const sbx = this.register(spec.id, container, record.vcpus, pipes, { resync: false }, proc)
+    proc.on('error', (err) => sbx.conn.fail(new AppError('INTERNAL', `cannot start runsc: ${err.message}`)))
+    const conn = sbx.conn
     const timer = setTimeout(
       () => conn.fail(new AppError('INTERNAL', 'sandbox did not become ready in time')),
       READY_TIMEOUT_MS,
@@ -433,6 +439,95 @@ export class LocalAgent implements AgentApi {
     } finally {
       clearTimeout(timer)
       signal?.removeEventListener('abort', onAbort)
+    }
+  }
+
+  /**
+   * Registers a sandbox whose guest is reached through `pipes`. It is gone when its runsc process
+   * exits (`proc`, when we started it) or, for one re-attached after a restart, when its stdout
+   * FIFO has no writer left.
+   */
+  private register(
+    id: string,
+    container: string,
+    vcpus: number,
+    pipes: GuestPipes,
+    opts: { resync: boolean },
+    proc?: ChildProcess,
+  ): LiveSandbox {
+    let exitedResolve!: () => void
+    const sbx: LiveSandbox = {
+      id,
+      container,
+      dir: join(this.sandboxesDir, container),
+      cgroup: `${this.config.cgroupParent}/${container}`,
+      vcpus,
+      proc: proc ?? null,
+      conn: new GuestConnection(pipes.input, pipes.output, opts),
+      pipes,
+      stopping: false,
+      exited: new Promise((r) => {
+        exitedResolve = r
+      }),
+    }
+    this.sandboxes.set(id, sbx)
+    let gone = false
+    const onGone = (code: number | null, sig: NodeJS.Signals | null) => {
+      if (gone) return
+      gone = true
+      pipes.input.destroy()
+      pipes.output.destroy()
+      exitedResolve()
+      this.onContainerExit(sbx, code, sig)
+    }
+    if (proc) proc.on('close', (code, sig) => onGone(code, sig))
+    pipes.output.on('error', () => {})
+    pipes.output.on('close', () => {
+      if (!proc) onGone(null, null)
+    })
+    return sbx
+  }
+
+  /**
+   * After a restart: takes back a container a previous agent process started (its guest is
+   * reached again through the bundle's FIFOs). False when it cannot be re-attached.
+   */
+  private async reattach(container: string): Promise<boolean> {
+    const dir = join(this.sandboxesDir, container)
+    let record: BundleRecord
+    try {
+      record = JSON.parse(readFileSync(join(dir, BUNDLE_RECORD), 'utf8')) as BundleRecord
+    } catch {
+      return false
+    }
+    // pooled and baking sandboxes are cheaper to make again than to adopt
+    if (!hasGuestFifos(dir) || INTERNAL_ID.test(record.id) || this.sandboxes.has(record.id)) return false
+    let pipes: GuestPipes
+    try {
+      pipes = openGuestPipes(dir)
+    } catch {
+      return false
+    }
+    const sbx = this.register(record.id, container, record.vcpus, pipes, { resync: true })
+    const timer = setTimeout(
+      () => sbx.conn.fail(new AppError('INTERNAL', 'the guest did not answer the resync')),
+      READY_TIMEOUT_MS / 3,
+    )
+    try {
+      // the guest drops what the old agent left half-sent, then marks the stream with `resynced`
+      await runscSignal(this.runsc, container, 'USR2')
+      await sbx.conn.ready
+      await sbx.conn.call({ op: 'ping' })
+      return true
+    } catch (err) {
+      this.log(`cannot re-attach ${record.id}: ${String(err)}`)
+      sbx.stopping = true
+      pipes.input.destroy()
+      pipes.output.destroy()
+      this.sandboxes.delete(record.id)
+      return false
+    } finally {
+      clearTimeout(timer)
     }
   }
 
@@ -656,11 +751,6 @@ export class LocalAgent implements AgentApi {
     return this.checkpointTo(this.live(id), this.userSnapshot(snapshotId), true)
   }
 
-  hibernate(id: string, snapshotId: string): Promise<{ sizeBytes: number }> {
-    // its teardown goes on in the background; a wake restores under a fresh container name
-    return this.checkpointAndStop(this.live(id), this.userSnapshot(snapshotId))
-  }
-
   /** Checkpoints `sbx` into `target` and waits for it to stop: an exit that is expected, not an error. */
   private async checkpointAndStop(sbx: LiveSandbox, target: string): Promise<{ sizeBytes: number }> {
     sbx.stopping = true
@@ -719,16 +809,16 @@ export class LocalAgent implements AgentApi {
     const sbx = this.sandboxes.get(id)
     if (!sbx || sbx.stopping) return
     sbx.stopping = true
-    sbx.proc.stdin.destroy()
+    sbx.pipes.input.destroy()
     await runscKill(this.runsc, sbx.container)
     // If the container never came up, runsc may not know it; make sure the process goes.
-    const forced = setTimeout(() => sbx.proc.kill('SIGKILL'), 5_000)
+    const forced = setTimeout(() => sbx.proc?.kill('SIGKILL'), 5_000)
     sbx.exited.finally(() => clearTimeout(forced))
   }
 
   liveIds(): string[] {
-    const pooled = new Set([...this.pools.values()].flat())
-    return [...this.sandboxes.values()].filter((s) => !s.stopping && !pooled.has(s)).map((s) => s.id)
+    // pooled (also while being filled) and baking sandboxes are the agent's own until claimed
+    return [...this.sandboxes.values()].filter((s) => !s.stopping && !INTERNAL_ID.test(s.id)).map((s) => s.id)
   }
 
   onExit(listener: SandboxExitListener): void {

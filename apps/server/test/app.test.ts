@@ -167,12 +167,24 @@ describe('control plane', () => {
     assert.equal((await call('GET', `/v1/sandboxes/${idle.id}`)).body.state, 'running')
   })
 
-  it('after a restart, sandboxes that were running are errored as lost', async () => {
-    const s = await call('POST', '/v1/sandboxes', {})
+  it('after a restart, re-attached sandboxes run on; the rest are lost; strays are stopped', async () => {
+    const kept = (await call('POST', '/v1/sandboxes', {})).body
+    const lost = (await call('POST', '/v1/sandboxes', {})).body
+    const killed = (await call('POST', '/v1/sandboxes', {})).body
+    await call('DELETE', `/v1/sandboxes/${killed.id}`)
     await cp.close()
+    // the new agent process found `kept` (and `killed`, whose stop the crash cut short) still running
+    agent = new FakeAgent()
+    agent.adopt(kept.id)
+    agent.adopt(killed.id)
     cp = await createControlPlane({ agent, config: { dbPath: join(dir, 'db.sqlite'), logLevel: 'silent' } })
-    const got = await call('GET', `/v1/sandboxes/${s.body.id}`)
+    assert.equal((await call('GET', `/v1/sandboxes/${kept.id}`)).body.state, 'running')
+    assert.equal((await call('POST', `/v1/sandboxes/${kept.id}/exec`, { cmd: 'true' })).status, 200)
+    const got = await call('GET', `/v1/sandboxes/${lost.id}`)
     assert.deepEqual([got.body.state, got.body.errorReason], ['errored', 'lost'])
+    assert.deepEqual(agent.stopped, [killed.id])
+    const events = (await call('GET', `/v1/sandboxes/${kept.id}/events`)).body.events.map((e: { type: string }) => e.type)
+    assert.equal(events.at(-1), 're-attached')
   })
 
   it('validates input with stable codes', async () => {

@@ -85,11 +85,6 @@ export class FakeAgent implements AgentApi {
     this.snapshots.add(snapshotId)
     return { sizeBytes: 1234 }
   }
-  async hibernate(id: string, snapshotId: string): Promise<{ sizeBytes: number }> {
-    const size = await this.snapshot(id, snapshotId)
-    this.live.delete(id)
-    return size
-  }
   async deleteSnapshot(snapshotId: string): Promise<void> {
     this.snapshots.delete(snapshotId)
   }
@@ -105,6 +100,10 @@ export class FakeAgent implements AgentApi {
   }
   onExit(l: SandboxExitListener): void {
     this.listeners.push(l)
+  }
+  /** Sandboxes a restarted agent found still running (re-attached). */
+  adopt(id: string): void {
+    this.live.add(id)
   }
   /** Simulates a sandbox dying by itself. */
   die(id: string, reason: 'out_of_memory' | 'pids_limit'): void {

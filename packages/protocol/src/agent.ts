@@ -110,13 +110,11 @@ export interface AgentApi {
   /** Checkpoints a running sandbox (memory, processes and disk) into snapshot `snapshotId`; it keeps running. */
   snapshot(id: string, snapshotId: string): Promise<{ sizeBytes: number }>
   deleteSnapshot(snapshotId: string): Promise<void>
-  /** Checkpoints the sandbox into snapshot `snapshotId` and stops it: no memory held until a
-   * `start` with that snapshot (and the same id) wakes it. */
-  hibernate(id: string, snapshotId: string): Promise<{ sizeBytes: number }>
   /** Removes every stored snapshot not in `keep` (after a crash, what no record owns). */
   pruneSnapshots(keep: string[]): Promise<void>
   /** Stops the sandbox at once; the slow teardown continues in the background. */
   stop(id: string): Promise<void>
+  /** Sandboxes running now, including those re-attached after a restart. */
   liveIds(): string[]
   onExit(listener: SandboxExitListener): void
   close(): Promise<void>

@@ -1,7 +1,7 @@
 // One multiplexed conversation with a sandbox's guest daemon over its init process's stdio.
 import type { Readable, Writable } from 'node:stream'
 import { AppError, type ErrorCode, isErrorCode } from '@forkbox/protocol'
-import { encodeFrame, FrameDecoder, FrameType } from './frames.ts'
+import { encodeFrame, FrameDecoder, FrameType, findResyncFrame } from './frames.ts'
 
 export interface GuestMessage {
   type: string
@@ -27,20 +27,36 @@ export class GuestConnection {
   private resolveReady!: (msg: GuestMessage) => void
   private rejectReady!: (err: Error) => void
 
+  /** Re-attaching: bytes are skipped up to the guest's `resynced` frame. */
+  private skipping: Buffer | null = null
+
   constructor(
     private readonly input: Writable,
     output: Readable,
+    opts: { resync?: boolean } = {},
   ) {
     this.ready = new Promise((resolve, reject) => {
       this.resolveReady = resolve
       this.rejectReady = reject
     })
     this.ready.catch(() => {})
+    if (opts.resync) this.skipping = Buffer.alloc(0)
     output.on('data', (chunk: Buffer) => this.onBytes(chunk))
     input.on('error', () => {})
   }
 
   private onBytes(chunk: Buffer): void {
+    if (this.skipping) {
+      const seen = Buffer.concat([this.skipping, chunk])
+      const at = findResyncFrame(seen)
+      if (at < 0) {
+        // keep a tail long enough to hold a header and the start of the mark
+        this.skipping = seen.subarray(Math.max(0, seen.length - 64))
+        return
+      }
+      this.skipping = null
+      chunk = seen.subarray(at)
+    }
     let frames: ReturnType<FrameDecoder['push']>
     try {
       frames = this.decoder.push(chunk)
@@ -53,6 +69,11 @@ export class GuestConnection {
         if (frame.type === FrameType.json) {
           const msg = JSON.parse(frame.payload.toString('utf8')) as GuestMessage
           if (msg.type === 'ready') this.resolveReady(msg)
+          if (msg.type === 'resynced') {
+            // channels the old agent used may still carry output: start past them
+            this.nextChannel = Math.max(this.nextChannel, Number(msg.nextChannel) || 1)
+            this.resolveReady(msg)
+          }
         }
         continue
       }

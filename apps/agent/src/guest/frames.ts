@@ -57,3 +57,19 @@ export class FrameDecoder {
     return out
   }
 }
+
+const RESYNC_MARK = Buffer.from('{"type":"resynced"')
+
+/**
+ * Finds the guest's `resynced` frame in a byte stream that may start mid-frame (what an agent
+ * that died left unread). Returns the offset of its header, or -1.
+ */
+export function findResyncFrame(bytes: Buffer): number {
+  for (let at = bytes.indexOf(RESYNC_MARK, HEADER_BYTES); at >= 0; at = bytes.indexOf(RESYNC_MARK, at + 1)) {
+    const start = at - HEADER_BYTES
+    const length = bytes.readUInt32BE(start)
+    if (bytes.readUInt8(start + 4) === FrameType.json && bytes.readUInt32BE(start + 5) === 0 && length < 4096)
+      return start
+  }
+  return -1
+}

@@ -34,6 +34,11 @@ export async function runscKill(o: RunscOptions, id: string): Promise<void> {
   await run(o.runscPath, [`--root=${o.stateDir}`, 'kill', '--all', id, 'KILL']).catch(() => {})
 }
 
+/** Sends `signal` to the container's init (the guest daemon) only. */
+export async function runscSignal(o: RunscOptions, id: string, signal: string): Promise<void> {
+  await run(o.runscPath, [`--root=${o.stateDir}`, 'kill', id, signal])
+}
+
 export async function runscDelete(o: RunscOptions, id: string): Promise<void> {
   await run(o.runscPath, [`--root=${o.stateDir}`, 'delete', '--force', id]).catch(() => {})
 }

@@ -52,15 +52,32 @@ export class SandboxService {
     })
   }
 
-  /** After a restart nothing from before is reachable: the guests' stdio died with the old process. */
+  /**
+   * After a restart: running sandboxes the agent re-attached carry on; one that was still starting
+   * (a create or fork cut short) is stopped and errored, never half there; one the agent could not
+   * find is errored `lost`; one the records say is gone (killed, or hibernated with its image
+   * written) is stopped.
+   */
   async recover(): Promise<void> {
     // hibernated sandboxes outlive a restart: their images are kept with the snapshots
     await this.agent.pruneSnapshots([...this.snapshots.ids(), ...this.store.hibernateSnapshots()])
-    for (const id of this.store.active())
+    const live = new Set(this.agent.liveIds())
+    for (const id of this.store.active()) {
+      const s = this.store.get(id)
+      if (s?.state === 'running' && live.has(id)) {
+        this.store.event(id, 're-attached')
+        live.delete(id)
+        continue
+      }
+      const starting = s?.state === 'starting'
       this.store.transition(id, ['starting', 'running'], 'errored', 'errored', {
-        errorReason: 'lost',
-        errorMessage: 'the control plane restarted while the sandbox was running',
+        errorReason: starting ? 'runtime_failed' : 'lost',
+        errorMessage: starting
+          ? 'the control plane restarted while the sandbox was starting'
+          : 'the control plane restarted and the sandbox was not running any more',
       })
+    }
+    for (const id of live) await this.agent.stop(id)
   }
 
   private resolveResources(template: string, asked: Resources): ResolvedResources {
@@ -284,15 +301,22 @@ export class SandboxService {
     return this.get(owner, id)
   }
 
+  /**
+   * Image first (the sandbox keeps running), then the record, then the stop: a crash at any point
+   * leaves either a running sandbox (re-attached on restart) or a hibernated one with a whole image.
+   */
   private async checkpointAndStop(id: string): Promise<void> {
     const snapshotId = `hib-${randomBytes(10).toString('hex')}`
-    await this.agent.hibernate(id, snapshotId)
+    await this.agent.snapshot(id, snapshotId)
     this.store.setHibernateSnapshot(id, snapshotId)
     if (!this.store.transition(id, ['running'], 'hibernated', 'hibernated')) {
       // killed while it was being written
       this.store.setHibernateSnapshot(id, null)
       await this.agent.deleteSnapshot(snapshotId)
+      return
     }
+    // its teardown goes on in the background; a wake restores under a fresh container name
+    await this.agent.stop(id)
   }
 
   /** The sandbox, running: a hibernated one is woken first (one wake however many callers). */
