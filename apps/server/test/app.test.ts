@@ -183,7 +183,9 @@ describe('control plane', () => {
     const got = await call('GET', `/v1/sandboxes/${lost.id}`)
     assert.deepEqual([got.body.state, got.body.errorReason], ['errored', 'lost'])
     assert.deepEqual(agent.stopped, [killed.id])
-    const events = (await call('GET', `/v1/sandboxes/${kept.id}/events`)).body.events.map((e: { type: string }) => e.type)
+    const events = (await call('GET', `/v1/sandboxes/${kept.id}/events`)).body.events.map(
+      (e: { type: string }) => e.type,
+    )
     assert.equal(events.at(-1), 're-attached')
   })
 
