@@ -460,7 +460,9 @@ spawner = None
 # run one at a time in arrival order. All context state lives on the loop thread.
 
 KERNEL_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forkbox_kernel.py")
-LANGUAGES = ("python", "bash")
+KERNEL_JS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forkbox_kernel.cjs")
+NODE = "/usr/bin/node"
+LANGUAGES = ("python", "bash", "javascript")
 # how long an interrupted cell may take to unwind before its kernel is killed
 INTERRUPT_GRACE_SECONDS = 3.0
 
@@ -670,7 +672,12 @@ class Context:
                 env.update(self.env)
                 if self.language == "python" and os.environ.get("FORKBOX_KERNEL_PRELOAD"):
                     env["FORKBOX_KERNEL_PRELOAD"] = os.environ["FORKBOX_KERNEL_PRELOAD"]
-                argv = ["/usr/bin/python3", KERNEL_SCRIPT, self.language]
+                if self.language == "javascript":
+                    if not os.path.exists(NODE):
+                        raise OSError(errno.ENOENT, "this template has no Node.js (javascript cells run on /usr/bin/node)")
+                    argv = [NODE, KERNEL_JS]
+                else:
+                    argv = ["/usr/bin/python3", KERNEL_SCRIPT, self.language]
                 pid, fds = spawner.spawn(argv[0], argv, env, self.cwd or pw.pw_dir, pw.pw_uid, pw.pw_gid, True, True)
             except (OSError, KeyError) as e:
                 message = f"cannot start the {self.language} kernel: {e}"

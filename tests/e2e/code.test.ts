@@ -151,6 +151,23 @@ describe('code interpreter', () => {
     assert.equal(failed.error?.value, 'exit code 3')
   })
 
+  it('runs javascript cells on the template\'s Node.js, with state, results, await and interrupts', async () => {
+    const js = { language: 'javascript' as const }
+    await sbx.runCode('let total = 40; function add(a, b) { return a + b }', js)
+    const e = await sbx.runCode('console.log("adding"); add(total, 2)', js)
+    assert.equal(e.text, '42')
+    assert.deepEqual(e.logs.stdout, ['adding\n'])
+    assert.deepEqual((await sbx.runCode('({ a: [1, 2] })', js)).results[0]?.json, { a: [1, 2] })
+    const awaited = await sbx.runCode('await new Promise((r) => setTimeout(r, 50)); return total * 2', js)
+    assert.equal(awaited.text, '80')
+    const thrown = await sbx.runCode('null.x', js)
+    assert.equal(thrown.error?.name, 'TypeError')
+    assert.match(thrown.error?.traceback ?? '', /cell-\d+\.js/)
+    const spin = await sbx.runCode('while (true) {}', { ...js, timeoutSeconds: 1 })
+    assert.equal(spin.error?.name, 'TimeoutError')
+    assert.equal((await sbx.runCode('total', js)).text, '40')
+  })
+
   it('per-cell envs apply to that cell only', async () => {
     const e = await sbx.runCode('import os; os.environ.get("ONLY_HERE")', { envs: { ONLY_HERE: 'yes' } })
     assert.equal(e.text, "'yes'")

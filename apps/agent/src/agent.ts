@@ -64,7 +64,8 @@ function sameResources(a: ResolvedResources, b: ResolvedResources): boolean {
   return a.vcpus === b.vcpus && a.memoryMB === b.memoryMB && a.diskMB === b.diskMB && a.pids === b.pids
 }
 
-const KERNEL_FILE = 'forkbox_kernel.py'
+/** The code kernels, copied beside the guest daemon. */
+const KERNEL_FILES = ['forkbox_kernel.py', 'forkbox_kernel.cjs']
 /** Written into each bundle dir: what a restarted agent needs to re-attach the sandbox. */
 const BUNDLE_RECORD = 'forkbox.json'
 /** Ids of the agent's own sandboxes: baking a template, or waiting in the warm pool. */
@@ -117,7 +118,7 @@ export class LocalAgent implements AgentApi {
 
   constructor(private readonly config: AgentConfig) {
     this.definitions = loadDefinitions(config.definitionsDir)
-    const files = [config.guestScript, join(dirname(config.guestScript), KERNEL_FILE)].map((f) => ({
+    const files = [config.guestScript, ...KERNEL_FILES.map((k) => join(dirname(config.guestScript), k))].map((f) => ({
       name: basename(f),
       body: readFileSync(f),
     }))
