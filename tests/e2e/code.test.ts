@@ -151,7 +151,7 @@ describe('code interpreter', () => {
     assert.equal(failed.error?.value, 'exit code 3')
   })
 
-  it('runs javascript cells on the template\'s Node.js, with state, results, await and interrupts', async () => {
+  it("runs javascript cells on the template's Node.js, with state, results, await and interrupts", async () => {
     const js = { language: 'javascript' as const }
     await sbx.runCode('let total = 40; function add(a, b) { return a + b }', js)
     const e = await sbx.runCode('console.log("adding"); add(total, 2)', js)

@@ -437,7 +437,9 @@ export class LocalAgent implements AgentApi {
     } catch (err) {
       // what runsc said is the only clue to a failed start: keep it in our log
       const tail = readFileSync(join(dir, 'runsc.log'), 'utf8').trim().split('\n').slice(-15).join('\n  ')
-      this.log(`${container} failed to start (${snapshot ? `restore of ${snapshot}` : 'boot'}): ${String(err)}\n  ${tail}`)
+      this.log(
+        `${container} failed to start (${snapshot ? `restore of ${snapshot}` : 'boot'}): ${String(err)}\n  ${tail}`,
+      )
       await this.stop(spec.id)
       throw err instanceof AppError ? err : new AppError('INTERNAL', `sandbox failed to start: ${String(err)}`)
     } finally {
