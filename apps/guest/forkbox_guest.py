@@ -11,6 +11,7 @@ Only the standard library is used: every template ships python3, and every MB he
 copied on each restore.
 """
 
+import base64
 import errno
 import heapq
 import json
@@ -175,7 +176,13 @@ class IOLoop:
         heapq.heappush(self.timers, (deadline, self._seq, ex))
 
     def close_pipe(self, ex, fd):
-        self.sel.unregister(fd)
+        try:
+            self.sel.unregister(fd)
+        except KeyError:
+            pass  # paused by flow control
+        paused = getattr(ex, "paused_fds", None)
+        if paused and fd in paused:
+            del paused[fd]
         os.close(fd)
         ex.open_pipes -= 1
         ex.maybe_finish()
@@ -208,6 +215,9 @@ class IOLoop:
                         data = b""
                     if data:
                         ex.output(ftype, data)
+                        # past its exit, a pipe that a short read emptied is done
+                        if len(data) < 65536 and getattr(ex, "drain_close", False):
+                            self.close_pipe(ex, key.fd)
                     else:
                         self.close_pipe(ex, key.fd)
             now = time.monotonic()
@@ -320,6 +330,13 @@ class Exec:
         self.finished = False
         self.timeout_s = (req.get("timeoutMs") or 0) / 1000.0
         self.started = time.monotonic()
+        # flow control (streaming callers): at most `window` bytes sent and not yet acked; past
+        # that the command's pipes are not read, so the command itself waits
+        self.window = int(req.get("window") or 0) or None
+        self.unacked = 0
+        self.paused_fds = {}
+        self.drain_close = False
+        self.background = bool(req.get("background"))
 
     def start(self):
         """On the spawner thread."""
@@ -337,13 +354,26 @@ class Exec:
         exe = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=env["PATH"])
         if exe is None:
             return self.fail("EXEC_FAILED", f"command not found: {argv[0]}")
-        want_stdin = bool(req.get("stdin"))
+        want_stdin = bool(req.get("stdin")) or self.background
         try:
             self.pid, self.fds = spawner.spawn(exe, argv, env, cwd, pw.pw_uid, pw.pw_gid, want_stdin)
         except OSError as e:
             where = cwd if e.filename == cwd else argv[0]
             return self.fail("EXEC_FAILED", f"cannot start {argv[0]}: {e.strerror or e}: {where}")
-        send_json(self.channel, {"type": "started", "pid": self.pid})
+        if self.background:
+            self.describe_cmd = req.get("cmd") or " ".join(argv)
+            self.started_at = time.time()
+            with _execs_lock:
+                _execs.pop(self.channel, None)
+            _procs[self.pid] = self
+            while len(_procs) > MAX_PROCS:
+                old = next((p for p in _procs.values() if p.finished), None)
+                if old is None:
+                    break
+                del _procs[old.pid]
+            send_json(self.channel, {"type": "result", "value": {"pid": self.pid}})
+        else:
+            send_json(self.channel, {"type": "started", "pid": self.pid})
         loop.call(lambda: loop.add(self))
         with self.stdin_lock:
             self.stdin_fd = self.fds[0] if want_stdin else None
@@ -358,6 +388,8 @@ class Exec:
 
     # -- on the loop thread --
     def output(self, ftype, data):
+        if self.background:
+            return proc_output(self, ftype, data)
         if self.max_output is not None:
             room = self.max_output - self.sent[ftype]
             if room <= 0:
@@ -368,6 +400,41 @@ class Exec:
                 self.truncated = True
         self.sent[ftype] += len(data)
         send(ftype, self.channel, data)
+        if self.window:
+            self.unacked += len(data)
+            if self.unacked >= self.window:
+                self.pause()
+
+    def pause(self):
+        for key in list(loop.sel.get_map().values()):
+            if isinstance(key.data, tuple) and key.data[0] is self:
+                loop.sel.unregister(key.fd)
+                self.paused_fds[key.fd] = key.data
+
+    def on_ack(self, n):
+        self.unacked = max(0, self.unacked - n)
+        if not self.paused_fds or self.unacked >= (self.window or 0) // 2:
+            return
+        fds, self.paused_fds = self.paused_fds, {}
+        for fd, tag in fds.items():
+            loop.sel.register(fd, selectors.EVENT_READ, tag)
+        if self.drain_close:
+            for fd, (_, ftype) in fds.items():
+                self.drain_then_close(fd, ftype)
+
+    def drain_then_close(self, fd, ftype):
+        """Past exit and grace: read what is left in a pipe (as the window allows), then close it."""
+        while fd not in self.paused_fds:
+            try:
+                data = os.read(fd, 65536)
+            except BlockingIOError:
+                data = b""
+            except OSError:
+                data = b""
+            if not data:
+                loop.close_pipe(self, fd)
+                return
+            self.output(ftype, data)
 
     def on_exit(self, status):
         self.exit_status = status
@@ -386,6 +453,9 @@ class Exec:
         for key in list(loop.sel.get_map().values()):
             if isinstance(key.data, tuple) and key.data[0] is self:
                 loop.close_pipe(self, key.fd)
+        # pipes held back by flow control are emptied first, as the caller reads
+        if self.paused_fds:
+            self.drain_close = True
 
     def maybe_finish(self):
         if self.finished or self.exit_status is None or self.open_pipes > 0:
@@ -410,6 +480,14 @@ class Exec:
         with _execs_lock:
             _execs.pop(self.channel, None)
         self.close_stdin()
+        if self.background:
+            self.exit_msg = msg
+            if not hasattr(self, "log"):
+                self.log = OutputLog()
+                self.subscribers = {}
+            for sub in list(self.subscribers.values()):
+                feed(self, sub)
+            return
         send_json(self.channel, msg)
 
     # -- from any thread --
@@ -449,8 +527,176 @@ class Exec:
             self.close_stdin()
 
 
+# ---- background processes ---------------------------------------------------------------------
+# `exec` with background: the command runs on after its request ends; its output goes to a
+# bounded log (offsets count bytes of both streams together) that any number of callers attach to,
+# from any offset, each with its own flow-control window. A caller that falls behind the log's
+# start gets a {"type": "gap"} marker with the bytes it missed, never a silent drop.
+
+LOG_BYTES = 4 * 1024 * 1024
+MAX_PROCS = 256
+
+
+class OutputLog:
+    def __init__(self, cap=LOG_BYTES):
+        self.cap = cap
+        self.chunks = []  # (offset, ftype, bytes)
+        self.start = 0
+        self.end = 0
+
+    def append(self, ftype, data):
+        self.chunks.append((self.end, ftype, data))
+        self.end += len(data)
+        while self.end - self.start > self.cap and len(self.chunks) > 1:
+            off, _, dropped = self.chunks.pop(0)
+            self.start = off + len(dropped)
+
+    def since(self, offset):
+        """Chunks from `offset` on, the first one cut to start there."""
+        out = []
+        for off, ftype, data in self.chunks:
+            if off + len(data) <= offset:
+                continue
+            out.append((ftype, data[max(0, offset - off) :]))
+        return out
+
+
+class Subscriber:
+    def __init__(self, channel, offset, window, output):
+        self.channel = channel
+        self.offset = offset  # the next log byte this caller gets
+        self.window = window
+        self.output = output
+        self.unacked = 0
+
+
+def proc_output(proc, ftype, data):
+    """On the loop thread: a background process wrote `data`."""
+    if not hasattr(proc, "log"):
+        proc.log = OutputLog()
+        proc.subscribers = {}
+    proc.log.append(ftype, data)
+    for sub in list(proc.subscribers.values()):
+        feed(proc, sub)
+
+
+def feed(proc, sub):
+    """Sends `sub` what it has not had yet, as far as its window allows; then the exit, if any."""
+    if sub.output:
+        if sub.offset < proc.log.start:
+            send_json(sub.channel, {"type": "gap", "bytes": proc.log.start - sub.offset})
+            sub.offset = proc.log.start
+        for ftype, data in proc.log.since(sub.offset):
+            room = sub.window - sub.unacked
+            if room <= 0:
+                return
+            piece = data[:room]
+            send(ftype, sub.channel, piece)
+            sub.offset += len(piece)
+            sub.unacked += len(piece)
+            if len(piece) < len(data):
+                return
+    else:
+        sub.offset = proc.log.end
+    if proc.finished and sub.offset >= proc.log.end:
+        proc.subscribers.pop(sub.channel, None)
+        _subs.pop(sub.channel, None)
+        send_json(sub.channel, dict(proc.exit_msg, offset=proc.log.end))
+
+
+def describe_proc(proc):
+    msg = getattr(proc, "exit_msg", None) or {}
+    return {
+        "pid": proc.pid,
+        "cmd": getattr(proc, "describe_cmd", ""),
+        "running": not proc.finished,
+        "exitCode": msg.get("exitCode"),
+        "signal": msg.get("signal"),
+        "startedAt": getattr(proc, "started_at", None),
+        "outputBytes": proc.log.end if hasattr(proc, "log") else 0,
+    }
+
+
+def proc_of(channel, req):
+    proc = _procs.get(int(req.get("pid") or 0))
+    if proc is None:
+        send_error(channel, "PROCESS_NOT_FOUND", f"no background process {req.get('pid')}")
+    return proc
+
+
+def op_proc_attach(channel, req):
+    """On the loop thread: stream a background process's output (from `offset`) and its exit."""
+    proc = proc_of(channel, req)
+    if proc is None:
+        return
+    if not hasattr(proc, "log"):
+        proc.log = OutputLog()
+        proc.subscribers = {}
+    offset = int(req.get("offset") or 0)
+    sub = Subscriber(channel, offset, int(req.get("window") or LOG_BYTES), req.get("output", True) is not False)
+    proc.subscribers[channel] = sub
+    _subs[channel] = proc
+    send_json(channel, {"type": "attached", "pid": proc.pid, "start": proc.log.start, "end": proc.log.end})
+    feed(proc, sub)
+
+
+def op_proc_detach(channel, req):
+    proc = _subs.pop(channel, None)
+    if proc is not None:
+        proc.subscribers.pop(channel, None)
+        send_json(channel, {"type": "result", "value": {"detached": True}})
+
+
+def op_proc_ack(channel, req):
+    proc = _subs.get(channel)
+    if proc is None:
+        return
+    sub = proc.subscribers.get(channel)
+    if sub is not None:
+        sub.unacked = max(0, sub.unacked - int(req.get("bytes") or 0))
+        feed(proc, sub)
+
+
+def op_proc_list(channel, req):
+    send_json(channel, {"type": "result", "value": [describe_proc(p) for p in _procs.values()]})
+
+
+def op_proc_stdin(channel, req):
+    proc = proc_of(channel, req)
+    if proc is None:
+        return
+    if req.get("eof"):
+        proc.close_stdin()
+    else:
+        proc.stdin(base64.b64decode(req.get("data") or ""))
+    send_json(channel, {"type": "result", "value": {}})
+
+
+def op_proc_signal(channel, req):
+    proc = proc_of(channel, req)
+    if proc is None:
+        return
+    sig = getattr(signal, str(req.get("signal", "SIGTERM")), None)
+    if not isinstance(sig, signal.Signals):
+        return send_error(channel, "VALIDATION_FAILED", f"unknown signal {req.get('signal')}")
+    if not proc.finished:
+        proc.kill(sig)
+    send_json(channel, {"type": "result", "value": describe_proc(proc)})
+
+
+PROC_OPS = {
+    "proc_attach": op_proc_attach,
+    "proc_detach": op_proc_detach,
+    "proc_ack": op_proc_ack,
+    "proc_list": op_proc_list,
+    "proc_stdin": op_proc_stdin,
+    "proc_signal": op_proc_signal,
+}
+
 _execs = {}
 _execs_lock = threading.Lock()
+_procs = {}  # pid -> background Exec (on the loop thread)
+_subs = {}  # attach channel -> background Exec
 loop = None
 spawner = None
 
@@ -889,7 +1135,12 @@ def op_context_ready(channel, req):
 
 
 def forget_cells():
-    """On the loop thread, after a resync: cells of the old agent run on, unheard."""
+    """On the loop thread, after a resync: cells of the old agent run on, unheard; its
+    subscriptions to background processes end (the processes run on)."""
+    for proc in _procs.values():
+        if hasattr(proc, "subscribers"):
+            proc.subscribers.clear()
+    _subs.clear()
     for ctx in _contexts.values():
         if isinstance(ctx.cell, Cell):
             ctx.cell.channel = None
@@ -1218,6 +1469,17 @@ def dispatch(ftype, channel, payload):
         if ex is not None:
             sig = getattr(signal, str(req.get("signal", "SIGKILL")), signal.SIGKILL)
             ex.kill(sig)
+    elif op == "ack":
+        with _execs_lock:
+            ex = _execs.get(channel)
+        if ex is not None:
+            n = int(req.get("bytes") or 0)
+            loop.call(lambda: ex.on_ack(n))
+        else:
+            loop.call(lambda: op_proc_ack(channel, req))
+    elif op in PROC_OPS:
+        fn = PROC_OPS[op]
+        loop.call(lambda: fn(channel, req))
     elif op == "write":
         try:
             _uploads[channel] = Upload(channel, req)

@@ -24,12 +24,15 @@ import {
   type GuestExecOutput,
   type GuestExecRequest,
   type GuestFileOp,
+  type GuestProcessOp,
   type GuestRunCodeOutput,
   type GuestRunCodeRequest,
+  type ProcessExit,
   type RunCodeHandlers,
   type SandboxErrorReason,
   type SandboxExitListener,
   type StartSandboxSpec,
+  type StreamHandlers,
   type TemplateInfo,
   type TemplateProgress,
 } from '@forkbox/protocol'
@@ -76,6 +79,8 @@ interface BundleRecord {
 }
 const READY_TIMEOUT_MS = 30_000
 const STDIN_CHUNK = 256 * 1024
+/** Bytes of streamed output the guest may send ahead of the consumer (per stream request). */
+const STREAM_WINDOW = 1024 * 1024
 /** Extra time the agent gives the guest to report a timed-out exec before giving up on it. */
 const EXEC_GRACE_MS = 10_000
 const REFILL_DELAY_MS = 250
@@ -577,7 +582,7 @@ export class LocalAgent implements AgentApi {
     return sbx
   }
 
-  exec(id: string, req: GuestExecRequest, signal?: AbortSignal): Promise<GuestExecOutput> {
+  exec(id: string, req: GuestExecRequest, signal?: AbortSignal, stream?: StreamHandlers): Promise<GuestExecOutput> {
     const { conn } = this.live(id)
     const stdout: Buffer[] = []
     const stderr: Buffer[] = []
@@ -587,6 +592,21 @@ export class LocalAgent implements AgentApi {
       const backstop = setTimeout(() => {
         conn.sendJson(channel, { op: 'signal', signal: 'SIGKILL' })
       }, req.timeoutMs + EXEC_GRACE_MS)
+      // streamed output is handed on in order; each chunk is acked once its handler is done
+      let delivered = Promise.resolve()
+      const onData = (type: number, payload: Buffer) => {
+        if (!stream) {
+          ;(type === FrameType.stdout ? stdout : stderr).push(payload)
+          return
+        }
+        const handler = type === FrameType.stdout ? stream.onStdout : stream.onStderr
+        delivered = delivered
+          .then(() => handler?.(payload))
+          .catch(() => {})
+          .then(() => {
+            conn.sendJson(channel, { op: 'ack', bytes: payload.length })
+          })
+      }
       channel = conn.open(
         {
           op: 'exec',
@@ -598,10 +618,12 @@ export class LocalAgent implements AgentApi {
           stdin: req.stdin !== undefined,
           timeoutMs: req.timeoutMs,
           maxOutputBytes: req.maxOutputBytes,
+          window: stream ? STREAM_WINDOW : undefined,
         },
         {
-          onData: (type, payload) => (type === FrameType.stdout ? stdout : stderr).push(payload),
-          settle: (err, msg) => {
+          onData,
+          settle: async (err, msg) => {
+            await delivered
             clearTimeout(backstop)
             signal?.removeEventListener('abort', onAbort)
             if (err || !msg) return reject(err)
@@ -620,6 +642,72 @@ export class LocalAgent implements AgentApi {
       signal?.addEventListener('abort', onAbort)
       if (req.stdin !== undefined && channel) void this.sendStream(conn, FrameType.stdin, channel, [req.stdin])
     })
+  }
+
+  startProcess(id: string, req: GuestExecRequest): Promise<{ pid: number }> {
+    const { conn } = this.live(id)
+    return conn.call<{ pid: number }>({
+      op: 'exec',
+      background: true,
+      argv: req.argv,
+      cmd: req.cmd,
+      env: req.env,
+      cwd: req.cwd,
+      user: req.user,
+      timeoutMs: req.timeoutMs,
+    })
+  }
+
+  attachProcess(
+    id: string,
+    pid: number,
+    opts: { offset?: number; output?: boolean },
+    handlers: StreamHandlers,
+    signal?: AbortSignal,
+  ): Promise<ProcessExit | null> {
+    const { conn } = this.live(id)
+    return new Promise((resolve, reject) => {
+      let channel = 0
+      let delivered = Promise.resolve()
+      const then = (fn: () => void | Promise<void>, ackBytes: number) => {
+        delivered = delivered
+          .then(fn)
+          .catch(() => {})
+          .then(() => {
+            if (ackBytes > 0) conn.sendJson(channel, { op: 'ack', bytes: ackBytes })
+          })
+      }
+      const onAbort = () => conn.sendJson(channel, { op: 'proc_detach' })
+      channel = conn.open(
+        { op: 'proc_attach', pid, offset: opts.offset ?? 0, output: opts.output ?? true, window: STREAM_WINDOW },
+        {
+          onData: (type, payload) =>
+            then(() => (type === FrameType.stdout ? handlers.onStdout : handlers.onStderr)?.(payload), payload.length),
+          onMessage: (msg) => {
+            if (msg.type === 'gap') then(() => handlers.onGap?.(Number(msg.bytes)), 0)
+          },
+          settle: async (err, msg) => {
+            signal?.removeEventListener('abort', onAbort)
+            await delivered
+            if (err || !msg) return reject(err)
+            if (msg.type === 'result') return resolve(null) // detached
+            resolve({
+              exitCode: Number(msg.exitCode),
+              signal: (msg.signal as string | null) ?? null,
+              timedOut: Boolean(msg.timedOut),
+              durationMs: Number(msg.durationMs),
+              offset: Number(msg.offset),
+            })
+          },
+        },
+      )
+      if (signal?.aborted) onAbort()
+      else signal?.addEventListener('abort', onAbort)
+    })
+  }
+
+  processOp(id: string, op: GuestProcessOp): Promise<unknown> {
+    return this.live(id).conn.call({ ...op })
   }
 
   private async sendStream(

@@ -5,6 +5,7 @@ import { ServerConfig, type ServerConfigInput } from './config.ts'
 import { createApp } from './http/app.ts'
 import type { App } from './http/env.ts'
 import { CodeService } from './services/code.ts'
+import { ExecService } from './services/exec.ts'
 import { SandboxService } from './services/sandboxes.ts'
 import { openDb } from './store/db.ts'
 import { KeyStore } from './store/keys.ts'
@@ -43,7 +44,8 @@ export async function createControlPlane(opts: {
   await sandboxes.recover()
   const bootstrapKey = keys.count() === 0 ? keys.create('admin', true).key : null
   const code = new CodeService(sandboxes, opts.agent)
-  const app = createApp({ sandboxes, code, keys, config, log, templates: () => opts.agent.templates() })
+  const exec = new ExecService(sandboxes, opts.agent)
+  const app = createApp({ sandboxes, code, exec, keys, config, log, templates: () => opts.agent.templates() })
   const reaper = setInterval(() => {
     try {
       sandboxes.reap()

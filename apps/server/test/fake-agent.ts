@@ -7,9 +7,11 @@ import {
   type GuestExecRequest,
   type GuestRunCodeOutput,
   type GuestRunCodeRequest,
+  type ProcessExit,
   type RunCodeHandlers,
   type SandboxExitListener,
   type StartSandboxSpec,
+  type StreamHandlers,
   type TemplateInfo,
 } from '@forkbox/protocol'
 
@@ -33,8 +35,18 @@ export class FakeAgent implements AgentApi {
     this.started.push(spec)
     this.live.add(spec.id)
   }
-  async exec(id: string, req: GuestExecRequest): Promise<GuestExecOutput> {
+  async exec(
+    id: string,
+    req: GuestExecRequest,
+    _signal?: AbortSignal,
+    stream?: StreamHandlers,
+  ): Promise<GuestExecOutput> {
     if (!this.live.has(id)) throw new AppError('SANDBOX_NOT_RUNNING', 'not live')
+    if (stream) {
+      await stream.onStdout?.(Buffer.from('ran '))
+      await stream.onStdout?.(Buffer.from(`${req.argv?.join(' ') ?? req.cmd}`))
+      await stream.onStderr?.(Buffer.from('err'))
+    }
     return {
       exitCode: 0,
       signal: null,
@@ -75,6 +87,19 @@ export class FakeAgent implements AgentApi {
     h.onStderr?.(Buffer.from('warn\n'))
     h.onResult?.({ isMainResult: true, text: req.code })
     return { executionCount: 1, error: null, timedOut: false, truncated: false, durationMs: 1 }
+  }
+  /** Streams `ran CMD` in two chunks when asked to stream. */
+  async startProcess(id: string): Promise<{ pid: number }> {
+    if (!this.live.has(id)) throw new AppError('SANDBOX_NOT_RUNNING', 'not live')
+    return { pid: 42 }
+  }
+  async attachProcess(_id: string, pid: number, _opts: unknown, h: StreamHandlers): Promise<ProcessExit | null> {
+    if (pid !== 42) throw new AppError('PROCESS_NOT_FOUND', 'no such process')
+    await h.onStdout?.(Buffer.from('bg out\n'))
+    return { exitCode: 0, signal: null, timedOut: false, durationMs: 1, offset: 7 }
+  }
+  async processOp(): Promise<unknown> {
+    return []
   }
   async codeContext(): Promise<unknown> {
     return []

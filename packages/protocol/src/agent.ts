@@ -67,6 +67,28 @@ export type GuestContextOp =
 
 export type { CodeContext }
 
+/** Receivers of streamed output; the agent asks the guest for more once a returned promise settles. */
+export interface StreamHandlers {
+  onStdout?(chunk: Uint8Array): void | Promise<void>
+  onStderr?(chunk: Uint8Array): void | Promise<void>
+  /** A background process's log dropped this many bytes before the caller read them. */
+  onGap?(bytes: number): void | Promise<void>
+}
+
+export interface ProcessExit {
+  exitCode: number
+  signal: string | null
+  timedOut: boolean
+  durationMs: number
+  /** Log offset after the last output byte. */
+  offset: number
+}
+
+export type GuestProcessOp =
+  | { op: 'proc_list' }
+  | { op: 'proc_stdin'; pid: number; data?: string; eof?: boolean }
+  | { op: 'proc_signal'; pid: number; signal: string }
+
 export type GuestFileOp =
   | { op: 'stat'; path: string; user?: string }
   | { op: 'list'; path: string; depth: number; user?: string }
@@ -89,7 +111,21 @@ export interface AgentApi {
   /** Builds the template's rootfs if it is not in the cache yet. */
   ensureTemplate(name: string, onProgress?: (p: TemplateProgress) => void): Promise<void>
   start(spec: StartSandboxSpec, signal?: AbortSignal): Promise<void>
-  exec(id: string, req: GuestExecRequest, signal?: AbortSignal): Promise<GuestExecOutput>
+  /** Runs a command to its end. With `stream`, output goes to the handlers as it comes (flow
+   * controlled: the command waits while they do) and not into the result. */
+  exec(id: string, req: GuestExecRequest, signal?: AbortSignal, stream?: StreamHandlers): Promise<GuestExecOutput>
+  /** Starts a command that outlives the call; its output is kept in a bounded log. */
+  startProcess(id: string, req: GuestExecRequest): Promise<{ pid: number }>
+  /** Streams a background process's output from `offset`, then resolves with its exit (null if
+   * `signal` detached first). */
+  attachProcess(
+    id: string,
+    pid: number,
+    opts: { offset?: number; output?: boolean },
+    handlers: StreamHandlers,
+    signal?: AbortSignal,
+  ): Promise<ProcessExit | null>
+  processOp(id: string, op: GuestProcessOp): Promise<unknown>
   /** Resolves once the guest has opened the file; the stream then carries its bytes. */
   readFile(id: string, path: string, user?: string): Promise<{ size: number; stream: ReadableStream<Uint8Array> }>
   writeFile(

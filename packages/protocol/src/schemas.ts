@@ -104,17 +104,23 @@ export const ExecRequest = z
       .max(16 * 1024 * 1024)
       .optional(),
     stdinEncoding: z.enum(['utf8', 'base64']).default('utf8'),
-    timeoutSeconds: z.number().positive().max(MAX_EXEC_TIMEOUT_SECONDS).default(60),
+    /** Default 60 for a command waited on; none for a background one. */
+    timeoutSeconds: z.number().positive().max(MAX_EXEC_TIMEOUT_SECONDS).optional(),
+    /** Cap per stream; default 16 MiB for a command waited on, none for a streamed one (its
+     * reader's pace bounds it). */
     maxOutputBytes: z
       .number()
       .int()
       .min(0)
       .max(64 * 1024 * 1024)
-      .default(DEFAULT_MAX_OUTPUT_BYTES),
+      .optional(),
     encoding: z.enum(['utf8', 'base64']).default('utf8'),
+    /** Start it and return its pid at once; it runs on after the request (see /processes). */
+    background: z.boolean().default(false),
   })
   .strict()
 export type ExecRequest = z.input<typeof ExecRequest>
+export const DEFAULT_EXEC_TIMEOUT_SECONDS = 60
 
 export const ExecResult = z.object({
   exitCode: z.number().int(),
@@ -290,3 +296,56 @@ export const CodeContext = z.object({
 })
 export type CodeContext = z.infer<typeof CodeContext>
 export const CodeContextList = z.object({ contexts: z.array(CodeContext) })
+
+// ---- background processes ----
+
+export const ProcessStarted = z.object({ pid: z.number().int() })
+export const ProcessInfo = z.object({
+  pid: z.number().int(),
+  cmd: z.string(),
+  running: z.boolean(),
+  exitCode: z.number().int().nullable(),
+  signal: z.string().nullable(),
+  /** Unix seconds. */
+  startedAt: z.number().nullable(),
+  /** Bytes of output so far (both streams): the offset a reader reaches at the end. */
+  outputBytes: z.number().int(),
+})
+export type ProcessInfo = z.infer<typeof ProcessInfo>
+export const ProcessList = z.object({ processes: z.array(ProcessInfo) })
+export const PidParam = z.object({ pid: z.coerce.number().int().positive() })
+export const ProcessOutputQuery = z.object({
+  /** Log offset to start from (0: the oldest kept output). */
+  offset: z.coerce.number().int().min(0).default(0),
+  encoding: z.enum(['utf8', 'base64']).default('utf8'),
+})
+export const ProcessStdinRequest = z
+  .object({
+    data: z
+      .string()
+      .max(16 * 1024 * 1024)
+      .default(''),
+    encoding: z.enum(['utf8', 'base64']).default('utf8'),
+    /** Close the process's stdin after `data`. */
+    eof: z.boolean().default(false),
+  })
+  .strict()
+export const SIGNALS = [
+  'SIGTERM',
+  'SIGKILL',
+  'SIGINT',
+  'SIGHUP',
+  'SIGQUIT',
+  'SIGUSR1',
+  'SIGUSR2',
+  'SIGSTOP',
+  'SIGCONT',
+] as const
+export const ProcessSignalRequest = z.object({ signal: z.enum(SIGNALS).default('SIGTERM') }).strict()
+export const ProcessExitInfo = z.object({
+  exitCode: z.number().int(),
+  signal: z.string().nullable(),
+  timedOut: z.boolean(),
+  durationMs: z.number(),
+  offset: z.number().int(),
+})

@@ -3,14 +3,13 @@ import type {
   CodeContext,
   CodeLanguage,
   CodeResult,
-  ErrorBody,
   Execution as ExecutionData,
   ExecutionError,
   RunCodeRequest,
 } from '@forkbox/protocol'
-import { errorStatus, isErrorCode } from '@forkbox/protocol'
-import { errorFromResponse, ForkboxError } from './errors.ts'
+import { ForkboxError } from './errors.ts'
 import { type HttpClient, pathOf, type RequestOptions } from './http.ts'
+import { eventError, serverSentEvents } from './sse.ts'
 
 export type { CodeContext, ExecutionError }
 export type Language = (typeof CodeLanguage.options)[number]
@@ -122,35 +121,12 @@ export async function runCode(
     } else if (event === 'end') {
       return new Execution({ ...data, ...(payload as Omit<ExecutionData, 'results' | 'logs'>) })
     } else if (event === 'error') {
-      // the same typed error a plain response with this code would have given
-      const code = (payload as ErrorBody).error?.code
-      const status = isErrorCode(code) ? errorStatus[code] : 500
-      throw errorFromResponse(status, JSON.stringify(payload), res.headers.get('x-request-id'))
+      throw eventError(payload, res)
     }
   }
   throw new ForkboxError('UNEXPECTED_RESPONSE', 'the code stream ended before the cell did', {
     requestId: res.headers.get('x-request-id') ?? undefined,
   })
-}
-
-async function* serverSentEvents(res: Response): AsyncGenerator<{ event: string; payload: unknown }> {
-  if (!res.body) return
-  const decoder = new TextDecoder()
-  let buffer = ''
-  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-    buffer += decoder.decode(chunk, { stream: true })
-    for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
-      const block = buffer.slice(0, end)
-      buffer = buffer.slice(end + 2)
-      let event = 'message'
-      const data: string[] = []
-      for (const line of block.split('\n')) {
-        if (line.startsWith('event:')) event = line.slice(6).trim()
-        else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''))
-      }
-      if (data.length > 0) yield { event, payload: JSON.parse(data.join('\n')) }
-    }
-  }
 }
 
 export class CodeContexts {

@@ -52,6 +52,14 @@ export {
 export type { ConnectionOptions, RequestOptions } from './http.ts'
 export { type CreatedKey, Keys } from './keys.ts'
 export {
+  type OutputCallbacks,
+  type ProcessEvent,
+  type ProcessExitResult,
+  Processes,
+  ProcessHandle,
+  type ProcessInfo,
+} from './processes.ts'
+export {
   type ConnectSandboxOptions,
   type CreateSandboxOptions,
   type ExecBytesOutput,

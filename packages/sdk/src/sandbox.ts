@@ -10,9 +10,10 @@ import type {
 } from '@forkbox/protocol'
 import { CodeContexts, type Execution, type RunCodeOptions, runCode } from './code.ts'
 import { fromBase64, toBase64, toBytes, toText } from './encoding.ts'
-import { NotFoundError } from './errors.ts'
+import { ForkboxError, NotFoundError } from './errors.ts'
 import { Files } from './files.ts'
 import { type ConnectionOptions, connectionOptions, HttpClient, pathOf, type RequestOptions } from './http.ts'
+import { type OutputCallbacks, type ProcessEvent, Processes, ProcessHandle, processEvents } from './processes.ts'
 
 export type { SandboxInfo, SnapshotInfo }
 
@@ -52,7 +53,8 @@ export interface ListSandboxesOptions extends ConnectionOptions, RequestOptions 
 export interface KillSandboxOptions extends ConnectionOptions, RequestOptions {}
 
 export interface ExecOptions extends RequestOptions {
-  /** The server kills the command after this long (default 60): `timedOut: true`, `exitCode: 137`. */
+  /** The server kills the command after this long (default 60; none for a background command):
+   * `timedOut: true`, `exitCode: 137`. */
   timeoutSeconds?: number
   env?: Record<string, string>
   cwd?: string
@@ -80,6 +82,8 @@ export class Sandbox {
   readonly files: Files
   /** Code contexts: interpreters with their own variables, cwd and env (`runCode({ context })`). */
   readonly contexts: CodeContexts
+  /** Background processes: `exec(cmd, { background: true })` starts one. */
+  readonly processes: Processes
   readonly #http: HttpClient
   #info: SandboxInfo
 
@@ -89,6 +93,7 @@ export class Sandbox {
     this.id = info.id
     this.files = new Files(http, info.id)
     this.contexts = new CodeContexts(http, info.id)
+    this.processes = new Processes(http, info.id)
   }
 
   /** The sandbox as last fetched; refresh with `getInfo()`. */
@@ -146,10 +151,67 @@ export class Sandbox {
   /**
    * Runs a command and waits for it: a string runs under `/bin/bash -c`, an array is exec'd
    * directly. A non-zero exit is a result, not an error. Output is decoded as UTF-8.
+   * With `onStdout` / `onStderr` the output also streams to them as it is written.
+   * With `background: true` it returns at once with a handle on the running process.
    */
-  async exec(cmd: string | string[], options: ExecOptions = {}): Promise<ExecOutput> {
+  exec(cmd: string | string[], options: ExecOptions & { background: true }): Promise<ProcessHandle>
+  exec(cmd: string | string[], options?: ExecOptions & OutputCallbacks & { background?: false }): Promise<ExecOutput>
+  async exec(
+    cmd: string | string[],
+    options: ExecOptions & OutputCallbacks & { background?: boolean } = {},
+  ): Promise<ExecOutput | ProcessHandle> {
+    if (options.background) {
+      const { pid } = await this.#http.json<{ pid: number }>({
+        method: 'POST',
+        path: `${sandboxPath(this.id)}/exec`,
+        json: { ...this.#execBody(cmd, options, 'utf8'), background: true },
+        signal: options.signal,
+      })
+      return new ProcessHandle(this.#http, this.id, pid)
+    }
+    if (options.onStdout || options.onStderr) {
+      const out = { stdout: '', stderr: '' }
+      const cap = options.maxOutputBytes ?? Number.POSITIVE_INFINITY
+      let truncated = false
+      for await (const e of this.execStream(cmd, options)) {
+        if (e.type === 'stdout' || e.type === 'stderr') {
+          ;(e.type === 'stdout' ? options.onStdout : options.onStderr)?.(e.data)
+          if (out[e.type].length + e.data.length <= cap) out[e.type] += e.data
+          else truncated = true
+        } else if (e.type === 'exit') {
+          return {
+            ...out,
+            exitCode: e.exitCode,
+            signal: e.signal,
+            timedOut: e.timedOut,
+            truncated,
+            durationMs: e.durationMs,
+          }
+        }
+      }
+      throw new ForkboxError('UNEXPECTED_RESPONSE', 'the exec stream ended before the command did')
+    }
     const result = await this.#exec(cmd, options, 'utf8')
     return outputOf(result, (s) => (result.encoding === 'base64' ? toText(fromBase64(s)) : s))
+  }
+
+  /**
+   * Runs a command and yields its output as it is written, then its `exit`. The command only
+   * runs as fast as the loop reads (flow control); breaking out of the loop kills it.
+   */
+  async *execStream(cmd: string | string[], options: ExecOptions = {}): AsyncGenerator<ProcessEvent> {
+    const res = await this.#http.send({
+      method: 'POST',
+      path: `${sandboxPath(this.id)}/exec`,
+      json: this.#execBody(cmd, options, 'utf8'),
+      accept: 'text/event-stream',
+      signal: options.signal,
+    })
+    try {
+      yield* processEvents(res)
+    } finally {
+      await res.body?.cancel().catch(() => {})
+    }
   }
 
   /** Like `exec`, but stdout and stderr are the raw bytes. */
@@ -159,6 +221,15 @@ export class Sandbox {
   }
 
   async #exec(cmd: string | string[], options: ExecOptions, encoding: 'utf8' | 'base64'): Promise<ExecResult> {
+    return this.#http.json<ExecResult>({
+      method: 'POST',
+      path: `${sandboxPath(this.id)}/exec`,
+      json: this.#execBody(cmd, options, encoding),
+      signal: options.signal,
+    })
+  }
+
+  #execBody(cmd: string | string[], options: ExecOptions, encoding: 'utf8' | 'base64'): ExecRequest {
     const { stdin } = options
     const body: ExecRequest = {
       cmd,
@@ -175,12 +246,7 @@ export class Sandbox {
       body.stdin = toBase64(stdin)
       body.stdinEncoding = 'base64'
     }
-    return this.#http.json<ExecResult>({
-      method: 'POST',
-      path: `${sandboxPath(this.id)}/exec`,
-      json: body,
-      signal: options.signal,
-    })
+    return body
   }
 
   /**

@@ -19,6 +19,11 @@ import * as health from '../routes/health.ts'
 import * as keysCreate from '../routes/keys/create.ts'
 import * as keysList from '../routes/keys/list.ts'
 import * as keysRevoke from '../routes/keys/revoke.ts'
+import * as processList from '../routes/processes/list.ts'
+import * as processOutput from '../routes/processes/output.ts'
+import * as processSignal from '../routes/processes/signal.ts'
+import * as processStdin from '../routes/processes/stdin.ts'
+import * as processWait from '../routes/processes/wait.ts'
 import * as sandboxCreate from '../routes/sandboxes/create.ts'
 import * as sandboxEvents from '../routes/sandboxes/events.ts'
 import * as sandboxExec from '../routes/sandboxes/exec.ts'
@@ -99,6 +104,11 @@ export function createApp(services: Services): App {
     sandboxKill,
     sandboxTimeout,
     sandboxExec,
+    processList,
+    processOutput,
+    processWait,
+    processStdin,
+    processSignal,
     sandboxEvents,
     sandboxFork,
     sandboxHibernate,

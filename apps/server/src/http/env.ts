@@ -3,12 +3,14 @@ import type { OpenAPIHono } from '@hono/zod-openapi'
 import type { Logger } from 'pino'
 import type { ServerConfig } from '../config.ts'
 import type { CodeService } from '../services/code.ts'
+import type { ExecService } from '../services/exec.ts'
 import type { SandboxService } from '../services/sandboxes.ts'
 import type { KeyStore, Principal } from '../store/keys.ts'
 
 export interface Services {
   sandboxes: SandboxService
   code: CodeService
+  exec: ExecService
   keys: KeyStore
   config: ServerConfig
   log: Logger

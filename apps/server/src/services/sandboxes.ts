@@ -4,8 +4,6 @@ import {
   type AgentApi,
   AppError,
   type CreateSandboxRequest,
-  type ExecRequest,
-  type ExecResult,
   type FileEntry,
   type GuestFileOp,
   type ResolvedResources,
@@ -22,8 +20,6 @@ type CreateInput = Required<Omit<CreateSandboxRequest, 'resources' | 'snapshot'>
   resources: Resources
   snapshot?: string
 }
-type ExecInput = Omit<ExecRequest, 'stdinEncoding' | 'timeoutSeconds' | 'maxOutputBytes' | 'encoding'> &
-  Required<Pick<ExecRequest, 'stdinEncoding' | 'timeoutSeconds' | 'maxOutputBytes' | 'encoding'>>
 
 export class SandboxService {
   private readonly stopping = new Set<Promise<void>>()
@@ -227,6 +223,12 @@ export class SandboxService {
     return forks
   }
 
+  /** Throws what a call on the sandbox would: not this owner's, or neither running nor hibernated. */
+  check(owner: string, id: string): void {
+    const s = this.own(owner, id)
+    if (s.state !== 'hibernated') this.mustRun(s)
+  }
+
   private own(owner: string, id: string): SandboxRecord {
     const s = this.store.get(id)
     if (!s || s.owner !== owner) throw new AppError('SANDBOX_NOT_FOUND', `no sandbox ${id}`)
@@ -411,45 +413,6 @@ export class SandboxService {
           this.activity.delete(s.id)
         })
     }
-  }
-
-  async exec(owner: string, id: string, req: ExecInput, signal?: AbortSignal): Promise<ExecResult> {
-    const argv = Array.isArray(req.cmd) ? req.cmd : undefined
-    const out = await this.onSandbox(owner, id, () =>
-      this.agent.exec(
-        id,
-        {
-          argv,
-          cmd: argv ? undefined : (req.cmd as string),
-          env: req.env,
-          cwd: req.cwd,
-          user: req.user,
-          stdin:
-            req.stdin === undefined
-              ? undefined
-              : Buffer.from(req.stdin, req.stdinEncoding === 'base64' ? 'base64' : 'utf8'),
-          timeoutMs: Math.round(req.timeoutSeconds * 1000),
-          maxOutputBytes: req.maxOutputBytes,
-        },
-        signal,
-      ),
-    )
-    const enc = req.encoding === 'base64' ? 'base64' : 'utf8'
-    const result: ExecResult = {
-      exitCode: out.exitCode,
-      signal: out.signal,
-      stdout: Buffer.from(out.stdout).toString(enc),
-      stderr: Buffer.from(out.stderr).toString(enc),
-      encoding: req.encoding,
-      timedOut: out.timedOut,
-      truncated: out.truncated,
-      durationMs: out.durationMs,
-    }
-    if (out.timedOut)
-      throw new AppError('EXEC_TIMEOUT', `command did not finish within ${req.timeoutSeconds}s and was killed`, {
-        ...result,
-      })
-    return result
   }
 
   readFile(owner: string, id: string, path: string, user?: string) {

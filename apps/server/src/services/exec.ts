@@ -1,0 +1,136 @@
+// Commands: run and wait (JSON), run and stream (flow controlled), or start in the background and
+// attach to its output, stdin and signals later, from any client.
+import {
+  type AgentApi,
+  AppError,
+  DEFAULT_EXEC_TIMEOUT_SECONDS,
+  DEFAULT_MAX_OUTPUT_BYTES,
+  type ExecRequest,
+  type ExecResult,
+  type GuestExecRequest,
+  type ProcessExit,
+  type ProcessInfo,
+  type StreamHandlers,
+} from '@forkbox/protocol'
+import type { z } from 'zod'
+import type { SandboxService } from './sandboxes.ts'
+
+type ExecInput = z.output<typeof ExecRequest>
+export type Encoding = 'utf8' | 'base64'
+
+/** Where streamed output goes; a returned promise holds the command back until it settles. */
+export interface OutputSink {
+  stdout(data: string): Promise<void> | void
+  stderr(data: string): Promise<void> | void
+  gap?(bytes: number): Promise<void> | void
+}
+
+function guestRequest(req: ExecInput, timeoutSeconds: number, maxOutputBytes: number): GuestExecRequest {
+  const argv = Array.isArray(req.cmd) ? req.cmd : undefined
+  return {
+    argv,
+    cmd: argv ? undefined : (req.cmd as string),
+    env: req.env,
+    cwd: req.cwd,
+    user: req.user,
+    stdin:
+      req.stdin === undefined ? undefined : Buffer.from(req.stdin, req.stdinEncoding === 'base64' ? 'base64' : 'utf8'),
+    timeoutMs: Math.round(timeoutSeconds * 1000),
+    maxOutputBytes,
+  }
+}
+
+/** Turns byte chunks into text (UTF-8 characters split across chunks kept whole) or base64. */
+function encoder(encoding: Encoding) {
+  const decoder = new TextDecoder('utf-8')
+  return (chunk: Uint8Array) =>
+    encoding === 'base64' ? Buffer.from(chunk).toString('base64') : decoder.decode(chunk, { stream: true })
+}
+
+function toHandlers(sink: OutputSink, encoding: Encoding): StreamHandlers {
+  const out = encoder(encoding)
+  const err = encoder(encoding)
+  return {
+    onStdout: (c) => sink.stdout(out(c)),
+    onStderr: (c) => sink.stderr(err(c)),
+    onGap: (n) => sink.gap?.(n),
+  }
+}
+
+export class ExecService {
+  constructor(
+    private readonly sandboxes: SandboxService,
+    private readonly agent: AgentApi,
+  ) {}
+
+  async exec(owner: string, id: string, req: ExecInput, signal?: AbortSignal): Promise<ExecResult> {
+    const timeout = req.timeoutSeconds ?? DEFAULT_EXEC_TIMEOUT_SECONDS
+    const out = await this.sandboxes.onSandbox(owner, id, () =>
+      this.agent.exec(id, guestRequest(req, timeout, req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES), signal),
+    )
+    const enc = req.encoding === 'base64' ? 'base64' : 'utf8'
+    const result: ExecResult = {
+      exitCode: out.exitCode,
+      signal: out.signal,
+      stdout: Buffer.from(out.stdout).toString(enc),
+      stderr: Buffer.from(out.stderr).toString(enc),
+      encoding: req.encoding,
+      timedOut: out.timedOut,
+      truncated: out.truncated,
+      durationMs: out.durationMs,
+    }
+    if (out.timedOut)
+      throw new AppError('EXEC_TIMEOUT', `command did not finish within ${timeout}s and was killed`, { ...result })
+    return result
+  }
+
+  /** Runs to the end with output going to `sink` as it comes; resolves with how it ended. */
+  async stream(owner: string, id: string, req: ExecInput, sink: OutputSink, signal?: AbortSignal) {
+    const timeout = req.timeoutSeconds ?? DEFAULT_EXEC_TIMEOUT_SECONDS
+    const out = await this.sandboxes.onSandbox(owner, id, () =>
+      this.agent.exec(id, guestRequest(req, timeout, req.maxOutputBytes ?? 0), signal, toHandlers(sink, req.encoding)),
+    )
+    const { exitCode, signal: sig, timedOut, truncated, durationMs } = out
+    return { exitCode, signal: sig, timedOut, truncated, durationMs }
+  }
+
+  start(owner: string, id: string, req: ExecInput): Promise<{ pid: number }> {
+    // a background command has no timeout unless one is asked for
+    return this.sandboxes.onSandbox(owner, id, () =>
+      this.agent.startProcess(id, guestRequest(req, req.timeoutSeconds ?? 0, 0)),
+    )
+  }
+
+  async list(owner: string, id: string): Promise<ProcessInfo[]> {
+    return (await this.sandboxes.onSandbox(owner, id, () =>
+      this.agent.processOp(id, { op: 'proc_list' }),
+    )) as ProcessInfo[]
+  }
+
+  /** Streams a background process's output from `offset` until it exits (or `signal` detaches). */
+  attach(
+    owner: string,
+    id: string,
+    pid: number,
+    opts: { offset: number; encoding: Encoding; output: boolean },
+    sink: OutputSink,
+    signal?: AbortSignal,
+  ): Promise<ProcessExit | null> {
+    return this.sandboxes.onSandbox(owner, id, () =>
+      this.agent.attachProcess(id, pid, opts, toHandlers(sink, opts.encoding), signal),
+    )
+  }
+
+  async stdin(owner: string, id: string, pid: number, data: Buffer, eof: boolean): Promise<void> {
+    await this.sandboxes.onSandbox(owner, id, async () => {
+      if (data.length > 0) await this.agent.processOp(id, { op: 'proc_stdin', pid, data: data.toString('base64') })
+      if (eof) await this.agent.processOp(id, { op: 'proc_stdin', pid, eof: true })
+    })
+  }
+
+  async signal(owner: string, id: string, pid: number, sig: string): Promise<ProcessInfo> {
+    return (await this.sandboxes.onSandbox(owner, id, () =>
+      this.agent.processOp(id, { op: 'proc_signal', pid, signal: sig }),
+    )) as ProcessInfo
+  }
+}
