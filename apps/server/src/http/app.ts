@@ -8,6 +8,7 @@ import * as codeContextList from '../routes/code/context-list.ts'
 import * as codeContextRemove from '../routes/code/context-remove.ts'
 import * as codeContextRestart from '../routes/code/context-restart.ts'
 import * as codeRun from '../routes/code/run.ts'
+import * as events from '../routes/events.ts'
 import * as filesList from '../routes/files/list.ts'
 import * as filesMkdir from '../routes/files/mkdir.ts'
 import * as filesRead from '../routes/files/read.ts'
@@ -110,6 +111,7 @@ export function createApp(services: Services): App {
     processStdin,
     processSignal,
     sandboxEvents,
+    events,
     sandboxFork,
     sandboxHibernate,
     snapshotCreate,

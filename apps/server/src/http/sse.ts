@@ -6,7 +6,7 @@ import { streamSSE } from 'hono/streaming'
 import type { AppEnv } from './env.ts'
 import { errorBody } from './errors.ts'
 
-export type Emit = (event: string, data: unknown) => Promise<void>
+export type Emit = (event: string, data: unknown, id?: string) => Promise<void>
 
 const KEEPALIVE_MS = 15_000
 
@@ -17,7 +17,7 @@ export function sseResponse(
   return streamSSE(c, async (stream) => {
     const aborted = new AbortController()
     stream.onAbort(() => aborted.abort())
-    const emit: Emit = (event, data) => stream.writeSSE({ event, data: JSON.stringify(data) })
+    const emit: Emit = (event, data, id) => stream.writeSSE({ event, data: JSON.stringify(data), id })
     // a comment now and then keeps proxies from closing a quiet stream
     const keepalive = setInterval(() => void stream.write(': keepalive\n\n').catch(() => {}), KEEPALIVE_MS)
     try {

@@ -63,10 +63,25 @@ export class ExecService {
     private readonly agent: AgentApi,
   ) {}
 
+  /** exec-started / exec-ended events around `run`. */
+  private async recorded<T extends { exitCode: number }>(
+    id: string,
+    req: ExecInput,
+    run: () => Promise<T>,
+  ): Promise<T> {
+    const cmd = Array.isArray(req.cmd) ? req.cmd.join(' ') : req.cmd
+    this.sandboxes.record(id, 'exec-started', cmd.slice(0, 200))
+    const out = await run()
+    this.sandboxes.record(id, 'exec-ended', `exit ${out.exitCode}`)
+    return out
+  }
+
   async exec(owner: string, id: string, req: ExecInput, signal?: AbortSignal): Promise<ExecResult> {
     const timeout = req.timeoutSeconds ?? DEFAULT_EXEC_TIMEOUT_SECONDS
     const out = await this.sandboxes.onSandbox(owner, id, () =>
-      this.agent.exec(id, guestRequest(req, timeout, req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES), signal),
+      this.recorded(id, req, () =>
+        this.agent.exec(id, guestRequest(req, timeout, req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES), signal),
+      ),
     )
     const enc = req.encoding === 'base64' ? 'base64' : 'utf8'
     const result: ExecResult = {
@@ -88,17 +103,27 @@ export class ExecService {
   async stream(owner: string, id: string, req: ExecInput, sink: OutputSink, signal?: AbortSignal) {
     const timeout = req.timeoutSeconds ?? DEFAULT_EXEC_TIMEOUT_SECONDS
     const out = await this.sandboxes.onSandbox(owner, id, () =>
-      this.agent.exec(id, guestRequest(req, timeout, req.maxOutputBytes ?? 0), signal, toHandlers(sink, req.encoding)),
+      this.recorded(id, req, () =>
+        this.agent.exec(
+          id,
+          guestRequest(req, timeout, req.maxOutputBytes ?? 0),
+          signal,
+          toHandlers(sink, req.encoding),
+        ),
+      ),
     )
     const { exitCode, signal: sig, timedOut, truncated, durationMs } = out
     return { exitCode, signal: sig, timedOut, truncated, durationMs }
   }
 
-  start(owner: string, id: string, req: ExecInput): Promise<{ pid: number }> {
+  async start(owner: string, id: string, req: ExecInput): Promise<{ pid: number }> {
     // a background command has no timeout unless one is asked for
-    return this.sandboxes.onSandbox(owner, id, () =>
+    const started = await this.sandboxes.onSandbox(owner, id, () =>
       this.agent.startProcess(id, guestRequest(req, req.timeoutSeconds ?? 0, 0)),
     )
+    const cmd = Array.isArray(req.cmd) ? req.cmd.join(' ') : req.cmd
+    this.sandboxes.record(id, 'exec-started', `pid ${started.pid}: ${cmd.slice(0, 200)}`)
+    return started
   }
 
   async list(owner: string, id: string): Promise<ProcessInfo[]> {

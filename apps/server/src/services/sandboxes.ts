@@ -13,7 +13,7 @@ import {
   type Snapshot,
 } from '@forkbox/protocol'
 import type { Logger } from 'pino'
-import { type SandboxRecord, type SandboxStore, toPublic } from '../store/sandboxes.ts'
+import { type SandboxEvent, type SandboxRecord, type SandboxStore, toPublic } from '../store/sandboxes.ts'
 import type { SnapshotRecord, SnapshotStore } from '../store/snapshots.ts'
 
 type CreateInput = Required<Omit<CreateSandboxRequest, 'resources' | 'snapshot'>> & {
@@ -436,6 +436,35 @@ export class SandboxService {
   events(owner: string, id: string) {
     this.own(owner, id)
     return this.store.events(id)
+  }
+
+  /** Records an event on a sandbox of `owner` (e.g. an exec starting or ending). */
+  record(id: string, type: string, detail?: string): void {
+    this.store.event(id, type, detail)
+  }
+
+  /** Past events of `owner`'s sandboxes (after `since`) and, with `onLive`, each new one as it happens. */
+  feed(
+    owner: string,
+    filter: { since?: number; sandboxId?: string; types?: string[]; limit: number },
+    onLive?: (e: SandboxEvent) => void,
+  ): { past: SandboxEvent[]; stop: () => void } {
+    if (filter.sandboxId) this.own(owner, filter.sandboxId)
+    const past = this.store.eventsOf(owner, filter)
+    if (!onLive) return { past, stop: () => {} }
+    // the read above and this subscription happen in one turn: no event falls between them
+    const listener = (e: SandboxEvent) => {
+      if (e.owner !== owner) return
+      if (filter.sandboxId && e.sandboxId !== filter.sandboxId) return
+      if (filter.types?.length && !filter.types.includes(e.type)) return
+      onLive(e)
+    }
+    this.store.bus.on('event', listener)
+    return { past, stop: () => this.store.bus.off('event', listener) }
+  }
+
+  pruneEvents(before: Date): number {
+    return this.store.pruneEvents(before)
   }
 
   async drain(): Promise<void> {

@@ -23,6 +23,7 @@ const MIGRATIONS = [
    create index snapshots_owner on snapshots(owner, created_at);`,
   `alter table sandboxes add column hibernate_snapshot text;`,
   `alter table sandboxes add column persistent integer not null default 0;`,
+  `create index sandbox_events_at on sandbox_events(at);`,
 ]
 
 export function openDb(path: string): Db {

@@ -1,4 +1,6 @@
-// Sandbox rows and their recorded state transitions.
+// Sandbox rows, their recorded state transitions and events (with a live feed of new ones).
+
+import { EventEmitter } from 'node:events'
 import type { ResolvedResources, Sandbox, SandboxErrorReason, SandboxState } from '@forkbox/protocol'
 import type { Db } from './db.ts'
 
@@ -47,8 +49,23 @@ export function toPublic(r: SandboxRecord): Sandbox {
   return rest
 }
 
+export interface SandboxEvent {
+  id: number
+  sandboxId: string
+  /** The key that owns the sandbox. */
+  owner: string
+  type: string
+  at: string
+  detail: string | null
+}
+
 export class SandboxStore {
-  constructor(private readonly db: Db) {}
+  /** Emits 'event' (a SandboxEvent) for every event recorded. */
+  readonly bus = new EventEmitter()
+
+  constructor(private readonly db: Db) {
+    this.bus.setMaxListeners(0)
+  }
 
   insert(s: {
     id: string
@@ -142,7 +159,7 @@ export class SandboxStore {
 
   setExpiry(id: string, expiresAt: Date): void {
     this.db.prepare('update sandboxes set expires_at = ? where id = ?').run(expiresAt.toISOString(), id)
-    this.event(id, 'timeout-set', expiresAt.toISOString())
+    this.event(id, 'timeout-extended', expiresAt.toISOString())
   }
 
   expired(now: Date): string[] {
@@ -170,10 +187,46 @@ export class SandboxStore {
     ).map((r) => r.id)
   }
 
+  /** Records an event and tells live listeners (`bus`, 'event'). */
   event(id: string, type: string, detail?: string | null): void {
-    this.db
+    const at = new Date().toISOString()
+    const row = this.db
       .prepare('insert into sandbox_events (sandbox_id, type, at, detail) values (?, ?, ?, ?)')
-      .run(id, type, new Date().toISOString(), detail ?? null)
+      .run(id, type, at, detail ?? null)
+    if (this.bus.listenerCount('event') === 0) return
+    const owner = (this.db.prepare('select owner from sandboxes where id = ?').get(id) as { owner: string } | undefined)
+      ?.owner
+    if (!owner) return
+    const e: SandboxEvent = { id: Number(row.lastInsertRowid), sandboxId: id, owner, type, at, detail: detail ?? null }
+    this.bus.emit('event', e)
+  }
+
+  /** Events of `owner`'s sandboxes after event id `since`, oldest first. */
+  eventsOf(
+    owner: string,
+    filter: { since?: number; sandboxId?: string; types?: string[]; limit: number },
+  ): SandboxEvent[] {
+    const where = ['s.owner = ?', 'e.id > ?']
+    const args: unknown[] = [owner, filter.since ?? 0]
+    if (filter.sandboxId) {
+      where.push('e.sandbox_id = ?')
+      args.push(filter.sandboxId)
+    }
+    if (filter.types?.length) {
+      where.push(`e.type in (${filter.types.map(() => '?').join(',')})`)
+      args.push(...filter.types)
+    }
+    return this.db
+      .prepare(
+        `select e.id, e.sandbox_id as sandboxId, s.owner, e.type, e.at, e.detail from sandbox_events e
+         join sandboxes s on s.id = e.sandbox_id where ${where.join(' and ')} order by e.id limit ?`,
+      )
+      .all(...args, filter.limit) as SandboxEvent[]
+  }
+
+  /** Drops events older than `before` (the retention window). */
+  pruneEvents(before: Date): number {
+    return this.db.prepare('delete from sandbox_events where at < ?').run(before.toISOString()).changes
   }
 
   events(id: string): { type: string; at: string; detail: string | null }[] {
