@@ -1370,6 +1370,18 @@ def op_rename(channel, req):
     return entry(dst)
 
 
+def op_usage(channel, req):
+    """Bytes used on the writable filesystems (each is its own tmpfs)."""
+    used = 0
+    for mount in ("/work", "/home", "/tmp"):
+        try:
+            st = os.statvfs(mount)
+        except OSError:
+            continue
+        used += (st.f_blocks - st.f_bfree) * st.f_frsize
+    return {"usedBytes": used}
+
+
 def op_ping(channel, req):
     return {"version": VERSION, "uptimeMs": int((time.monotonic() - _started) * 1000)}
 
@@ -1400,6 +1412,7 @@ SIMPLE_OPS = {
     "remove": op_remove,
     "rename": op_rename,
     "ping": op_ping,
+    "usage": op_usage,
     "configure": op_configure,
     "list": op_list,
 }

@@ -40,7 +40,7 @@ import type { AgentConfig } from './config.ts'
 import { GuestConnection } from './guest/connection.ts'
 import { createGuestFifos, type GuestPipes, hasGuestFifos, openGuestPipes } from './guest/fifo.ts'
 import { FrameType } from './guest/frames.ts'
-import { createCgroup, limitCpu, limitHit, listCgroups, removeCgroup } from './runtime/cgroups.ts'
+import { createCgroup, limitCpu, limitHit, listCgroups, readUsage, removeCgroup } from './runtime/cgroups.ts'
 import { buildSpec, cgroupLimits } from './runtime/oci-spec.ts'
 import {
   type RunscOptions,
@@ -371,6 +371,16 @@ export class LocalAgent implements AgentApi {
       }
     })().finally(() => this.filling.delete(def.name))
     this.filling.set(def.name, fill)
+  }
+
+  usage(): { id: string; cpuSeconds: number; memoryBytes: number }[] {
+    const out: { id: string; cpuSeconds: number; memoryBytes: number }[] = []
+    for (const sbx of this.sandboxes.values()) {
+      if (sbx.stopping || INTERNAL_ID.test(sbx.id)) continue
+      const u = readUsage(sbx.cgroup)
+      if (u) out.push({ id: sbx.id, ...u })
+    }
+    return out
   }
 
   /** Pooled (unclaimed) sandboxes per template. */

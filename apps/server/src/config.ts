@@ -20,6 +20,11 @@ export const ServerConfig = z.object({
   /** A running, non-persistent sandbox with no request for this long is hibernated (or killed); 0 turns it off. */
   idleTimeoutSeconds: z.number().int().min(0).default(600),
   idleAction: z.enum(['hibernate', 'kill']).default('hibernate'),
+  /** Events older than this are deleted. */
+  eventRetentionHours: z
+    .number()
+    .positive()
+    .default(7 * 24),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 })
 export type ServerConfig = z.infer<typeof ServerConfig>

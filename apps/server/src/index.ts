@@ -4,6 +4,7 @@ import pino, { type Logger } from 'pino'
 import { ServerConfig, type ServerConfigInput } from './config.ts'
 import { createApp } from './http/app.ts'
 import type { App } from './http/env.ts'
+import { Metrics, SAMPLE_INTERVAL_MS } from './metrics.ts'
 import { CodeService } from './services/code.ts'
 import { ExecService } from './services/exec.ts'
 import { SandboxService } from './services/sandboxes.ts'
@@ -30,8 +31,10 @@ export async function createControlPlane(opts: {
   const log = opts.log ?? pino({ level: config.logLevel })
   const db = openDb(config.dbPath)
   const keys = new KeyStore(db)
+  const store = new SandboxStore(db)
+  const metrics = new Metrics(store, opts.agent)
   const sandboxes = new SandboxService(
-    new SandboxStore(db),
+    store,
     opts.agent,
     log,
     {
@@ -40,15 +43,29 @@ export async function createControlPlane(opts: {
       idleAction: config.idleAction,
     },
     new SnapshotStore(db),
+    metrics,
   )
   await sandboxes.recover()
   const bootstrapKey = keys.count() === 0 ? keys.create('admin', true).key : null
-  const code = new CodeService(sandboxes, opts.agent)
-  const exec = new ExecService(sandboxes, opts.agent)
-  const app = createApp({ sandboxes, code, exec, keys, config, log, templates: () => opts.agent.templates() })
+  const code = new CodeService(sandboxes, opts.agent, metrics)
+  const exec = new ExecService(sandboxes, opts.agent, metrics)
+  const app = createApp({ sandboxes, code, exec, metrics, keys, config, log, templates: () => opts.agent.templates() })
+  const sampler = setInterval(() => {
+    try {
+      metrics.sample()
+    } catch (err) {
+      log.error({ err }, 'metrics sampling failed')
+    }
+  }, SAMPLE_INTERVAL_MS)
+  sampler.unref()
+  let lastPrune = 0
   const reaper = setInterval(() => {
     try {
       sandboxes.reap()
+      if (Date.now() - lastPrune > 60_000) {
+        lastPrune = Date.now()
+        sandboxes.pruneEvents(new Date(Date.now() - config.eventRetentionHours * 3600_000))
+      }
     } catch (err) {
       log.error({ err }, 'reaper failed')
     }
@@ -61,6 +78,7 @@ export async function createControlPlane(opts: {
     bootstrapKey,
     async close() {
       clearInterval(reaper)
+      clearInterval(sampler)
       await sandboxes.drain()
       db.close()
     },

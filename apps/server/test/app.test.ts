@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, it } from 'node:test'
+import parsePrometheusTextFormat from 'parse-prometheus-text-format'
 import { type ControlPlane, createControlPlane } from '../src/index.ts'
 import { FakeAgent } from './fake-agent.ts'
 
@@ -341,6 +342,34 @@ describe('control plane', () => {
     assert.match(text, /^id: \d+$/m)
     // the client going away ends the stream (and its subscription) on the server
     await reader.cancel()
+  })
+
+  it('serves Prometheus metrics (admin only) whose counts match what happened', async () => {
+    const a = (await call('POST', '/v1/sandboxes', {})).body
+    await call('POST', '/v1/sandboxes', {})
+    await call('DELETE', `/v1/sandboxes/${a.id}`)
+    await call('POST', `/v1/sandboxes/${a.id}/exec`, { cmd: 'true' }) // 409: not running
+    await call('GET', '/v1/sandboxes/sbx-nope') // 404
+    const res = await cp.app.request('/metrics', { headers: { authorization: `Bearer ${key}` } })
+    assert.equal(res.status, 200)
+    const families = parsePrometheusTextFormat(await res.text()) as {
+      name: string
+      metrics: { value?: string; labels?: Record<string, string>; buckets?: Record<string, string> }[]
+    }[]
+    const family = (name: string) => families.find((f) => f.name === name)?.metrics ?? []
+    const byState = Object.fromEntries(family('forkbox_sandboxes').map((m) => [m.labels?.state, Number(m.value)]))
+    assert.deepEqual(byState, { killed: 1, running: 1 })
+    const errors = Object.fromEntries(family('forkbox_api_errors_total').map((m) => [m.labels?.code, Number(m.value)]))
+    assert.deepEqual(errors, { SANDBOX_NOT_RUNNING: 1, SANDBOX_NOT_FOUND: 1 })
+    assert.equal(Number(family('forkbox_sandbox_create_seconds')[0]?.buckets?.['+Inf']), 2)
+    assert.deepEqual(
+      family('forkbox_pool_size').map((m) => [m.labels?.template, m.value]),
+      [['base', '2']],
+    )
+    assert.equal(family('forkbox_sandbox_memory_bytes').length, 1)
+    const other = await call('POST', '/v1/keys', { name: 'other' })
+    const denied = await cp.app.request('/metrics', { headers: { authorization: `Bearer ${other.body.key}` } })
+    assert.equal(denied.status, 403)
   })
 
   it('serves an OpenAPI 3.1 document covering the routes', async () => {

@@ -120,6 +120,12 @@ export class FakeAgent implements AgentApi {
     this.stopped.push(id)
     this.live.delete(id)
   }
+  usage(): { id: string; cpuSeconds: number; memoryBytes: number }[] {
+    return [...this.live].map((id) => ({ id, cpuSeconds: 1.5, memoryBytes: 64 * 1024 * 1024 }))
+  }
+  poolSizes(): Record<string, number> {
+    return { base: 2 }
+  }
   liveIds(): string[] {
     return [...this.live]
   }

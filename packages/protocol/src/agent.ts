@@ -90,6 +90,7 @@ export type GuestProcessOp =
   | { op: 'proc_signal'; pid: number; signal: string }
 
 export type GuestFileOp =
+  | { op: 'usage' }
   | { op: 'stat'; path: string; user?: string }
   | { op: 'list'; path: string; depth: number; user?: string }
   | { op: 'mkdir'; path: string; user?: string }
@@ -150,6 +151,10 @@ export interface AgentApi {
   pruneSnapshots(keep: string[]): Promise<void>
   /** Stops the sandbox at once; the slow teardown continues in the background. */
   stop(id: string): Promise<void>
+  /** CPU and memory of each running sandbox (from its cgroup). */
+  usage(): { id: string; cpuSeconds: number; memoryBytes: number }[]
+  /** Restored, unclaimed sandboxes waiting in each template's pool. */
+  poolSizes(): Record<string, number>
   /** Sandboxes running now, including those re-attached after a restart. */
   liveIds(): string[]
   onExit(listener: SandboxExitListener): void

@@ -1,4 +1,5 @@
 // The account-level client: key administration and templates; sandboxes live on `Sandbox`.
+import { type EventsOptions, type SandboxEvent, streamEvents } from './events.ts'
 import { type ConnectionOptions, connectionOptions, HttpClient } from './http.ts'
 import { Keys } from './keys.ts'
 import { Snapshots } from './snapshots.ts'
@@ -12,6 +13,7 @@ export class ForkboxClient {
   readonly keys: Keys
   readonly templates: Templates
   readonly snapshots: Snapshots
+  readonly #http: HttpClient
 
   /** Throws AuthenticationError when no API key can be found. */
   constructor(options: ForkboxClientOptions = {}) {
@@ -20,5 +22,11 @@ export class ForkboxClient {
     this.keys = new Keys(http)
     this.templates = new Templates(http)
     this.snapshots = new Snapshots(http)
+    this.#http = http
+  }
+
+  /** Lifecycle events of this key's sandboxes: past ones (after `since`), then live ones. */
+  events(options: EventsOptions = {}): AsyncGenerator<SandboxEvent> {
+    return streamEvents(this.#http, options)
   }
 }

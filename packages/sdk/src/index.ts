@@ -41,6 +41,7 @@ export {
   TimeoutError,
   ValidationError,
 } from './errors.ts'
+export type { EventsOptions, SandboxEvent } from './events.ts'
 export {
   type FileOptions,
   Files,
@@ -70,6 +71,7 @@ export {
   type ListSandboxesOptions,
   Sandbox,
   type SandboxInfo,
+  type SandboxMetrics,
   type SnapshotInfo,
 } from './sandbox.ts'
 export { Snapshots } from './snapshots.ts'

@@ -11,6 +11,7 @@ import type {
 import { CodeContexts, type Execution, type RunCodeOptions, runCode } from './code.ts'
 import { fromBase64, toBase64, toBytes, toText } from './encoding.ts'
 import { ForkboxError, NotFoundError } from './errors.ts'
+import { type EventsOptions, type SandboxEvent, streamEvents } from './events.ts'
 import { Files } from './files.ts'
 import { type ConnectionOptions, connectionOptions, HttpClient, pathOf, type RequestOptions } from './http.ts'
 import { type OutputCallbacks, type ProcessEvent, Processes, ProcessHandle, processEvents } from './processes.ts'
@@ -76,6 +77,14 @@ export interface ExecOutput<T = string> {
 }
 
 export type ExecBytesOutput = ExecOutput<Uint8Array>
+
+export interface SandboxMetrics {
+  /** Cumulative CPU seconds and memory in use, sampled every 5 s while running. */
+  samples: { at: string; cpuSeconds: number; memoryBytes: number }[]
+  /** Bytes used in /work, /home and /tmp (null unless running). */
+  diskBytes: number | null
+  diskLimitBytes: number
+}
 
 export class Sandbox {
   readonly id: string
@@ -306,6 +315,20 @@ export class Sandbox {
       signal: options.signal,
     })
     return this.#info
+  }
+
+  /** CPU and memory over the last 10 minutes (a sample per 5 s) and disk use now. */
+  getMetrics(options: RequestOptions = {}): Promise<SandboxMetrics> {
+    return this.#http.json<SandboxMetrics>({
+      method: 'GET',
+      path: `${sandboxPath(this.id)}/metrics`,
+      signal: options.signal,
+    })
+  }
+
+  /** This sandbox's lifecycle events: past ones, then live ones as they happen. */
+  events(options: Omit<EventsOptions, 'sandboxId'> = {}): AsyncGenerator<SandboxEvent> {
+    return streamEvents(this.#http, { ...options, sandboxId: this.id })
   }
 
   /** Sets the sandbox to expire `ttlSeconds` from now. */

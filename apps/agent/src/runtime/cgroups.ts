@@ -134,3 +134,17 @@ export function listCgroups(parent: string): string[] {
   }
   return [...names]
 }
+
+/** CPU time used (seconds) and memory in use (bytes) by the cgroup; null when it is gone. */
+export function readUsage(path: string): { cpuSeconds: number; memoryBytes: number } | null {
+  if (cgroupV2()) {
+    const d = join(ROOT, path)
+    const stat = read(join(d, 'cpu.stat'))
+    if (!stat) return null
+    return { cpuSeconds: counter(stat, 'usage_usec') / 1e6, memoryBytes: Number(read(join(d, 'memory.current')) || 0) }
+  }
+  const cpu = read(join(ROOT, 'cpuacct', path, 'cpuacct.usage'))
+  const mem = read(join(ROOT, 'memory', path, 'memory.usage_in_bytes'))
+  if (!cpu && !mem) return null
+  return { cpuSeconds: Number(cpu || 0) / 1e9, memoryBytes: Number(mem || 0) }
+}

@@ -20,6 +20,7 @@ import * as health from '../routes/health.ts'
 import * as keysCreate from '../routes/keys/create.ts'
 import * as keysList from '../routes/keys/list.ts'
 import * as keysRevoke from '../routes/keys/revoke.ts'
+import * as metrics from '../routes/metrics.ts'
 import * as processList from '../routes/processes/list.ts'
 import * as processOutput from '../routes/processes/output.ts'
 import * as processSignal from '../routes/processes/signal.ts'
@@ -33,6 +34,7 @@ import * as sandboxGet from '../routes/sandboxes/get.ts'
 import * as sandboxHibernate from '../routes/sandboxes/hibernate.ts'
 import * as sandboxKill from '../routes/sandboxes/kill.ts'
 import * as sandboxList from '../routes/sandboxes/list.ts'
+import * as sandboxMetrics from '../routes/sandboxes/metrics.ts'
 import * as sandboxTimeout from '../routes/sandboxes/timeout.ts'
 import * as snapshotCreate from '../routes/snapshots/create.ts'
 import * as snapshotDelete from '../routes/snapshots/delete.ts'
@@ -112,6 +114,8 @@ export function createApp(services: Services): App {
     processSignal,
     sandboxEvents,
     events,
+    metrics,
+    sandboxMetrics,
     sandboxFork,
     sandboxHibernate,
     snapshotCreate,

@@ -2,6 +2,7 @@
 import type { OpenAPIHono } from '@hono/zod-openapi'
 import type { Logger } from 'pino'
 import type { ServerConfig } from '../config.ts'
+import type { Metrics } from '../metrics.ts'
 import type { CodeService } from '../services/code.ts'
 import type { ExecService } from '../services/exec.ts'
 import type { SandboxService } from '../services/sandboxes.ts'
@@ -11,6 +12,7 @@ export interface Services {
   sandboxes: SandboxService
   code: CodeService
   exec: ExecService
+  metrics: Metrics
   keys: KeyStore
   config: ServerConfig
   log: Logger

@@ -19,6 +19,7 @@ export function validationError(error: z.ZodError): AppError {
 
 export function errorResponse(c: Context<AppEnv>, err: unknown): Response {
   const body = errorBody(c, err)
+  c.var.services?.metrics.errors.inc({ code: body.error.code })
   return c.json(body, errorStatus[body.error.code as ErrorCode] as ContentfulStatusCode)
 }
 

@@ -11,6 +11,7 @@ import {
   type RunCodeRequest,
 } from '@forkbox/protocol'
 import type { z } from 'zod'
+import type { Metrics } from '../metrics.ts'
 import type { SandboxService } from './sandboxes.ts'
 
 type RunCodeInput = z.output<typeof RunCodeRequest>
@@ -27,6 +28,7 @@ export class CodeService {
   constructor(
     private readonly sandboxes: SandboxService,
     private readonly agent: AgentApi,
+    private readonly metrics?: Metrics,
   ) {}
 
   async run(owner: string, id: string, req: RunCodeInput, sink: ExecutionSink = {}, signal?: AbortSignal) {
@@ -64,6 +66,7 @@ export class CodeService {
     )
     text('stdout')
     text('stderr')
+    this.metrics?.execSeconds.observe({ kind: 'code' }, out.durationMs / 1000)
     const execution: Execution = { results, logs, ...out }
     return execution
   }

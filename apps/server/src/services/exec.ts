@@ -13,6 +13,7 @@ import {
   type StreamHandlers,
 } from '@forkbox/protocol'
 import type { z } from 'zod'
+import type { Metrics } from '../metrics.ts'
 import type { SandboxService } from './sandboxes.ts'
 
 type ExecInput = z.output<typeof ExecRequest>
@@ -61,6 +62,7 @@ export class ExecService {
   constructor(
     private readonly sandboxes: SandboxService,
     private readonly agent: AgentApi,
+    private readonly metrics?: Metrics,
   ) {}
 
   /** exec-started / exec-ended events around `run`. */
@@ -71,7 +73,9 @@ export class ExecService {
   ): Promise<T> {
     const cmd = Array.isArray(req.cmd) ? req.cmd.join(' ') : req.cmd
     this.sandboxes.record(id, 'exec-started', cmd.slice(0, 200))
+    const started = performance.now()
     const out = await run()
+    this.metrics?.execSeconds.observe({ kind: 'exec' }, (performance.now() - started) / 1000)
     this.sandboxes.record(id, 'exec-ended', `exit ${out.exitCode}`)
     return out
   }

@@ -13,6 +13,7 @@ import {
   type Snapshot,
 } from '@forkbox/protocol'
 import type { Logger } from 'pino'
+import type { Metrics } from '../metrics.ts'
 import { type SandboxEvent, type SandboxRecord, type SandboxStore, toPublic } from '../store/sandboxes.ts'
 import type { SnapshotRecord, SnapshotStore } from '../store/snapshots.ts'
 
@@ -35,6 +36,7 @@ export class SandboxService {
     private readonly log: Logger,
     private readonly limits: { maxSandboxes: number; idleTimeoutMs?: number; idleAction?: 'hibernate' | 'kill' },
     private readonly snapshots: SnapshotStore,
+    private readonly metrics?: Metrics,
   ) {
     agent.onExit((id, reason, message) => {
       if (!reason) return
@@ -142,10 +144,12 @@ export class SandboxService {
       // killed or expired while it was starting
       await this.agent.stop(id)
     }
-    this.log.info(
-      { sandboxId: id, template: req.template, ms: Math.round(performance.now() - started) },
-      'sandbox started',
+    const ms = performance.now() - started
+    this.metrics?.createSeconds.observe(
+      { template: req.template, from: req.snapshot ? 'snapshot' : 'template' },
+      ms / 1000,
     )
+    this.log.info({ sandboxId: id, template: req.template, ms: Math.round(ms) }, 'sandbox started')
     return toPublic(this.own(owner, id))
   }
 
@@ -191,6 +195,7 @@ export class SandboxService {
     const src = await this.awake(owner, id)
     if (this.store.countActive() + req.count > this.limits.maxSandboxes)
       throw new AppError('NO_CAPACITY', `this host runs at most ${this.limits.maxSandboxes} sandboxes`)
+    const forkStarted = performance.now()
     const snapshotId = `fork-${randomBytes(10).toString('hex')}`
     await this.agent.snapshot(id, snapshotId)
     let forks: Sandbox[]
@@ -220,6 +225,7 @@ export class SandboxService {
       await this.agent.deleteSnapshot(snapshotId)
     }
     this.store.event(id, 'forked', forks.map((f) => f.id).join(','))
+    this.metrics?.forkSeconds.observe({ count: String(req.count) }, (performance.now() - forkStarted) / 1000)
     return forks
   }
 
@@ -358,6 +364,7 @@ export class SandboxService {
     }
     this.store.setHibernateSnapshot(s.id, null)
     await this.agent.deleteSnapshot(snapshotId)
+    this.metrics?.wakeSeconds.observe((performance.now() - started) / 1000)
     this.log.info({ sandboxId: s.id, ms: Math.round(performance.now() - started) }, 'sandbox woke')
   }
 
@@ -436,6 +443,13 @@ export class SandboxService {
   events(owner: string, id: string) {
     this.own(owner, id)
     return this.store.events(id)
+  }
+
+  /** Bytes used on the sandbox's writable filesystems (/work, /home, /tmp). */
+  async diskUsage(owner: string, id: string): Promise<number> {
+    this.running(owner, id)
+    const r = (await this.agent.fileOp(id, { op: 'usage' })) as { usedBytes: number }
+    return r.usedBytes
   }
 
   /** Records an event on a sandbox of `owner` (e.g. an exec starting or ending). */

@@ -118,6 +118,14 @@ export class SandboxStore {
     return rows.map(toRecord)
   }
 
+  countByState(): { state: SandboxState; template: string; n: number }[] {
+    return this.db.prepare('select state, template, count(*) as n from sandboxes group by state, template').all() as {
+      state: SandboxState
+      template: string
+      n: number
+    }[]
+  }
+
   countActive(): number {
     return (
       this.db.prepare(`select count(*) as n from sandboxes where state in ('starting', 'running')`).get() as {

@@ -1,0 +1,129 @@
+// Prometheus metrics (prom-client, one registry per control plane) and each sandbox's recent
+// CPU and memory, sampled into a short ring for `GET /v1/sandboxes/{id}/metrics`.
+import type { AgentApi } from '@forkbox/protocol'
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
+import type { SandboxStore } from './store/sandboxes.ts'
+
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
+/** Samples kept per sandbox: 10 minutes at one per 5 s. */
+const SAMPLES = 120
+export const SAMPLE_INTERVAL_MS = 5000
+
+export interface UsageSample {
+  at: string
+  cpuSeconds: number
+  memoryBytes: number
+}
+
+export class Metrics {
+  readonly registry = new Registry()
+  readonly createSeconds: Histogram<'template' | 'from'>
+  readonly forkSeconds: Histogram<'count'>
+  readonly wakeSeconds: Histogram
+  readonly execSeconds: Histogram<'kind'>
+  readonly errors: Counter<'code'>
+  private readonly samples = new Map<string, UsageSample[]>()
+
+  constructor(store: SandboxStore, agent: AgentApi) {
+    const registers = [this.registry]
+    collectDefaultMetrics({ register: this.registry, prefix: 'forkbox_process_' })
+    this.createSeconds = new Histogram({
+      name: 'forkbox_sandbox_create_seconds',
+      help: 'Time to create a sandbox until it answers (pool claim, restore or boot)',
+      labelNames: ['template', 'from'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    })
+    this.forkSeconds = new Histogram({
+      name: 'forkbox_sandbox_fork_seconds',
+      help: 'Time to fork a sandbox (checkpoint and all restores)',
+      labelNames: ['count'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    })
+    this.wakeSeconds = new Histogram({
+      name: 'forkbox_sandbox_wake_seconds',
+      help: 'Time to wake (restore) a hibernated sandbox',
+      buckets: LATENCY_BUCKETS,
+      registers,
+    })
+    this.execSeconds = new Histogram({
+      name: 'forkbox_exec_seconds',
+      help: 'Duration of commands (exec) and code cells (code) as the control plane saw them',
+      labelNames: ['kind'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    })
+    this.errors = new Counter({
+      name: 'forkbox_api_errors_total',
+      help: 'API error responses by error code',
+      labelNames: ['code'],
+      registers,
+    })
+    new Gauge({
+      name: 'forkbox_sandboxes',
+      help: 'Sandboxes by state and template',
+      labelNames: ['state', 'template'],
+      registers,
+      collect() {
+        this.reset()
+        for (const r of store.countByState()) this.set({ state: r.state, template: r.template }, r.n)
+      },
+    })
+    new Gauge({
+      name: 'forkbox_pool_size',
+      help: 'Restored, never-used sandboxes ready per template',
+      labelNames: ['template'],
+      registers,
+      collect() {
+        this.reset()
+        for (const [template, n] of Object.entries(agent.poolSizes())) this.set({ template }, n)
+      },
+    })
+    const usage = () => agent.usage()
+    new Gauge({
+      name: 'forkbox_sandbox_cpu_seconds_total',
+      help: 'CPU time used by each running sandbox',
+      labelNames: ['sandbox'],
+      registers,
+      collect() {
+        this.reset()
+        for (const u of usage()) this.set({ sandbox: u.id }, u.cpuSeconds)
+      },
+    })
+    new Gauge({
+      name: 'forkbox_sandbox_memory_bytes',
+      help: 'Memory in use by each running sandbox (its cgroup, gVisor included)',
+      labelNames: ['sandbox'],
+      registers,
+      collect() {
+        this.reset()
+        for (const u of usage()) this.set({ sandbox: u.id }, u.memoryBytes)
+      },
+    })
+    this.sampleFrom = usage
+  }
+
+  private readonly sampleFrom: () => { id: string; cpuSeconds: number; memoryBytes: number }[]
+
+  /** Adds one sample per running sandbox; forgets sandboxes that are gone. */
+  sample(): void {
+    const at = new Date().toISOString()
+    const seen = new Set<string>()
+    for (const u of this.sampleFrom()) {
+      seen.add(u.id)
+      let ring = this.samples.get(u.id)
+      if (!ring) {
+        ring = []
+        this.samples.set(u.id, ring)
+      }
+      ring.push({ at, cpuSeconds: u.cpuSeconds, memoryBytes: u.memoryBytes })
+      if (ring.length > SAMPLES) ring.shift()
+    }
+    for (const id of this.samples.keys()) if (!seen.has(id)) this.samples.delete(id)
+  }
+
+  samplesOf(id: string): UsageSample[] {
+    return this.samples.get(id) ?? []
+  }
+}

@@ -1,0 +1,42 @@
+// Lifecycle events of the key's sandboxes, past then live.
+import type { HttpClient, RequestOptions } from './http.ts'
+import { eventError, serverSentEvents } from './sse.ts'
+
+export interface SandboxEvent {
+  /** Increasing; pass the last one seen as `since` to resume. */
+  id: number
+  sandboxId: string
+  /** Id of the API key owning the sandbox. */
+  owner: string
+  /** created, started, exec-started, exec-ended, forked, snapshotted, hibernated, woke, killed, ... */
+  type: string
+  at: string
+  detail: string | null
+}
+
+export interface EventsOptions extends RequestOptions {
+  sandboxId?: string
+  /** Only these types. */
+  types?: string[]
+  /** Only events after this id. */
+  since?: number
+}
+
+/** Past events (after `since`), then each new one as it happens, until the loop breaks or `signal` aborts. */
+export async function* streamEvents(http: HttpClient, options: EventsOptions): AsyncGenerator<SandboxEvent> {
+  const res = await http.send({
+    method: 'GET',
+    path: '/v1/events',
+    query: { sandboxId: options.sandboxId, type: options.types?.join(','), since: options.since },
+    accept: 'text/event-stream',
+    signal: options.signal,
+  })
+  try {
+    for await (const { event, payload } of serverSentEvents(res)) {
+      if (event === 'error') throw eventError(payload, res)
+      yield payload as SandboxEvent
+    }
+  } finally {
+    await res.body?.cancel().catch(() => {})
+  }
+}
