@@ -1,8 +1,10 @@
 // Streaming on real runsc: output arrives as it is written, a slow reader holds a 100 MB stream back
-// without the server buffering it, background processes outlive their clients and take stdin.
+// without the server buffering it, background processes outlive their clients and take stdin;
+// lifecycle events arrive live and in order; /metrics counts what happened.
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { Sandbox } from '@forkbox/sdk'
+import { ForkboxClient, Sandbox } from '@forkbox/sdk'
+import parsePrometheusTextFormat from 'parse-prometheus-text-format'
 import { useTestHost } from './harness.ts'
 
 const host = useTestHost()
@@ -112,5 +114,94 @@ describe('background processes', () => {
     const exit = await proc.wait()
     assert.equal(exit.signal, 'SIGTERM')
     await assert.rejects(sbx.processes.connect(999999).wait(), /PROCESS_NOT_FOUND|no background process/)
+  })
+})
+
+describe('events and metrics', () => {
+  it('events of create → exec → fork → kill arrive live, in order', async () => {
+    const client = new ForkboxClient(host().conn)
+    const ac = new AbortController()
+    const since = (await (
+      await fetch(`${host().conn.url}/v1/events`, { headers: { authorization: `Bearer ${host().conn.apiKey}` } })
+    ).json()) as { events: { id: number }[] }
+    const seen: { type: string; sandboxId: string }[] = []
+    const listening = (async () => {
+      for await (const e of client.events({ since: since.events.at(-1)?.id ?? 0, signal: ac.signal })) {
+        seen.push(e)
+        if (e.type === 'killed' && seen.filter((x) => x.type === 'killed').length === 2) return
+      }
+    })().catch((err) => {
+      if (!ac.signal.aborted) throw err
+    })
+    const sbx = await Sandbox.create(host().conn)
+    await sbx.exec('true')
+    const [fork] = await sbx.fork()
+    await fork?.kill()
+    await sbx.kill()
+    await Promise.race([listening, new Promise((r) => setTimeout(r, 15_000))])
+    ac.abort()
+    const mine = seen.filter((e) => e.sandboxId === sbx.id).map((e) => e.type)
+    assert.deepEqual(
+      mine.filter((t) =>
+        ['created', 'started', 'exec-started', 'exec-ended', 'snapshotted', 'forked', 'killed'].includes(t),
+      ),
+      ['created', 'started', 'exec-started', 'exec-ended', 'forked', 'killed'],
+    )
+    const forkEvents = seen.filter((e) => e.sandboxId === fork?.id).map((e) => e.type)
+    assert.deepEqual(forkEvents, ['created', 'started', 'forked-from', 'killed'])
+  })
+
+  it('/metrics parses and counts what the test did; a sandbox reports its own usage', async () => {
+    type Families = { name: string; metrics: { value?: string; labels?: Record<string, string> }[] }[]
+    const scrape = async () => {
+      const res = await fetch(`${host().conn.url}/metrics`, {
+        headers: { authorization: `Bearer ${host().conn.apiKey}` },
+      })
+      assert.equal(res.status, 200)
+      const text = await res.text()
+      return { text, families: parsePrometheusTextFormat(text) as Families }
+    }
+    // the parser keeps no labels on histogram series: read their _count lines from the text
+    const count = (s: { text: string }, name: string, labels: Record<string, string>) => {
+      for (const line of s.text.split('\n')) {
+        if (!line.startsWith(`${name}_count{`)) continue
+        if (Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`)))
+          return Number(line.split(' ').at(-1))
+      }
+      return 0
+    }
+    const before = await scrape()
+    const sbx = await Sandbox.create(host().conn)
+    for (let i = 0; i < 3; i++) await sbx.exec(['true'])
+    await assert.rejects(sbx.files.read('/nope'))
+    const after = await scrape()
+    assert.equal(
+      count(after, 'forkbox_sandbox_create_seconds', { template: 'base', from: 'template' }) -
+        count(before, 'forkbox_sandbox_create_seconds', { template: 'base', from: 'template' }),
+      1,
+    )
+    assert.equal(
+      count(after, 'forkbox_exec_seconds', { kind: 'exec' }) - count(before, 'forkbox_exec_seconds', { kind: 'exec' }),
+      3,
+    )
+    const notFound = (s: { families: Families }) =>
+      Number(
+        s.families
+          .find((x) => x.name === 'forkbox_api_errors_total')
+          ?.metrics.find((m) => m.labels?.code === 'FILE_NOT_FOUND')?.value ?? 0,
+      )
+    assert.equal(notFound(after) - notFound(before), 1)
+    const mem = after.families
+      .find((f) => f.name === 'forkbox_sandbox_memory_bytes')
+      ?.metrics.find((m) => m.labels?.sandbox === sbx.id)
+    assert.ok(Number(mem?.value) > 10 * 1024 * 1024, `memory of ${sbx.id}: ${mem?.value}`)
+    // its own view: samples come every 5 s; disk use counts what we write
+    await sbx.files.write('/work/blob', new Uint8Array(3 * 1024 * 1024))
+    await new Promise((r) => setTimeout(r, 5500))
+    const m = await sbx.getMetrics()
+    assert.ok(m.samples.length >= 1 && (m.samples[0]?.memoryBytes ?? 0) > 0)
+    assert.ok((m.diskBytes ?? 0) >= 3 * 1024 * 1024, `disk ${m.diskBytes}`)
+    assert.equal(m.diskLimitBytes, sbx.info.resources.diskMB * 1024 * 1024)
+    await sbx.kill()
   })
 })
