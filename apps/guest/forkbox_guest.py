@@ -162,6 +162,8 @@ class IOLoop:
         """On the loop thread: start watching a just-spawned command."""
         self.execs[ex.pid] = ex
         for fd, ftype in ((ex.fds[1], T_STDOUT), (ex.fds[2], T_STDERR)):
+            if fd is None:  # a terminal: one fd for both
+                continue
             os.set_blocking(fd, False)
             self.sel.register(fd, selectors.EVENT_READ, (ex, ftype))
             ex.open_pipes += 1
@@ -311,6 +313,49 @@ class Spawner:
 # ---- exec ------------------------------------------------------------------------------------
 
 
+def set_winsize(fd, cols, rows):
+    import fcntl
+    import termios
+
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+def spawn_pty(exe, argv, env, cwd, uid, gid, cols, rows):
+    """On the spawner thread: start argv on a new terminal, as its session leader (opening the
+    terminal in the child makes it the controlling one, so ^C and SIGWINCH reach the foreground
+    job). Returns (pid, (master for input, master for output, None))."""
+    master, slave = os.openpty()
+    try:
+        set_winsize(master, cols, rows)
+        tty = os.ttyname(slave)
+        # the program opens its terminal after dropping to its user: make the terminal its own
+        os.fchown(slave, uid, gid)
+        os.fchmod(slave, 0o620)
+        os.chdir(cwd)
+        actions = [
+            (os.POSIX_SPAWN_OPEN, 0, tty, os.O_RDWR, 0),
+            (os.POSIX_SPAWN_DUP2, 0, 1),
+            (os.POSIX_SPAWN_DUP2, 0, 2),
+        ]
+        switch = uid != 0 or gid != 0
+        if switch:
+            spawner._sys("setgroups", 0, 0)
+            spawner._sys("setresgid", gid, gid, 0)
+            spawner._sys("setresuid", uid, uid, 0)
+        try:
+            pid = os.posix_spawn(exe, argv, env, file_actions=actions, setsid=True, setsigdef=(signal.SIGCHLD, signal.SIGPIPE, signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
+        finally:
+            if switch:
+                spawner._sys("setresuid", 0, 0, 0)
+                spawner._sys("setresgid", 0, 0, 0)
+    except BaseException:
+        os.close(master)
+        raise
+    finally:
+        os.close(slave)
+    return pid, (os.dup(master), master, None)
+
+
 class Exec:
     def __init__(self, channel, req):
         self.channel = channel
@@ -337,6 +382,7 @@ class Exec:
         self.paused_fds = {}
         self.drain_close = False
         self.background = bool(req.get("background"))
+        self.pty = bool(req.get("pty"))
 
     def start(self):
         """On the spawner thread."""
@@ -349,14 +395,24 @@ class Exec:
         env = {"PATH": DEFAULT_PATH, "HOME": pw.pw_dir, "USER": user, "LOGNAME": user, "LANG": "C.UTF-8"}
         env.update(_default_env)
         env.update(req.get("env") or {})
-        argv = [str(a) for a in req["argv"]] if req.get("argv") else ["/bin/bash", "-c", str(req.get("cmd", ""))]
+        if req.get("argv"):
+            argv = [str(a) for a in req["argv"]]
+        elif self.pty and not req.get("cmd"):
+            argv = ["/bin/bash", "-l"]
+        else:
+            argv = ["/bin/bash", "-c", str(req.get("cmd", ""))]
         cwd = req.get("cwd") or pw.pw_dir
         exe = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=env["PATH"])
         if exe is None:
             return self.fail("EXEC_FAILED", f"command not found: {argv[0]}")
-        want_stdin = bool(req.get("stdin")) or self.background
+        want_stdin = bool(req.get("stdin")) or self.background or self.pty
         try:
-            self.pid, self.fds = spawner.spawn(exe, argv, env, cwd, pw.pw_uid, pw.pw_gid, want_stdin)
+            if self.pty:
+                env.setdefault("TERM", "xterm-256color")
+                cols, rows = int(req.get("cols") or 80), int(req.get("rows") or 24)
+                self.pid, self.fds = spawn_pty(exe, argv, env, cwd, pw.pw_uid, pw.pw_gid, cols, rows)
+            else:
+                self.pid, self.fds = spawner.spawn(exe, argv, env, cwd, pw.pw_uid, pw.pw_gid, want_stdin)
         except OSError as e:
             where = cwd if e.filename == cwd else argv[0]
             return self.fail("EXEC_FAILED", f"cannot start {argv[0]}: {e.strerror or e}: {where}")
@@ -1482,6 +1538,14 @@ def dispatch(ftype, channel, payload):
         if ex is not None:
             sig = getattr(signal, str(req.get("signal", "SIGKILL")), signal.SIGKILL)
             ex.kill(sig)
+    elif op == "resize":
+        with _execs_lock:
+            ex = _execs.get(channel)
+        if ex is not None and ex.pty and ex.stdin_fd is not None:
+            try:
+                set_winsize(ex.stdin_fd, int(req.get("cols") or 80), int(req.get("rows") or 24))
+            except (OSError, ValueError):
+                pass
     elif op == "ack":
         with _execs_lock:
             ex = _execs.get(channel)

@@ -28,6 +28,8 @@ import {
   type GuestRunCodeOutput,
   type GuestRunCodeRequest,
   type ProcessExit,
+  type PtySession,
+  type PtySpec,
   type RunCodeHandlers,
   type SandboxErrorReason,
   type SandboxExitListener,
@@ -714,6 +716,66 @@ export class LocalAgent implements AgentApi {
       if (signal?.aborted) onAbort()
       else signal?.addEventListener('abort', onAbort)
     })
+  }
+
+  openPty(id: string, spec: PtySpec, onData: (chunk: Uint8Array) => void | Promise<void>): PtySession {
+    const { conn } = this.live(id)
+    let channel = 0
+    let delivered = Promise.resolve()
+    let started!: (pid: number) => void
+    let failed!: (err: Error) => void
+    const pid = new Promise<number>((resolve, reject) => {
+      started = resolve
+      failed = reject
+    })
+    pid.catch(() => {})
+    const exited = new Promise<{ exitCode: number; signal: string | null }>((resolve, reject) => {
+      channel = conn.open(
+        {
+          op: 'exec',
+          pty: true,
+          argv: spec.argv,
+          cmd: spec.cmd,
+          cols: spec.cols,
+          rows: spec.rows,
+          env: spec.env,
+          cwd: spec.cwd,
+          user: spec.user,
+          timeoutMs: 0,
+          window: STREAM_WINDOW,
+        },
+        {
+          onMessage: (msg) => {
+            if (msg.type === 'started') started(Number(msg.pid))
+          },
+          onData: (_type, payload) => {
+            delivered = delivered
+              .then(() => onData(payload))
+              .catch(() => {})
+              .then(() => {
+                conn.sendJson(channel, { op: 'ack', bytes: payload.length })
+              })
+          },
+          settle: async (err, msg) => {
+            await delivered
+            if (err || !msg) {
+              failed(err ?? new AppError('GUEST_ERROR', 'terminal ended without an exit'))
+              return reject(err)
+            }
+            resolve({ exitCode: Number(msg.exitCode), signal: (msg.signal as string | null) ?? null })
+          },
+        },
+      )
+    })
+    return {
+      pid,
+      exited,
+      write: (data) => {
+        if (data.length > 0) conn.send(FrameType.stdin, channel, data)
+      },
+      resize: (cols, rows) => conn.sendJson(channel, { op: 'resize', cols, rows }),
+      kill: (signal = 'SIGKILL') => conn.sendJson(channel, { op: 'signal', signal }),
+    }
   }
 
   processOp(id: string, op: GuestProcessOp): Promise<unknown> {

@@ -9,6 +9,7 @@ import { registerKeys } from './commands/keys.ts'
 import { registerKill } from './commands/kill.ts'
 import { registerLs } from './commands/ls.ts'
 import { registerRun } from './commands/run.ts'
+import { registerShell } from './commands/shell.ts'
 import { registerSnapshot } from './commands/snapshot.ts'
 import { registerUp } from './commands/up.ts'
 import type { CliContext } from './context.ts'
@@ -33,6 +34,7 @@ export function buildProgram(ctx: CliContext): Command {
   registerUp(program, ctx)
   registerRun(program, ctx)
   registerExec(program, ctx)
+  registerShell(program, ctx)
   registerLs(program, ctx)
   registerKill(program, ctx)
   registerSnapshot(program, ctx)

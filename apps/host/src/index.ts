@@ -43,6 +43,9 @@ export async function startHost(
     },
   })
   const server = serve({ fetch: cp.app.fetch, port: config.port, hostname: config.host })
+  server.on('upgrade', (req, socket, head) => {
+    if (!cp.upgrade(req, socket, head)) socket.destroy()
+  })
   const port = await new Promise<number>((resolve, reject) => {
     server.once('listening', () => {
       const addr = server.address()

@@ -1,9 +1,12 @@
 // The control plane: store, services and HTTP app over an agent it is handed.
+import type { IncomingMessage } from 'node:http'
+import type { Duplex } from 'node:stream'
 import type { AgentApi } from '@forkbox/protocol'
 import pino, { type Logger } from 'pino'
 import { ServerConfig, type ServerConfigInput } from './config.ts'
 import { createApp } from './http/app.ts'
 import type { App } from './http/env.ts'
+import { ptyUpgrade } from './http/pty.ts'
 import { Metrics, SAMPLE_INTERVAL_MS } from './metrics.ts'
 import { CodeService } from './services/code.ts'
 import { ExecService } from './services/exec.ts'
@@ -15,6 +18,8 @@ import { SnapshotStore } from './store/snapshots.ts'
 
 export interface ControlPlane {
   app: App
+  /** For the HTTP server's 'upgrade' event (terminals over WebSocket); false: not ours. */
+  upgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => boolean
   sandboxes: SandboxService
   keys: KeyStore
   /** A new admin key when the store had none; shown once. */
@@ -73,6 +78,7 @@ export async function createControlPlane(opts: {
   reaper.unref()
   return {
     app,
+    upgrade: ptyUpgrade({ keys, exec, log }),
     sandboxes,
     keys,
     bootstrapKey,

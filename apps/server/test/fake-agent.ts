@@ -8,6 +8,7 @@ import {
   type GuestRunCodeOutput,
   type GuestRunCodeRequest,
   type ProcessExit,
+  type PtySession,
   type RunCodeHandlers,
   type SandboxExitListener,
   type StartSandboxSpec,
@@ -97,6 +98,9 @@ export class FakeAgent implements AgentApi {
     if (pid !== 42) throw new AppError('PROCESS_NOT_FOUND', 'no such process')
     await h.onStdout?.(Buffer.from('bg out\n'))
     return { exitCode: 0, signal: null, timedOut: false, durationMs: 1, offset: 7 }
+  }
+  openPty(): PtySession {
+    throw new AppError('INTERNAL', 'no terminals in the fake agent')
   }
   async processOp(): Promise<unknown> {
     return []

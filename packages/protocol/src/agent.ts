@@ -84,6 +84,29 @@ export interface ProcessExit {
   offset: number
 }
 
+export interface PtySpec {
+  /** Default: a login bash. */
+  argv?: string[]
+  cmd?: string
+  cols: number
+  rows: number
+  env?: Record<string, string>
+  cwd?: string
+  user?: string
+}
+
+/** A program running on a terminal in the sandbox. */
+export interface PtySession {
+  /** Resolves once the program runs. */
+  pid: Promise<number>
+  /** Keystrokes (raw bytes, e.g. "\x03" for ^C). */
+  write(data: Uint8Array): void
+  resize(cols: number, rows: number): void
+  kill(signal?: string): void
+  /** How the program ended. */
+  exited: Promise<{ exitCode: number; signal: string | null }>
+}
+
 export type GuestProcessOp =
   | { op: 'proc_list' }
   | { op: 'proc_stdin'; pid: number; data?: string; eof?: boolean }
@@ -127,6 +150,8 @@ export interface AgentApi {
     signal?: AbortSignal,
   ): Promise<ProcessExit | null>
   processOp(id: string, op: GuestProcessOp): Promise<unknown>
+  /** Starts a program on a new terminal; its output (one stream) goes to `onData`, flow controlled. */
+  openPty(id: string, spec: PtySpec, onData: (chunk: Uint8Array) => void | Promise<void>): PtySession
   /** Resolves once the guest has opened the file; the stream then carries its bytes. */
   readFile(id: string, path: string, user?: string): Promise<{ size: number; stream: ReadableStream<Uint8Array> }>
   writeFile(

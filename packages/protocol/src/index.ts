@@ -8,6 +8,8 @@ export type {
   GuestRunCodeOutput,
   GuestRunCodeRequest,
   ProcessExit,
+  PtySession,
+  PtySpec,
   RunCodeHandlers,
   SandboxExitListener,
   StartSandboxSpec,

@@ -106,6 +106,11 @@ export class HttpClient {
     this.#maxRetries = Math.max(0, options.maxRetries ?? DEFAULT_MAX_RETRIES)
   }
 
+  /** The Authorization header value (for connections fetch cannot make, e.g. WebSockets). */
+  get authorization(): string {
+    return `Bearer ${this.#apiKey}`
+  }
+
   async json<T>(spec: RequestSpec): Promise<T> {
     const res = await this.send(spec)
     const text = await res.text()

@@ -60,6 +60,7 @@ export {
   ProcessHandle,
   type ProcessInfo,
 } from './processes.ts'
+export { Pty, type PtyExit, PtyHandle, type PtyOptions } from './pty.ts'
 export {
   type ConnectSandboxOptions,
   type CreateSandboxOptions,

@@ -15,6 +15,7 @@ import { type EventsOptions, type SandboxEvent, streamEvents } from './events.ts
 import { Files } from './files.ts'
 import { type ConnectionOptions, connectionOptions, HttpClient, pathOf, type RequestOptions } from './http.ts'
 import { type OutputCallbacks, type ProcessEvent, Processes, ProcessHandle, processEvents } from './processes.ts'
+import { Pty } from './pty.ts'
 
 export type { SandboxInfo, SnapshotInfo }
 
@@ -93,6 +94,8 @@ export class Sandbox {
   readonly contexts: CodeContexts
   /** Background processes: `exec(cmd, { background: true })` starts one. */
   readonly processes: Processes
+  /** Terminals: `pty.create({ cols, rows, onData })`. */
+  readonly pty: Pty
   readonly #http: HttpClient
   #info: SandboxInfo
 
@@ -103,6 +106,7 @@ export class Sandbox {
     this.files = new Files(http, info.id)
     this.contexts = new CodeContexts(http, info.id)
     this.processes = new Processes(http, info.id)
+    this.pty = new Pty(http, info.id)
   }
 
   /** The sandbox as last fetched; refresh with `getInfo()`. */

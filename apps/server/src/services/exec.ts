@@ -10,6 +10,8 @@ import {
   type GuestExecRequest,
   type ProcessExit,
   type ProcessInfo,
+  type PtySession,
+  type PtySpec,
   type StreamHandlers,
 } from '@forkbox/protocol'
 import type { z } from 'zod'
@@ -148,6 +150,23 @@ export class ExecService {
     return this.sandboxes.onSandbox(owner, id, () =>
       this.agent.attachProcess(id, pid, opts, toHandlers(sink, opts.encoding), signal),
     )
+  }
+
+  /** A program on a terminal; resolves when it exits. `ready` gets the session as soon as it exists. */
+  openPty(
+    owner: string,
+    id: string,
+    spec: PtySpec,
+    onData: (chunk: Uint8Array) => void | Promise<void>,
+    ready: (session: PtySession) => void,
+  ): Promise<{ exitCode: number; signal: string | null }> {
+    // the terminal counts as activity for as long as it is open
+    return this.sandboxes.onSandbox(owner, id, () => {
+      const session = this.agent.openPty(id, spec, onData)
+      ready(session)
+      this.sandboxes.record(id, 'pty-opened', spec.cmd ?? spec.argv?.join(' ') ?? 'bash -l')
+      return session.exited
+    })
   }
 
   async stdin(owner: string, id: string, pid: number, data: Buffer, eof: boolean): Promise<void> {
