@@ -8,6 +8,7 @@ import { registerHibernate } from './commands/hibernate.ts'
 import { registerKeys } from './commands/keys.ts'
 import { registerKill } from './commands/kill.ts'
 import { registerLs } from './commands/ls.ts'
+import { registerMcp } from './commands/mcp.ts'
 import { registerRun } from './commands/run.ts'
 import { registerShell } from './commands/shell.ts'
 import { registerSnapshot } from './commands/snapshot.ts'
@@ -41,6 +42,7 @@ export function buildProgram(ctx: CliContext): Command {
   registerFork(program, ctx)
   registerHibernate(program, ctx)
   registerKeys(program, ctx)
+  registerMcp(program, ctx)
   return program
 }
 
