@@ -42,7 +42,15 @@ import type { AgentConfig } from './config.ts'
 import { GuestConnection } from './guest/connection.ts'
 import { createGuestFifos, type GuestPipes, hasGuestFifos, openGuestPipes } from './guest/fifo.ts'
 import { FrameType } from './guest/frames.ts'
-import { createCgroup, limitCpu, limitHit, listCgroups, readUsage, removeCgroup } from './runtime/cgroups.ts'
+import {
+  cgroupExists,
+  createCgroup,
+  limitCpu,
+  limitHit,
+  listCgroups,
+  readUsage,
+  removeCgroup,
+} from './runtime/cgroups.ts'
 import { buildSpec, cgroupLimits } from './runtime/oci-spec.ts'
 import {
   type RunscOptions,
@@ -52,6 +60,7 @@ import {
   runscKill,
   runscList,
   runscSignal,
+  waitForRunscProcesses,
 } from './runtime/runsc.ts'
 import { buildRootfs } from './templates/build.ts'
 import { loadDefinitions, type TemplateDefinition, templateHash } from './templates/definition.ts'
@@ -274,9 +283,16 @@ export class LocalAgent implements AgentApi {
       await runscDelete(this.runsc, c.id)
       removed.add(c.id)
     }
+    // a deleted container's processes take a moment to leave its cgroup
+    const deadline = Date.now() + 5000
     for (const name of listCgroups(this.config.cgroupParent)) {
       if (owned.has(name)) continue
-      removeCgroup(`${this.config.cgroupParent}/${name}`)
+      const path = `${this.config.cgroupParent}/${name}`
+      removeCgroup(path)
+      while (cgroupExists(path) && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 50))
+        removeCgroup(path)
+      }
       removed.add(name)
     }
     for (const name of readdirSync(this.sandboxesDir)) {
@@ -1000,6 +1016,9 @@ export class LocalAgent implements AgentApi {
     await Promise.all(all.map((s) => this.stop(s.id)))
     await Promise.all(all.map((s) => s.exited))
     while (this.cleanups.size > 0) await Promise.all([...this.cleanups])
+    // runsc processes a crashed predecessor started (re-attached sandboxes) are not our children:
+    // they end on their own once their containers are deleted
+    await waitForRunscProcesses(this.runsc)
     removeCgroup(this.config.cgroupParent)
   }
 }

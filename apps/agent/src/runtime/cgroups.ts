@@ -112,6 +112,10 @@ export function limitHit(path: string): SandboxErrorReason | null {
   return null
 }
 
+export function cgroupExists(path: string): boolean {
+  return dirs(path).some((d) => existsSync(d))
+}
+
 export function removeCgroup(path: string): void {
   for (const d of dirs(path)) {
     try {

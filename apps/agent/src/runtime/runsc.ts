@@ -1,5 +1,6 @@
 // Thin wrappers over the runsc command line, all against forkbox's own --root state dir.
 import { execFile } from 'node:child_process'
+import { readdirSync, readFileSync } from 'node:fs'
 import { promisify } from 'node:util'
 
 const run = promisify(execFile)
@@ -53,4 +54,30 @@ export async function runscCheckpoint(
   const args = [`--root=${o.stateDir}`, 'checkpoint', '--compression=none', `--image-path=${imagePath}`]
   if (opts.leaveRunning) args.push('--leave-running')
   await run(o.runscPath, [...args, id])
+}
+
+/** Pids of processes (runsc CLIs, sandboxes, gofers) working on this state dir. */
+export function runscProcesses(o: RunscOptions): number[] {
+  const mark = `--root=${o.stateDir}`
+  const pids: number[] = []
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const args = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0')
+      if (args.includes(mark)) pids.push(Number(name))
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return pids
+}
+
+/** Waits (up to `timeoutMs`) until no process works on this state dir any more. */
+export async function waitForRunscProcesses(o: RunscOptions, timeoutMs = 5000): Promise<number[]> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const left = runscProcesses(o)
+    if (left.length === 0 || Date.now() > deadline) return left
+    await new Promise((r) => setTimeout(r, 50))
+  }
 }
