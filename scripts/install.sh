@@ -14,6 +14,10 @@ need_apt=()
 command -v debootstrap >/dev/null || need_apt+=(debootstrap)
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v python3 >/dev/null || need_apt+=(python3)
+# the Python SDK's tests run on Debian's python3 with its httpx (PyPI is not reachable here)
+if [[ $for_tests -eq 1 ]]; then
+  /usr/bin/python3 -c 'import httpx' 2>/dev/null || need_apt+=(python3-httpx)
+fi
 have_runsc=0
 if command -v runsc >/dev/null; then
   installed=$(runsc --version 2>/dev/null || true)

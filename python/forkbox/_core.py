@@ -1,0 +1,224 @@
+"""The API once, without I/O: each operation is a generator that yields ``Call``s and gets back
+their responses, so the sync and async clients share every request and every parse."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Generator, List, Optional, Union
+from urllib.parse import quote
+
+from .errors import ForkboxError, error_from_event
+from .models import Execution, ExecResult, FileEntry, Result, SandboxInfo, Snapshot
+
+
+@dataclass
+class Call:
+    method: str
+    path: str
+    json: Any = None
+    params: Optional[Dict[str, Any]] = None
+    content: Optional[bytes] = None
+    #: the response body as bytes instead of JSON
+    raw: bool = False
+    #: an event stream: each (event, payload) goes here as it arrives; the call returns None
+    events: Optional[Callable[[str, Any], Any]] = None
+
+
+Op = Generator[Call, Any, Any]
+
+
+def sandbox_path(sandbox_id: str) -> str:
+    return f"/v1/sandboxes/{quote(sandbox_id, safe='')}"
+
+
+class SseParser:
+    """Server-Sent Events, one line at a time: ``feed`` returns (event, payload) once an event is
+    complete. A blank line ends an event; so does the next ``event:`` line (some line splitters
+    drop blank lines), and ``end()``."""
+
+    def __init__(self) -> None:
+        self.event, self.data = "message", []
+
+    def _take(self):
+        done = (self.event, json.loads("\n".join(self.data))) if self.data else None
+        self.event, self.data = "message", []
+        return done
+
+    def feed(self, line: str):
+        if line == "":
+            return self._take()
+        if line.startswith("event:"):
+            done = self._take() if self.data else None
+            self.event = line[6:].strip()
+            return done
+        if line.startswith("data:"):
+            self.data.append(line[6:] if line[5:6] == " " else line[5:])
+        return None
+
+    def end(self):
+        return self._take()
+
+
+def _compact(d: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def create(*, template, ttl_seconds, metadata, envs, resources, snapshot, persistent) -> Op:
+    body = _compact(
+        {
+            "template": template,
+            "ttlSeconds": ttl_seconds,
+            "metadata": metadata,
+            "envs": envs,
+            "resources": resources,
+            "snapshot": snapshot,
+            "persistent": persistent,
+        }
+    )
+    return SandboxInfo.from_json((yield Call("POST", "/v1/sandboxes", json=body)))
+
+
+def get(sandbox_id: str) -> Op:
+    return SandboxInfo.from_json((yield Call("GET", sandbox_path(sandbox_id))))
+
+
+def list_sandboxes(*, metadata=None, state=None) -> Op:
+    params = {f"metadata.{k}": v for k, v in (metadata or {}).items()}
+    if state:
+        params["state"] = state
+    res = yield Call("GET", "/v1/sandboxes", params=params)
+    return [SandboxInfo.from_json(s) for s in res["sandboxes"]]
+
+
+def kill(sandbox_id: str) -> Op:
+    yield Call("DELETE", sandbox_path(sandbox_id))
+
+
+def set_timeout(sandbox_id: str, ttl_seconds: int) -> Op:
+    return SandboxInfo.from_json((yield Call("POST", f"{sandbox_path(sandbox_id)}/timeout", json={"ttlSeconds": ttl_seconds})))
+
+
+def hibernate(sandbox_id: str) -> Op:
+    return SandboxInfo.from_json((yield Call("POST", f"{sandbox_path(sandbox_id)}/hibernate")))
+
+
+def snapshot(sandbox_id: str) -> Op:
+    return Snapshot.from_json((yield Call("POST", f"{sandbox_path(sandbox_id)}/snapshots")))
+
+
+def fork(sandbox_id: str, *, count, ttl_seconds, metadata) -> Op:
+    body = _compact({"count": count, "ttlSeconds": ttl_seconds, "metadata": metadata})
+    res = yield Call("POST", f"{sandbox_path(sandbox_id)}/fork", json=body)
+    return [SandboxInfo.from_json(s) for s in res["sandboxes"]]
+
+
+def exec_(sandbox_id: str, cmd: Union[str, List[str]], *, timeout_seconds, env, cwd, user, stdin, on_stdout, on_stderr) -> Op:
+    body = _compact({"cmd": cmd, "env": env, "cwd": cwd, "user": user, "timeoutSeconds": timeout_seconds})
+    if isinstance(stdin, bytes):
+        import base64
+
+        body.update(stdin=base64.b64encode(stdin).decode(), stdinEncoding="base64")
+    elif stdin is not None:
+        body["stdin"] = stdin
+    path = f"{sandbox_path(sandbox_id)}/exec"
+    if on_stdout is None and on_stderr is None:
+        r = yield Call("POST", path, json=body)
+        return ExecResult(r["exitCode"], r["stdout"], r["stderr"], r.get("signal"), r["timedOut"], r["truncated"], r["durationMs"])
+    out: Dict[str, Any] = {"stdout": [], "stderr": [], "exit": None, "error": None}
+
+    def on_event(event: str, payload: Any):
+        if event in ("stdout", "stderr"):
+            out[event].append(payload["data"])
+            cb = on_stdout if event == "stdout" else on_stderr
+            return cb(payload["data"]) if cb else None
+        if event == "exit":
+            out["exit"] = payload
+        elif event == "error":
+            out["error"] = payload
+        return None
+
+    yield Call("POST", path, json=body, events=on_event)
+    if out["error"] is not None:
+        raise error_from_event(out["error"])
+    e = out["exit"]
+    if e is None:
+        raise ForkboxError("UNEXPECTED_RESPONSE", "the exec stream ended before the command did")
+    return ExecResult(e["exitCode"], "".join(out["stdout"]), "".join(out["stderr"]), e.get("signal"), e["timedOut"], e["truncated"], e["durationMs"])
+
+
+def run_code(sandbox_id: str, code: str, *, language, context, envs, timeout_seconds, on_stdout, on_stderr, on_result) -> Op:
+    body = _compact(
+        {
+            "code": code,
+            "language": language,
+            "contextId": context if isinstance(context, (str, type(None))) else context["id"],
+            "envs": envs,
+            "timeoutSeconds": timeout_seconds,
+        }
+    )
+    path = f"{sandbox_path(sandbox_id)}/code"
+    if on_stdout is None and on_stderr is None and on_result is None:
+        return Execution.from_json((yield Call("POST", path, json=body)))
+    execution = Execution()
+    state: Dict[str, Any] = {"end": None, "error": None}
+
+    def on_event(event: str, payload: Any):
+        if event in ("stdout", "stderr"):
+            getattr(execution.logs, event).append(payload["text"])
+            cb = on_stdout if event == "stdout" else on_stderr
+            return cb(payload["text"]) if cb else None
+        if event == "result":
+            r = Result.from_json(payload)
+            execution.results.append(r)
+            return on_result(r) if on_result else None
+        if event == "end":
+            state["end"] = payload
+        elif event == "error":
+            state["error"] = payload
+        return None
+
+    yield Call("POST", path, json=body, events=on_event)
+    if state["error"] is not None:
+        raise error_from_event(state["error"])
+    if state["end"] is None:
+        raise ForkboxError("UNEXPECTED_RESPONSE", "the code stream ended before the cell did")
+    return execution._finish(state["end"])
+
+
+def create_context(sandbox_id: str, *, language, cwd, envs) -> Op:
+    body = _compact({"language": language, "cwd": cwd, "envs": envs})
+    return (yield Call("POST", f"{sandbox_path(sandbox_id)}/code/contexts", json=body))
+
+
+def files_read(sandbox_id: str, path: str, *, user=None) -> Op:
+    return (yield Call("GET", f"{sandbox_path(sandbox_id)}/files", params=_compact({"path": path, "user": user}), raw=True))
+
+
+def files_write(sandbox_id: str, path: str, data: Union[str, bytes], *, user=None) -> Op:
+    content = data.encode() if isinstance(data, str) else bytes(data)
+    params = _compact({"path": path, "user": user})
+    return FileEntry.from_json((yield Call("PUT", f"{sandbox_path(sandbox_id)}/files", params=params, content=content)))
+
+
+def files_list(sandbox_id: str, path: str, *, depth=1, user=None) -> Op:
+    params = _compact({"path": path, "depth": depth, "user": user})
+    res = yield Call("GET", f"{sandbox_path(sandbox_id)}/files/list", params=params)
+    return [FileEntry.from_json(e) for e in res["entries"]]
+
+
+def files_stat(sandbox_id: str, path: str, *, user=None) -> Op:
+    return FileEntry.from_json((yield Call("GET", f"{sandbox_path(sandbox_id)}/files/stat", params=_compact({"path": path, "user": user}))))
+
+
+def files_make_dir(sandbox_id: str, path: str, *, user=None) -> Op:
+    return FileEntry.from_json((yield Call("POST", f"{sandbox_path(sandbox_id)}/files/mkdir", json=_compact({"path": path, "user": user}))))
+
+
+def files_remove(sandbox_id: str, path: str, *, user=None) -> Op:
+    yield Call("DELETE", f"{sandbox_path(sandbox_id)}/files", params=_compact({"path": path, "user": user}))
+
+
+def files_rename(sandbox_id: str, src: str, dst: str, *, user=None) -> Op:
+    body = _compact({"from": src, "to": dst, "user": user})
+    return FileEntry.from_json((yield Call("POST", f"{sandbox_path(sandbox_id)}/files/rename", json=body)))

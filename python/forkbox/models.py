@@ -1,0 +1,165 @@
+"""What the API returns, as plain dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+
+@dataclass
+class SandboxInfo:
+    id: str
+    template: str
+    state: str
+    metadata: Dict[str, str]
+    resources: Dict[str, int]
+    created_at: str
+    expires_at: str
+    ended_at: Optional[str] = None
+    error_reason: Optional[str] = None
+    error_message: Optional[str] = None
+    persistent: bool = False
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "SandboxInfo":
+        return cls(
+            id=d["id"],
+            template=d["template"],
+            state=d["state"],
+            metadata=d.get("metadata") or {},
+            resources=d.get("resources") or {},
+            created_at=d.get("createdAt", ""),
+            expires_at=d.get("expiresAt", ""),
+            ended_at=d.get("endedAt"),
+            error_reason=d.get("errorReason"),
+            error_message=d.get("errorMessage"),
+            persistent=bool(d.get("persistent")),
+        )
+
+
+@dataclass
+class ExecResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+    signal: Optional[str] = None
+    timed_out: bool = False
+    truncated: bool = False
+    duration_ms: float = 0.0
+
+
+@dataclass
+class Result:
+    """One displayed value, in every form it offers (images base64). ``is_main_result``: the
+    cell's last expression."""
+
+    is_main_result: bool = False
+    text: Optional[str] = None
+    html: Optional[str] = None
+    markdown: Optional[str] = None
+    png: Optional[str] = None
+    jpeg: Optional[str] = None
+    svg: Optional[str] = None
+    json: Any = None
+    latex: Optional[str] = None
+    javascript: Optional[str] = None
+    pdf: Optional[str] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Result":
+        return cls(
+            is_main_result=bool(d.get("isMainResult")),
+            text=d.get("text"),
+            html=d.get("html"),
+            markdown=d.get("markdown"),
+            png=d.get("png"),
+            jpeg=d.get("jpeg"),
+            svg=d.get("svg"),
+            json=d.get("json"),
+            latex=d.get("latex"),
+            javascript=d.get("javascript"),
+            pdf=d.get("pdf"),
+            extra=d.get("extra") or {},
+        )
+
+    def formats(self) -> List[str]:
+        return [k for k in ("text", "html", "markdown", "png", "jpeg", "svg", "json", "latex", "javascript", "pdf") if getattr(self, k) is not None]
+
+
+@dataclass
+class ExecutionError:
+    name: str
+    value: str
+    traceback: str
+
+
+@dataclass
+class Logs:
+    stdout: List[str] = field(default_factory=list)
+    stderr: List[str] = field(default_factory=list)
+
+
+@dataclass
+class Execution:
+    """What a cell did. An exception in the cell is ``error``, not a raised error."""
+
+    results: List[Result] = field(default_factory=list)
+    logs: Logs = field(default_factory=Logs)
+    error: Optional[ExecutionError] = None
+    execution_count: Optional[int] = None
+    timed_out: bool = False
+    truncated: bool = False
+    duration_ms: float = 0.0
+
+    @property
+    def text(self) -> Optional[str]:
+        """The main result's text, if the cell ended with a value."""
+        for r in self.results:
+            if r.is_main_result:
+                return r.text
+        return None
+
+    def _finish(self, d: Dict[str, Any]) -> "Execution":
+        err = d.get("error")
+        self.error = ExecutionError(err["name"], err["value"], err.get("traceback", "")) if err else None
+        self.execution_count = d.get("executionCount")
+        self.timed_out = bool(d.get("timedOut"))
+        self.truncated = bool(d.get("truncated"))
+        self.duration_ms = float(d.get("durationMs") or 0)
+        return self
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Execution":
+        e = cls(
+            results=[Result.from_json(r) for r in d.get("results", [])],
+            logs=Logs(stdout=list(d.get("logs", {}).get("stdout", [])), stderr=list(d.get("logs", {}).get("stderr", []))),
+        )
+        return e._finish(d)
+
+
+@dataclass
+class FileEntry:
+    name: str
+    path: str
+    type: str
+    size: int
+    mode: int
+    mtime_ms: float
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "FileEntry":
+        return cls(d["name"], d["path"], d["type"], int(d["size"]), int(d["mode"]), float(d.get("mtimeMs") or 0))
+
+
+@dataclass
+class Snapshot:
+    id: str
+    sandbox_id: str
+    template: str
+    size_bytes: int
+    created_at: str
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Snapshot":
+        return cls(d["id"], d["sandboxId"], d["template"], int(d["sizeBytes"]), d["createdAt"])

@@ -1,0 +1,297 @@
+"""``Sandbox`` (blocking) and ``AsyncSandbox`` (asyncio): the same methods, one over each transport."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Union
+
+from . import _core as core
+from ._transport import AsyncTransport, SyncTransport
+from .errors import NotFoundError
+from .models import Execution, ExecResult, FileEntry, SandboxInfo, Snapshot
+
+Text = Union[str, bytes]
+
+
+class Files:
+    """Files of one sandbox. Paths are absolute or relative to the user's home."""
+
+    def __init__(self, transport: SyncTransport, sandbox_id: str) -> None:
+        self._t, self._id = transport, sandbox_id
+
+    def read(self, path: str, *, user: Optional[str] = None) -> str:
+        return self.read_bytes(path, user=user).decode()
+
+    def read_bytes(self, path: str, *, user: Optional[str] = None) -> bytes:
+        return self._t.run(core.files_read(self._id, path, user=user))
+
+    def write(self, path: str, data: Text, *, user: Optional[str] = None) -> FileEntry:
+        return self._t.run(core.files_write(self._id, path, data, user=user))
+
+    def list(self, path: str = ".", *, depth: int = 1, user: Optional[str] = None) -> List[FileEntry]:
+        return self._t.run(core.files_list(self._id, path, depth=depth, user=user))
+
+    def stat(self, path: str, *, user: Optional[str] = None) -> FileEntry:
+        return self._t.run(core.files_stat(self._id, path, user=user))
+
+    def exists(self, path: str, *, user: Optional[str] = None) -> bool:
+        try:
+            self.stat(path, user=user)
+            return True
+        except NotFoundError:
+            return False
+
+    def make_dir(self, path: str, *, user: Optional[str] = None) -> FileEntry:
+        return self._t.run(core.files_make_dir(self._id, path, user=user))
+
+    def remove(self, path: str, *, user: Optional[str] = None) -> None:
+        self._t.run(core.files_remove(self._id, path, user=user))
+
+    def rename(self, src: str, dst: str, *, user: Optional[str] = None) -> FileEntry:
+        return self._t.run(core.files_rename(self._id, src, dst, user=user))
+
+
+class Sandbox:
+    """A sandbox. ``with Sandbox.create(...) as sbx:`` kills it when the block ends."""
+
+    def __init__(self, transport: SyncTransport, info: SandboxInfo) -> None:
+        self._t = transport
+        self.info = info
+        self.id = info.id
+        self.files = Files(transport, info.id)
+
+    # -- lifecycle --
+    @classmethod
+    def create(
+        cls,
+        *,
+        template: Optional[str] = None,
+        ttl_seconds: Optional[int] = None,
+        metadata: Optional[Dict[str, str]] = None,
+        envs: Optional[Dict[str, str]] = None,
+        resources: Optional[Dict[str, int]] = None,
+        snapshot: Optional[str] = None,
+        persistent: Optional[bool] = None,
+        api_key: Optional[str] = None,
+        url: Optional[str] = None,
+    ) -> "Sandbox":
+        t = SyncTransport(api_key, url)
+        info = t.run(core.create(template=template, ttl_seconds=ttl_seconds, metadata=metadata, envs=envs, resources=resources, snapshot=snapshot, persistent=persistent))
+        return cls(t, info)
+
+    @classmethod
+    def connect(cls, sandbox_id: str, *, api_key: Optional[str] = None, url: Optional[str] = None) -> "Sandbox":
+        t = SyncTransport(api_key, url)
+        return cls(t, t.run(core.get(sandbox_id)))
+
+    @staticmethod
+    def list(*, metadata: Optional[Dict[str, str]] = None, state: Optional[str] = None, api_key: Optional[str] = None, url: Optional[str] = None) -> List[SandboxInfo]:
+        t = SyncTransport(api_key, url)
+        try:
+            return t.run(core.list_sandboxes(metadata=metadata, state=state))
+        finally:
+            t.close()
+
+    def get_info(self) -> SandboxInfo:
+        self.info = self._t.run(core.get(self.id))
+        return self.info
+
+    def set_timeout(self, ttl_seconds: int) -> SandboxInfo:
+        self.info = self._t.run(core.set_timeout(self.id, ttl_seconds))
+        return self.info
+
+    def kill(self) -> None:
+        self._t.run(core.kill(self.id))
+
+    def snapshot(self) -> Snapshot:
+        return self._t.run(core.snapshot(self.id))
+
+    def fork(self, *, count: int = 1, ttl_seconds: Optional[int] = None, metadata: Optional[Dict[str, str]] = None) -> List["Sandbox"]:
+        infos = self._t.run(core.fork(self.id, count=count, ttl_seconds=ttl_seconds, metadata=metadata))
+        return [Sandbox(self._t, i) for i in infos]
+
+    def hibernate(self) -> SandboxInfo:
+        self.info = self._t.run(core.hibernate(self.id))
+        return self.info
+
+    # -- running things --
+    def exec(
+        self,
+        cmd: Union[str, List[str]],
+        *,
+        timeout_seconds: Optional[float] = None,
+        env: Optional[Dict[str, str]] = None,
+        cwd: Optional[str] = None,
+        user: Optional[str] = None,
+        stdin: Optional[Text] = None,
+        on_stdout: Optional[Callable[[str], Any]] = None,
+        on_stderr: Optional[Callable[[str], Any]] = None,
+    ) -> ExecResult:
+        """Runs a command and waits (a string runs under bash -c). A non-zero exit is a result.
+        With ``on_stdout``/``on_stderr`` output streams to them as it is written."""
+        return self._t.run(core.exec_(self.id, cmd, timeout_seconds=timeout_seconds, env=env, cwd=cwd, user=user, stdin=stdin, on_stdout=on_stdout, on_stderr=on_stderr))
+
+    def run_code(
+        self,
+        code: str,
+        *,
+        language: Optional[str] = None,
+        context: Optional[Union[str, Dict[str, Any]]] = None,
+        envs: Optional[Dict[str, str]] = None,
+        timeout_seconds: Optional[float] = None,
+        on_stdout: Optional[Callable[[str], Any]] = None,
+        on_stderr: Optional[Callable[[str], Any]] = None,
+        on_result: Optional[Callable[[Any], Any]] = None,
+    ) -> Execution:
+        """Runs a cell in a persistent interpreter (state carries over between cells)."""
+        return self._t.run(core.run_code(self.id, code, language=language, context=context, envs=envs, timeout_seconds=timeout_seconds, on_stdout=on_stdout, on_stderr=on_stderr, on_result=on_result))
+
+    def create_code_context(self, *, language: Optional[str] = None, cwd: Optional[str] = None, envs: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+        return self._t.run(core.create_context(self.id, language=language, cwd=cwd, envs=envs))
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.kill()
+        except NotFoundError:
+            pass
+
+
+class AsyncFiles:
+    def __init__(self, transport: AsyncTransport, sandbox_id: str) -> None:
+        self._t, self._id = transport, sandbox_id
+
+    async def read(self, path: str, *, user: Optional[str] = None) -> str:
+        return (await self.read_bytes(path, user=user)).decode()
+
+    async def read_bytes(self, path: str, *, user: Optional[str] = None) -> bytes:
+        return await self._t.run(core.files_read(self._id, path, user=user))
+
+    async def write(self, path: str, data: Text, *, user: Optional[str] = None) -> FileEntry:
+        return await self._t.run(core.files_write(self._id, path, data, user=user))
+
+    async def list(self, path: str = ".", *, depth: int = 1, user: Optional[str] = None) -> List[FileEntry]:
+        return await self._t.run(core.files_list(self._id, path, depth=depth, user=user))
+
+    async def stat(self, path: str, *, user: Optional[str] = None) -> FileEntry:
+        return await self._t.run(core.files_stat(self._id, path, user=user))
+
+    async def exists(self, path: str, *, user: Optional[str] = None) -> bool:
+        try:
+            await self.stat(path, user=user)
+            return True
+        except NotFoundError:
+            return False
+
+    async def make_dir(self, path: str, *, user: Optional[str] = None) -> FileEntry:
+        return await self._t.run(core.files_make_dir(self._id, path, user=user))
+
+    async def remove(self, path: str, *, user: Optional[str] = None) -> None:
+        await self._t.run(core.files_remove(self._id, path, user=user))
+
+    async def rename(self, src: str, dst: str, *, user: Optional[str] = None) -> FileEntry:
+        return await self._t.run(core.files_rename(self._id, src, dst, user=user))
+
+
+class AsyncSandbox:
+    """``Sandbox`` for asyncio: ``async with await AsyncSandbox.create(...) as sbx:``. Callbacks may be coroutines."""
+
+    def __init__(self, transport: AsyncTransport, info: SandboxInfo) -> None:
+        self._t = transport
+        self.info = info
+        self.id = info.id
+        self.files = AsyncFiles(transport, info.id)
+
+    @classmethod
+    async def create(
+        cls,
+        *,
+        template: Optional[str] = None,
+        ttl_seconds: Optional[int] = None,
+        metadata: Optional[Dict[str, str]] = None,
+        envs: Optional[Dict[str, str]] = None,
+        resources: Optional[Dict[str, int]] = None,
+        snapshot: Optional[str] = None,
+        persistent: Optional[bool] = None,
+        api_key: Optional[str] = None,
+        url: Optional[str] = None,
+    ) -> "AsyncSandbox":
+        t = AsyncTransport(api_key, url)
+        info = await t.run(core.create(template=template, ttl_seconds=ttl_seconds, metadata=metadata, envs=envs, resources=resources, snapshot=snapshot, persistent=persistent))
+        return cls(t, info)
+
+    @classmethod
+    async def connect(cls, sandbox_id: str, *, api_key: Optional[str] = None, url: Optional[str] = None) -> "AsyncSandbox":
+        t = AsyncTransport(api_key, url)
+        return cls(t, await t.run(core.get(sandbox_id)))
+
+    @staticmethod
+    async def list(*, metadata: Optional[Dict[str, str]] = None, state: Optional[str] = None, api_key: Optional[str] = None, url: Optional[str] = None) -> List[SandboxInfo]:
+        t = AsyncTransport(api_key, url)
+        try:
+            return await t.run(core.list_sandboxes(metadata=metadata, state=state))
+        finally:
+            await t.aclose()
+
+    async def get_info(self) -> SandboxInfo:
+        self.info = await self._t.run(core.get(self.id))
+        return self.info
+
+    async def set_timeout(self, ttl_seconds: int) -> SandboxInfo:
+        self.info = await self._t.run(core.set_timeout(self.id, ttl_seconds))
+        return self.info
+
+    async def kill(self) -> None:
+        await self._t.run(core.kill(self.id))
+
+    async def snapshot(self) -> Snapshot:
+        return await self._t.run(core.snapshot(self.id))
+
+    async def fork(self, *, count: int = 1, ttl_seconds: Optional[int] = None, metadata: Optional[Dict[str, str]] = None) -> List["AsyncSandbox"]:
+        infos = await self._t.run(core.fork(self.id, count=count, ttl_seconds=ttl_seconds, metadata=metadata))
+        return [AsyncSandbox(self._t, i) for i in infos]
+
+    async def hibernate(self) -> SandboxInfo:
+        self.info = await self._t.run(core.hibernate(self.id))
+        return self.info
+
+    async def exec(
+        self,
+        cmd: Union[str, List[str]],
+        *,
+        timeout_seconds: Optional[float] = None,
+        env: Optional[Dict[str, str]] = None,
+        cwd: Optional[str] = None,
+        user: Optional[str] = None,
+        stdin: Optional[Text] = None,
+        on_stdout: Optional[Callable[[str], Any]] = None,
+        on_stderr: Optional[Callable[[str], Any]] = None,
+    ) -> ExecResult:
+        return await self._t.run(core.exec_(self.id, cmd, timeout_seconds=timeout_seconds, env=env, cwd=cwd, user=user, stdin=stdin, on_stdout=on_stdout, on_stderr=on_stderr))
+
+    async def run_code(
+        self,
+        code: str,
+        *,
+        language: Optional[str] = None,
+        context: Optional[Union[str, Dict[str, Any]]] = None,
+        envs: Optional[Dict[str, str]] = None,
+        timeout_seconds: Optional[float] = None,
+        on_stdout: Optional[Callable[[str], Any]] = None,
+        on_stderr: Optional[Callable[[str], Any]] = None,
+        on_result: Optional[Callable[[Any], Any]] = None,
+    ) -> Execution:
+        return await self._t.run(core.run_code(self.id, code, language=language, context=context, envs=envs, timeout_seconds=timeout_seconds, on_stdout=on_stdout, on_stderr=on_stderr, on_result=on_result))
+
+    async def create_code_context(self, *, language: Optional[str] = None, cwd: Optional[str] = None, envs: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+        return await self._t.run(core.create_context(self.id, language=language, cwd=cwd, envs=envs))
+
+    async def __aenter__(self) -> "AsyncSandbox":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        try:
+            await self.kill()
+        except NotFoundError:
+            pass

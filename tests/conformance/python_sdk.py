@@ -1,0 +1,132 @@
+"""The conformance behaviours (behaviours.json) through the Python SDK; prints one JSON object
+{name: {ok, error?}}. Needs FORKBOX_URL and FORKBOX_API_KEY."""
+
+import json
+import os
+import sys
+import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+
+import forkbox  # noqa: E402
+from forkbox import Sandbox  # noqa: E402
+
+results = {}
+
+
+def behaviour(fn):
+    try:
+        fn()
+        results[fn.__name__] = {"ok": True}
+    except Exception as e:  # noqa: BLE001 - every failure is reported, not raised
+        results[fn.__name__] = {"ok": False, "error": f"{type(e).__name__}: {e}\n{traceback.format_exc()[-800:]}"}
+    return fn
+
+
+shared = {}
+
+
+def ci():
+    if "ci" not in shared:
+        shared["ci"] = Sandbox.create(template="code-interpreter", ttl_seconds=600)
+    return shared["ci"]
+
+
+@behaviour
+def create_and_exec():
+    with Sandbox.create() as sbx:
+        r = sbx.exec("echo hi")
+        assert (r.exit_code, r.stdout) == (0, "hi\n"), r
+        assert sbx.exec("exit 3").exit_code == 3
+
+
+@behaviour
+def exec_streaming():
+    with Sandbox.create() as sbx:
+        pieces = []
+        r = sbx.exec("for i in 1 2 3; do echo $i; sleep 0.2; done", on_stdout=pieces.append)
+        assert "".join(pieces) == "1\n2\n3\n" and len(pieces) >= 2, pieces
+        assert r.stdout == "1\n2\n3\n"
+
+
+@behaviour
+def files_roundtrip():
+    with Sandbox.create() as sbx:
+        sbx.files.write("/work/a.txt", "hello")
+        assert sbx.files.read("/work/a.txt") == "hello"
+        assert sbx.files.exists("/work/a.txt")
+        assert "a.txt" in [e.name for e in sbx.files.list("/work")]
+        sbx.files.remove("/work/a.txt")
+        assert not sbx.files.exists("/work/a.txt")
+        try:
+            sbx.files.read("/work/a.txt")
+            raise AssertionError("read of a missing file succeeded")
+        except forkbox.NotFoundError as e:
+            assert e.code == "FILE_NOT_FOUND", e.code
+
+
+@behaviour
+def run_code_state():
+    ci().run_code("x = 1")
+    assert ci().run_code("x + 1").text == "2"
+
+
+@behaviour
+def run_code_rich():
+    html = ci().run_code('import pandas as pd\npd.DataFrame({"a": [1, 2]})').results[0].html
+    assert html and "<table" in html
+    import base64
+
+    png = [r.png for r in ci().run_code("import matplotlib.pyplot as plt\nplt.plot([1, 2]); plt.show()").results if r.png]
+    assert png and base64.b64decode(png[0])[1:4] == b"PNG"
+
+
+@behaviour
+def run_code_error():
+    e = ci().run_code("1 / 0")
+    assert e.error is not None and e.error.name == "ZeroDivisionError", e.error
+
+
+@behaviour
+def fork():
+    with Sandbox.create() as parent:
+        parent.files.write("/work/f.txt", "parent")
+        a, b = parent.fork(count=2)
+        try:
+            assert a.files.read("/work/f.txt") == "parent" and b.files.read("/work/f.txt") == "parent"
+            a.files.write("/work/f.txt", "a")
+            assert b.files.read("/work/f.txt") == "parent"
+            assert parent.files.read("/work/f.txt") == "parent"
+        finally:
+            a.kill()
+            b.kill()
+
+
+@behaviour
+def error_not_found():
+    try:
+        Sandbox.connect("sbx-does-not-exist")
+        raise AssertionError("connect succeeded")
+    except forkbox.NotFoundError as e:
+        assert (e.status, e.code) == (404, "SANDBOX_NOT_FOUND") and e.request_id, vars(e)
+
+
+@behaviour
+def error_auth():
+    try:
+        Sandbox.list(api_key="fbx_wrong")
+        raise AssertionError("a bad key was accepted")
+    except forkbox.AuthenticationError as e:
+        assert e.status == 401
+
+
+@behaviour
+def kill_on_exit():
+    with Sandbox.create() as sbx:
+        sid = sbx.id
+    assert Sandbox.connect(sid).info.state == "killed"
+
+
+if "ci" in shared:
+    shared["ci"].kill()
+print(json.dumps(results))

@@ -1,0 +1,111 @@
+// The conformance behaviours (behaviours.json) through the TypeScript SDK.
+import assert from 'node:assert/strict'
+import { AuthenticationError, type ConnectionOptions, NotFoundError, Sandbox } from '@forkbox/sdk'
+
+export type Results = Record<string, { ok: boolean; error?: string }>
+
+export async function runTsBehaviours(conn: ConnectionOptions): Promise<Results> {
+  const results: Results = {}
+  let ci: Sandbox | undefined
+  const codeSandbox = async () => {
+    ci ??= await Sandbox.create({ ...conn, template: 'code-interpreter', ttlSeconds: 600 })
+    return ci
+  }
+  const behaviours: Record<string, () => Promise<void>> = {
+    async create_and_exec() {
+      await using sbx = await Sandbox.create(conn)
+      const r = await sbx.exec('echo hi')
+      assert.deepEqual([r.exitCode, r.stdout], [0, 'hi\n'])
+      assert.equal((await sbx.exec('exit 3')).exitCode, 3)
+    },
+    async exec_streaming() {
+      await using sbx = await Sandbox.create(conn)
+      const pieces: string[] = []
+      const r = await sbx.exec('for i in 1 2 3; do echo $i; sleep 0.2; done', { onStdout: (d) => pieces.push(d) })
+      assert.equal(pieces.join(''), '1\n2\n3\n')
+      assert.ok(pieces.length >= 2)
+      assert.equal(r.stdout, '1\n2\n3\n')
+    },
+    async files_roundtrip() {
+      await using sbx = await Sandbox.create(conn)
+      await sbx.files.write('/work/a.txt', 'hello')
+      assert.equal(await sbx.files.read('/work/a.txt'), 'hello')
+      assert.equal(await sbx.files.exists('/work/a.txt'), true)
+      assert.ok((await sbx.files.list('/work')).some((e) => e.name === 'a.txt'))
+      await sbx.files.remove('/work/a.txt')
+      assert.equal(await sbx.files.exists('/work/a.txt'), false)
+      await assert.rejects(
+        sbx.files.read('/work/a.txt'),
+        (e: NotFoundError) => e instanceof NotFoundError && e.code === 'FILE_NOT_FOUND',
+      )
+    },
+    async run_code_state() {
+      const sbx = await codeSandbox()
+      await sbx.runCode('x = 1')
+      assert.equal((await sbx.runCode('x + 1')).text, '2')
+    },
+    async run_code_rich() {
+      const sbx = await codeSandbox()
+      const html = (await sbx.runCode('import pandas as pd\npd.DataFrame({"a": [1, 2]})')).results[0]?.html
+      assert.ok(html?.includes('<table'))
+      const png = (await sbx.runCode('import matplotlib.pyplot as plt\nplt.plot([1, 2]); plt.show()')).results.find(
+        (r) => r.png,
+      )?.png
+      assert.equal(
+        Buffer.from(png ?? '', 'base64')
+          .subarray(1, 4)
+          .toString(),
+        'PNG',
+      )
+    },
+    async run_code_error() {
+      const e = await (await codeSandbox()).runCode('1 / 0')
+      assert.equal(e.error?.name, 'ZeroDivisionError')
+    },
+    async fork() {
+      await using parent = await Sandbox.create(conn)
+      await parent.files.write('/work/f.txt', 'parent')
+      const [a, b] = (await parent.fork({ count: 2 })) as [Sandbox, Sandbox]
+      try {
+        assert.equal(await a.files.read('/work/f.txt'), 'parent')
+        assert.equal(await b.files.read('/work/f.txt'), 'parent')
+        await a.files.write('/work/f.txt', 'a')
+        assert.equal(await b.files.read('/work/f.txt'), 'parent')
+        assert.equal(await parent.files.read('/work/f.txt'), 'parent')
+      } finally {
+        await Promise.all([a.kill(), b.kill()])
+      }
+    },
+    async error_not_found() {
+      await assert.rejects(
+        Sandbox.connect('sbx-does-not-exist', conn),
+        (e: NotFoundError) =>
+          e instanceof NotFoundError && e.status === 404 && e.code === 'SANDBOX_NOT_FOUND' && Boolean(e.requestId),
+      )
+    },
+    async error_auth() {
+      await assert.rejects(
+        Sandbox.list({ ...conn, apiKey: 'fbx_wrong' }),
+        (e: AuthenticationError) => e instanceof AuthenticationError && e.status === 401,
+      )
+    },
+    async kill_on_exit() {
+      let id = ''
+      {
+        await using sbx = await Sandbox.create(conn)
+        id = sbx.id
+      }
+      assert.equal((await Sandbox.connect(id, conn)).info.state, 'killed')
+    },
+  }
+  for (const [name, fn] of Object.entries(behaviours)) {
+    try {
+      await fn()
+      results[name] = { ok: true }
+    } catch (err) {
+      results[name] = { ok: false, error: err instanceof Error ? (err.stack ?? err.message) : String(err) }
+    }
+  }
+  await ci?.kill()
+  return results
+}
