@@ -242,6 +242,27 @@ describe('examples', () => {
     }
   })
 
+  it('python/code_interpreter.py: the same loop through the Python SDK', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fbx-example-'))
+    try {
+      const out = join(dir, 'chart.png')
+      const { stdout } = await promisify(execFile)('/usr/bin/python3', ['examples/python/code_interpreter.py', out], {
+        env: {
+          ...process.env,
+          PYTHONPATH: 'python',
+          FORKBOX_URL: host().conn.url,
+          FORKBOX_API_KEY: host().conn.apiKey,
+        },
+        timeout: 120_000,
+      })
+      assert.match(stdout, /totals: \{'west': 165, 'south': 200, 'north': 255, 'east': 310\}/)
+      const size = pngSize(readFileSync(out).toString('base64'))
+      assert.ok(size.width > 100 && size.height > 100, JSON.stringify(size))
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
   it('fork-per-query.ts: each fork answers from the loaded DataFrame; the original keeps it whole', async () => {
     const { stdout } = await run('fork-per-query.ts')
     assert.match(stdout, /3 forks in \d+ ms/)
