@@ -272,6 +272,21 @@ class Spawner:
         """Run fn on the spawner thread (the only thread whose credentials may change)."""
         self._jobs.put(fn)
 
+    def spawn_as(self, uid, gid, exe, argv, env, actions):
+        """On the spawner thread: posix_spawn as uid:gid in a new session, this thread's
+        credentials switched only around the call."""
+        switch = uid != 0 or gid != 0
+        if switch:
+            self._sys("setgroups", 0, 0)
+            self._sys("setresgid", gid, gid, 0)
+            self._sys("setresuid", uid, uid, 0)
+        try:
+            return os.posix_spawn(exe, argv, env, file_actions=actions, setsid=True, setsigdef=(signal.SIGCHLD, signal.SIGPIPE, signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
+        finally:
+            if switch:
+                self._sys("setresuid", 0, 0, 0)
+                self._sys("setresgid", 0, 0, 0)
+
     def spawn(self, exe, argv, env, cwd, uid, gid, want_stdin, msg_pipe=False):
         """On the spawner thread: start argv as uid:gid in its own session.
         Returns (pid, (stdin_w|None, stdout_r, stderr_r[, msg_r])); with msg_pipe, the child's
@@ -286,18 +301,8 @@ class Spawner:
         ]
         if msg_pipe:
             actions.append((os.POSIX_SPAWN_DUP2, pipes[2][1], 3))
-        switch = uid != 0 or gid != 0
         try:
-            if switch:
-                self._sys("setgroups", 0, 0)
-                self._sys("setresgid", gid, gid, 0)
-                self._sys("setresuid", uid, uid, 0)
-            try:
-                pid = os.posix_spawn(exe, argv, env, file_actions=actions, setsid=True, setsigdef=(signal.SIGCHLD, signal.SIGPIPE, signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
-            finally:
-                if switch:
-                    self._sys("setresuid", 0, 0, 0)
-                    self._sys("setresgid", 0, 0, 0)
+            pid = self.spawn_as(uid, gid, exe, argv, env, actions)
         except BaseException:
             for r, w in pipes + ([stdin_pipe] if stdin_pipe else []):
                 os.close(r)
@@ -337,17 +342,7 @@ def spawn_pty(exe, argv, env, cwd, uid, gid, cols, rows):
             (os.POSIX_SPAWN_DUP2, 0, 1),
             (os.POSIX_SPAWN_DUP2, 0, 2),
         ]
-        switch = uid != 0 or gid != 0
-        if switch:
-            spawner._sys("setgroups", 0, 0)
-            spawner._sys("setresgid", gid, gid, 0)
-            spawner._sys("setresuid", uid, uid, 0)
-        try:
-            pid = os.posix_spawn(exe, argv, env, file_actions=actions, setsid=True, setsigdef=(signal.SIGCHLD, signal.SIGPIPE, signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
-        finally:
-            if switch:
-                spawner._sys("setresuid", 0, 0, 0)
-                spawner._sys("setresgid", 0, 0, 0)
+        pid = spawner.spawn_as(uid, gid, exe, argv, env, actions)
     except BaseException:
         os.close(master)
         raise
