@@ -59,6 +59,7 @@ import {
   runscGlobalArgs,
   runscKill,
   runscList,
+  runscProcesses,
   runscSignal,
   waitForRunscProcesses,
 } from './runtime/runsc.ts'
@@ -282,6 +283,20 @@ export class LocalAgent implements AgentApi {
       await runscKill(this.runsc, c.id)
       await runscDelete(this.runsc, c.id)
       removed.add(c.id)
+    }
+    // a start the dead process had begun (a pool restore, say) may not be listed yet and finish
+    // later, owned by no one: its runsc processes go now, and any container they registered
+    const strays = runscProcesses(this.runsc).filter((p) => p.container && !owned.has(p.container))
+    for (const p of strays) {
+      try {
+        process.kill(p.pid, 'SIGKILL')
+      } catch {
+        // already gone
+      }
+    }
+    for (const c of new Set(strays.map((p) => p.container as string))) {
+      await runscDelete(this.runsc, c)
+      removed.add(c)
     }
     // a deleted container's processes take a moment to leave its cgroup
     const deadline = Date.now() + 5000
@@ -1018,7 +1033,19 @@ export class LocalAgent implements AgentApi {
     while (this.cleanups.size > 0) await Promise.all([...this.cleanups])
     // runsc processes a crashed predecessor started (re-attached sandboxes) are not our children:
     // they end on their own once their containers are deleted
-    await waitForRunscProcesses(this.runsc)
+    const strays = await waitForRunscProcesses(this.runsc)
+    for (const pid of strays) {
+      // still working on our state dir with every sandbox gone: a stray; it goes too
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {
+        // already gone
+      }
+    }
+    if (strays.length > 0) {
+      await waitForRunscProcesses(this.runsc)
+      for (const name of listCgroups(this.config.cgroupParent)) removeCgroup(`${this.config.cgroupParent}/${name}`)
+    }
     removeCgroup(this.config.cgroupParent)
   }
 }

@@ -56,27 +56,30 @@ export async function runscCheckpoint(
   await run(o.runscPath, [...args, id])
 }
 
-/** Pids of processes (runsc CLIs, sandboxes, gofers) working on this state dir. */
-export function runscProcesses(o: RunscOptions): number[] {
+/** Processes (runsc CLIs, sandboxes, gofers) working on this state dir, with the container each
+ * works for (from its `--bundle`, whose last path segment is the container id). */
+export function runscProcesses(o: RunscOptions): { pid: number; container: string | null }[] {
   const mark = `--root=${o.stateDir}`
-  const pids: number[] = []
+  const found: { pid: number; container: string | null }[] = []
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue
     try {
       const args = readFileSync(`/proc/${name}/cmdline`, 'utf8').split('\0')
-      if (args.includes(mark)) pids.push(Number(name))
+      if (!args.includes(mark)) continue
+      const bundle = args.find((a) => a.startsWith('--bundle='))
+      found.push({ pid: Number(name), container: bundle ? (bundle.split('/').at(-1) ?? null) : null })
     } catch {
       // gone meanwhile
     }
   }
-  return pids
+  return found
 }
 
 /** Waits (up to `timeoutMs`) until no process works on this state dir any more. */
 export async function waitForRunscProcesses(o: RunscOptions, timeoutMs = 5000): Promise<number[]> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
-    const left = runscProcesses(o)
+    const left = runscProcesses(o).map((p) => p.pid)
     if (left.length === 0 || Date.now() > deadline) return left
     await new Promise((r) => setTimeout(r, 50))
   }
