@@ -20,10 +20,11 @@ from .errors import (
     TimeoutError,
     ValidationError,
 )
-from .models import Execution, ExecutionError, ExecResult, FileEntry, Logs, Result, SandboxInfo, Snapshot
-from .sandbox import AsyncSandbox, Sandbox
+from .models import Execution, ExecutionError, ExecResult, FileEntry, Logs, ProcessExit, Result, SandboxInfo, Snapshot
+from .sandbox import AsyncProcess, AsyncSandbox, Process, Sandbox
 
 __all__ = [
+    "AsyncProcess",
     "AsyncSandbox",
     "AuthenticationError",
     "ConflictError",
@@ -38,6 +39,8 @@ __all__ = [
     "NotFoundError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
+    "Process",
+    "ProcessExit",
     "RateLimitError",
     "Result",
     "Sandbox",

@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, Generator, List, Optional, Union
 from urllib.parse import quote
 
 from .errors import ForkboxError, error_from_event
-from .models import Execution, ExecResult, FileEntry, Result, SandboxInfo, Snapshot
+from .models import Execution, ExecResult, FileEntry, ProcessExit, Result, SandboxInfo, Snapshot
 
 
 @dataclass
@@ -222,3 +222,53 @@ def files_remove(sandbox_id: str, path: str, *, user=None) -> Op:
 def files_rename(sandbox_id: str, src: str, dst: str, *, user=None) -> Op:
     body = _compact({"from": src, "to": dst, "user": user})
     return FileEntry.from_json((yield Call("POST", f"{sandbox_path(sandbox_id)}/files/rename", json=body)))
+
+
+def start_process(sandbox_id: str, cmd: Union[str, List[str]], *, timeout_seconds, env, cwd, user) -> Op:
+    body = _compact({"cmd": cmd, "env": env, "cwd": cwd, "user": user, "timeoutSeconds": timeout_seconds, "background": True})
+    return (yield Call("POST", f"{sandbox_path(sandbox_id)}/exec", json=body))["pid"]
+
+
+def list_processes(sandbox_id: str) -> Op:
+    return (yield Call("GET", f"{sandbox_path(sandbox_id)}/processes"))["processes"]
+
+
+def process_stdin(sandbox_id: str, pid: int, data: Optional[Union[str, bytes]], eof: bool) -> Op:
+    body: Dict[str, Any] = {"eof": eof}
+    if isinstance(data, bytes):
+        import base64
+
+        body.update(data=base64.b64encode(data).decode(), encoding="base64")
+    elif data is not None:
+        body["data"] = data
+    yield Call("POST", f"{sandbox_path(sandbox_id)}/processes/{pid}/stdin", json=body)
+
+
+def process_signal(sandbox_id: str, pid: int, signal: str) -> Op:
+    return (yield Call("POST", f"{sandbox_path(sandbox_id)}/processes/{pid}/signal", json={"signal": signal}))
+
+
+def process_wait(sandbox_id: str, pid: int, *, on_stdout, on_stderr) -> Op:
+    """The process's exit; with callbacks, its output from the start of its log meanwhile."""
+    if on_stdout is None and on_stderr is None:
+        e = yield Call("GET", f"{sandbox_path(sandbox_id)}/processes/{pid}/wait")
+        return ProcessExit(e["exitCode"], e.get("signal"), e["timedOut"], e["durationMs"])
+    state: Dict[str, Any] = {"exit": None, "error": None}
+
+    def on_event(event: str, payload: Any):
+        if event in ("stdout", "stderr"):
+            cb = on_stdout if event == "stdout" else on_stderr
+            return cb(payload["data"]) if cb else None
+        if event == "exit":
+            state["exit"] = payload
+        elif event == "error":
+            state["error"] = payload
+        return None
+
+    yield Call("GET", f"{sandbox_path(sandbox_id)}/processes/{pid}/output", params={"offset": 0}, events=on_event)
+    if state["error"] is not None:
+        raise error_from_event(state["error"])
+    e = state["exit"]
+    if e is None:
+        raise ForkboxError("UNEXPECTED_RESPONSE", f"the output of process {pid} ended before it did")
+    return ProcessExit(e["exitCode"], e.get("signal"), e["timedOut"], e["durationMs"])

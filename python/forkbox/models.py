@@ -163,3 +163,13 @@ class Snapshot:
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "Snapshot":
         return cls(d["id"], d["sandboxId"], d["template"], int(d["sizeBytes"]), d["createdAt"])
+
+
+@dataclass
+class ProcessExit:
+    """How a background process ended."""
+
+    exit_code: int
+    signal: Optional[str]
+    timed_out: bool
+    duration_ms: float

@@ -7,7 +7,7 @@ from typing import Any, Callable, Dict, List, Optional, Union
 from . import _core as core
 from ._transport import AsyncTransport, SyncTransport
 from .errors import NotFoundError
-from .models import Execution, ExecResult, FileEntry, SandboxInfo, Snapshot
+from .models import Execution, ExecResult, FileEntry, ProcessExit, SandboxInfo, Snapshot
 
 Text = Union[str, bytes]
 
@@ -50,6 +50,37 @@ class Files:
         return self._t.run(core.files_rename(self._id, src, dst, user=user))
 
 
+class Process:
+    """A background command: it runs on after the call that started it and any client watching it."""
+
+    def __init__(self, transport: SyncTransport, sandbox_id: str, pid: int) -> None:
+        self._t, self._id, self.pid = transport, sandbox_id, pid
+
+    def send_stdin(self, data: Text) -> None:
+        self._t.run(core.process_stdin(self._id, self.pid, data, False))
+
+    def close_stdin(self) -> None:
+        self._t.run(core.process_stdin(self._id, self.pid, None, True))
+
+    def kill(self, signal: str = "SIGKILL") -> Dict[str, Any]:
+        return self._t.run(core.process_signal(self._id, self.pid, signal))
+
+    def wait(self, *, on_stdout: Optional[Callable[[str], Any]] = None, on_stderr: Optional[Callable[[str], Any]] = None) -> ProcessExit:
+        """Waits for the exit; with callbacks, the output (from the start of its log) goes to them meanwhile."""
+        return self._t.run(core.process_wait(self._id, self.pid, on_stdout=on_stdout, on_stderr=on_stderr))
+
+
+class Processes:
+    def __init__(self, transport: SyncTransport, sandbox_id: str) -> None:
+        self._t, self._id = transport, sandbox_id
+
+    def list(self) -> List[Dict[str, Any]]:
+        return self._t.run(core.list_processes(self._id))
+
+    def connect(self, pid: int) -> Process:
+        return Process(self._t, self._id, pid)
+
+
 class Sandbox:
     """A sandbox. ``with Sandbox.create(...) as sbx:`` kills it when the block ends."""
 
@@ -58,6 +89,7 @@ class Sandbox:
         self.info = info
         self.id = info.id
         self.files = Files(transport, info.id)
+        self.processes = Processes(transport, info.id)
 
     # -- lifecycle --
     @classmethod
@@ -125,10 +157,19 @@ class Sandbox:
         stdin: Optional[Text] = None,
         on_stdout: Optional[Callable[[str], Any]] = None,
         on_stderr: Optional[Callable[[str], Any]] = None,
-    ) -> ExecResult:
-        """Runs a command and waits (a string runs under bash -c). A non-zero exit is a result.
-        With ``on_stdout``/``on_stderr`` output streams to them as it is written."""
+        background: bool = False,
+    ) -> Any:
+        """Runs a command and waits (a string runs under bash -c), returning an ``ExecResult``; a
+        non-zero exit is a result. With ``on_stdout``/``on_stderr`` output streams to them as it is
+        written. With ``background=True`` it returns a ``Process`` at once (see ``start``)."""
+        if background:
+            return self.start(cmd, timeout_seconds=timeout_seconds, env=env, cwd=cwd, user=user)
         return self._t.run(core.exec_(self.id, cmd, timeout_seconds=timeout_seconds, env=env, cwd=cwd, user=user, stdin=stdin, on_stdout=on_stdout, on_stderr=on_stderr))
+
+    def start(self, cmd: Union[str, List[str]], *, timeout_seconds: Optional[float] = None, env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None, user: Optional[str] = None) -> Process:
+        """Starts a command in the background and returns at once (no timeout unless given)."""
+        pid = self._t.run(core.start_process(self.id, cmd, timeout_seconds=timeout_seconds, env=env, cwd=cwd, user=user))
+        return Process(self._t, self.id, pid)
 
     def run_code(
         self,
@@ -194,6 +235,36 @@ class AsyncFiles:
         return await self._t.run(core.files_rename(self._id, src, dst, user=user))
 
 
+class AsyncProcess:
+    """``Process`` for asyncio."""
+
+    def __init__(self, transport: AsyncTransport, sandbox_id: str, pid: int) -> None:
+        self._t, self._id, self.pid = transport, sandbox_id, pid
+
+    async def send_stdin(self, data: Text) -> None:
+        await self._t.run(core.process_stdin(self._id, self.pid, data, False))
+
+    async def close_stdin(self) -> None:
+        await self._t.run(core.process_stdin(self._id, self.pid, None, True))
+
+    async def kill(self, signal: str = "SIGKILL") -> Dict[str, Any]:
+        return await self._t.run(core.process_signal(self._id, self.pid, signal))
+
+    async def wait(self, *, on_stdout: Optional[Callable[[str], Any]] = None, on_stderr: Optional[Callable[[str], Any]] = None) -> ProcessExit:
+        return await self._t.run(core.process_wait(self._id, self.pid, on_stdout=on_stdout, on_stderr=on_stderr))
+
+
+class AsyncProcesses:
+    def __init__(self, transport: AsyncTransport, sandbox_id: str) -> None:
+        self._t, self._id = transport, sandbox_id
+
+    async def list(self) -> List[Dict[str, Any]]:
+        return await self._t.run(core.list_processes(self._id))
+
+    def connect(self, pid: int) -> AsyncProcess:
+        return AsyncProcess(self._t, self._id, pid)
+
+
 class AsyncSandbox:
     """``Sandbox`` for asyncio: ``async with await AsyncSandbox.create(...) as sbx:``. Callbacks may be coroutines."""
 
@@ -202,6 +273,7 @@ class AsyncSandbox:
         self.info = info
         self.id = info.id
         self.files = AsyncFiles(transport, info.id)
+        self.processes = AsyncProcesses(transport, info.id)
 
     @classmethod
     async def create(
@@ -267,8 +339,15 @@ class AsyncSandbox:
         stdin: Optional[Text] = None,
         on_stdout: Optional[Callable[[str], Any]] = None,
         on_stderr: Optional[Callable[[str], Any]] = None,
-    ) -> ExecResult:
+        background: bool = False,
+    ) -> Any:
+        if background:
+            return await self.start(cmd, timeout_seconds=timeout_seconds, env=env, cwd=cwd, user=user)
         return await self._t.run(core.exec_(self.id, cmd, timeout_seconds=timeout_seconds, env=env, cwd=cwd, user=user, stdin=stdin, on_stdout=on_stdout, on_stderr=on_stderr))
+
+    async def start(self, cmd: Union[str, List[str]], *, timeout_seconds: Optional[float] = None, env: Optional[Dict[str, str]] = None, cwd: Optional[str] = None, user: Optional[str] = None) -> AsyncProcess:
+        pid = await self._t.run(core.start_process(self.id, cmd, timeout_seconds=timeout_seconds, env=env, cwd=cwd, user=user))
+        return AsyncProcess(self._t, self.id, pid)
 
     async def run_code(
         self,

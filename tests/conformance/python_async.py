@@ -29,6 +29,9 @@ async def main():
         seen = []
         e = await sbx.run_code("print('streamed')\n1/0", on_stdout=seen.append)
         assert seen == ["streamed\n"] and e.error.name == "ZeroDivisionError", (seen, e.error)
+        proc = await sbx.exec(["python3", "-c", "print(input()[::-1])"], background=True)
+        await proc.send_stdin("forkbox\n")
+        assert (await proc.wait()).exit_code == 0
         forks = await sbx.fork(count=1)
         assert (await forks[0].run_code("x")).text == "20"
         await forks[0].kill()

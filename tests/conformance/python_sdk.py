@@ -121,6 +121,17 @@ def error_auth():
 
 
 @behaviour
+def background_process():
+    with Sandbox.create() as sbx:
+        proc = sbx.exec(["python3", "-c", "print(input()[::-1])"], background=True)
+        assert proc.pid in [p["pid"] for p in sbx.processes.list()]
+        proc.send_stdin("forkbox\n")
+        out = []
+        exit_ = proc.wait(on_stdout=out.append)
+        assert exit_.exit_code == 0 and "".join(out) == "xobkrof\n", (exit_, out)
+
+
+@behaviour
 def kill_on_exit():
     with Sandbox.create() as sbx:
         sid = sbx.id

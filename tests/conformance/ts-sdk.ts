@@ -89,6 +89,15 @@ export async function runTsBehaviours(conn: ConnectionOptions): Promise<Results>
         (e: AuthenticationError) => e instanceof AuthenticationError && e.status === 401,
       )
     },
+    async background_process() {
+      await using sbx = await Sandbox.create(conn)
+      const proc = await sbx.exec(['python3', '-c', 'print(input()[::-1])'], { background: true })
+      assert.ok((await sbx.processes.list()).some((p) => p.pid === proc.pid))
+      await proc.sendStdin('forkbox\n')
+      let out = ''
+      const exit = await proc.wait({ onStdout: (d) => (out += d) })
+      assert.deepEqual([exit.exitCode, out], [0, 'xobkrof\n'])
+    },
     async kill_on_exit() {
       let id = ''
       {
