@@ -318,6 +318,21 @@ class Spawner:
 # ---- exec ------------------------------------------------------------------------------------
 
 
+def cap_output(owner, ftype, data):
+    """What of `data` still fits under `owner.max_output` for its stream (`owner.sent` counts what
+    went before); past the cap `owner.truncated` is set. None when nothing fits."""
+    if owner.max_output is not None:
+        room = owner.max_output - owner.sent[ftype]
+        if room <= 0:
+            owner.truncated = True
+            return None
+        if len(data) > room:
+            data = data[:room]
+            owner.truncated = True
+    owner.sent[ftype] += len(data)
+    return data
+
+
 def set_winsize(fd, cols, rows):
     import fcntl
     import termios
@@ -441,15 +456,9 @@ class Exec:
     def output(self, ftype, data):
         if self.background:
             return proc_output(self, ftype, data)
-        if self.max_output is not None:
-            room = self.max_output - self.sent[ftype]
-            if room <= 0:
-                self.truncated = True
-                return
-            if len(data) > room:
-                data = data[:room]
-                self.truncated = True
-        self.sent[ftype] += len(data)
+        data = cap_output(self, ftype, data)
+        if data is None:
+            return
         send(ftype, self.channel, data)
         if self.window:
             self.unacked += len(data)
@@ -788,16 +797,9 @@ class Cell:
     def output(self, ftype, data):
         if self.channel is None:
             return
-        if self.max_output is not None:
-            room = self.max_output - self.sent[ftype]
-            if room <= 0:
-                self.truncated = True
-                return
-            if len(data) > room:
-                data = data[:room]
-                self.truncated = True
-        self.sent[ftype] += len(data)
-        send(ftype, self.channel, data)
+        data = cap_output(self, ftype, data)
+        if data is not None:
+            send(ftype, self.channel, data)
 
     def finish(self, count, error):
         if self.channel is None:
