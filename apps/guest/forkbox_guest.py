@@ -318,6 +318,16 @@ class Spawner:
 # ---- exec ------------------------------------------------------------------------------------
 
 
+def killpg(pid, sig):
+    """Signals the process group a spawned command leads (each runs in its own session)."""
+    if pid is None:
+        return
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def cap_output(owner, ftype, data):
     """What of `data` still fits under `owner.max_output` for its stream (`owner.sent` counts what
     went before); past the cap `owner.truncated` is set. None when nothing fits."""
@@ -552,15 +562,10 @@ class Exec:
 
     # -- from any thread --
     def _killpg(self, sig):
-        if self.pid is None:
-            return
-        try:
-            os.killpg(self.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
+        killpg(self.pid, sig)
 
     def kill(self, sig):
-        self._killpg(sig)
+        killpg(self.pid, sig)
 
     def close_stdin(self):
         with self.stdin_lock:
@@ -889,12 +894,7 @@ class KernelProcess:
                 self.output(key.data[1], data)
 
     def kill(self, sig):
-        if self.pid is None:
-            return
-        try:
-            os.killpg(self.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
+        killpg(self.pid, sig)
 
     def write(self, msg):
         data = (json.dumps(msg, separators=(",", ":")) + "\n").encode()

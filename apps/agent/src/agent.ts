@@ -114,6 +114,33 @@ interface LiveSandbox {
   exited: Promise<void>
 }
 
+/**
+ * Streamed output handed to its consumer in order; once the consumer is done with a chunk, the
+ * guest is told it may send that many bytes more (its flow-control window).
+ */
+class AckedDelivery {
+  private tail = Promise.resolve()
+
+  constructor(
+    private readonly conn: GuestConnection,
+    private readonly channel: () => number,
+  ) {}
+
+  push(deliver: () => void | Promise<void>, bytes: number): void {
+    this.tail = this.tail
+      .then(deliver)
+      .catch(() => {})
+      .then(() => {
+        if (bytes > 0) this.conn.sendJson(this.channel(), { op: 'ack', bytes })
+      })
+  }
+
+  /** Settles once everything pushed so far has been delivered. */
+  done(): Promise<void> {
+    return this.tail
+  }
+}
+
 export class LocalAgent implements AgentApi {
   private readonly sandboxes = new Map<string, LiveSandbox>()
   private readonly listeners: SandboxExitListener[] = []
@@ -636,19 +663,14 @@ export class LocalAgent implements AgentApi {
         conn.sendJson(channel, { op: 'signal', signal: 'SIGKILL' })
       }, req.timeoutMs + EXEC_GRACE_MS)
       // streamed output is handed on in order; each chunk is acked once its handler is done
-      let delivered = Promise.resolve()
+      const delivery = new AckedDelivery(conn, () => channel)
       const onData = (type: number, payload: Buffer) => {
         if (!stream) {
           ;(type === FrameType.stdout ? stdout : stderr).push(payload)
           return
         }
         const handler = type === FrameType.stdout ? stream.onStdout : stream.onStderr
-        delivered = delivered
-          .then(() => handler?.(payload))
-          .catch(() => {})
-          .then(() => {
-            conn.sendJson(channel, { op: 'ack', bytes: payload.length })
-          })
+        delivery.push(() => handler?.(payload), payload.length)
       }
       channel = conn.open(
         {
@@ -666,7 +688,7 @@ export class LocalAgent implements AgentApi {
         {
           onData,
           settle: async (err, msg) => {
-            await delivered
+            await delivery.done()
             clearTimeout(backstop)
             signal?.removeEventListener('abort', onAbort)
             if (err || !msg) return reject(err)
@@ -711,15 +733,8 @@ export class LocalAgent implements AgentApi {
     const { conn } = this.live(id)
     return new Promise((resolve, reject) => {
       let channel = 0
-      let delivered = Promise.resolve()
-      const then = (fn: () => void | Promise<void>, ackBytes: number) => {
-        delivered = delivered
-          .then(fn)
-          .catch(() => {})
-          .then(() => {
-            if (ackBytes > 0) conn.sendJson(channel, { op: 'ack', bytes: ackBytes })
-          })
-      }
+      const delivery = new AckedDelivery(conn, () => channel)
+      const then = (fn: () => void | Promise<void>, ackBytes: number) => delivery.push(fn, ackBytes)
       const onAbort = () => conn.sendJson(channel, { op: 'proc_detach' })
       channel = conn.open(
         { op: 'proc_attach', pid, offset: opts.offset ?? 0, output: opts.output ?? true, window: STREAM_WINDOW },
@@ -731,7 +746,7 @@ export class LocalAgent implements AgentApi {
           },
           settle: async (err, msg) => {
             signal?.removeEventListener('abort', onAbort)
-            await delivered
+            await delivery.done()
             if (err || !msg) return reject(err)
             if (msg.type === 'result') return resolve(null) // detached
             resolve({
@@ -752,7 +767,7 @@ export class LocalAgent implements AgentApi {
   openPty(id: string, spec: PtySpec, onData: (chunk: Uint8Array) => void | Promise<void>): PtySession {
     const { conn } = this.live(id)
     let channel = 0
-    let delivered = Promise.resolve()
+    const delivery = new AckedDelivery(conn, () => channel)
     let started!: (pid: number) => void
     let failed!: (err: Error) => void
     const pid = new Promise<number>((resolve, reject) => {
@@ -779,16 +794,9 @@ export class LocalAgent implements AgentApi {
           onMessage: (msg) => {
             if (msg.type === 'started') started(Number(msg.pid))
           },
-          onData: (_type, payload) => {
-            delivered = delivered
-              .then(() => onData(payload))
-              .catch(() => {})
-              .then(() => {
-                conn.sendJson(channel, { op: 'ack', bytes: payload.length })
-              })
-          },
+          onData: (_type, payload) => delivery.push(() => onData(payload), payload.length),
           settle: async (err, msg) => {
-            await delivered
+            await delivery.done()
             if (err || !msg) {
               failed(err ?? new AppError('GUEST_ERROR', 'terminal ended without an exit'))
               return reject(err)
