@@ -105,11 +105,15 @@ export function cleanupDataDir(t: TestHost): void {
  * `setup`/`teardown` run on the started host, around the tests.
  */
 export function useTestHost(
-  hooks: { setup?: (t: TestHost) => Promise<void>; teardown?: (t: TestHost) => Promise<void> } = {},
+  hooks: {
+    setup?: (t: TestHost) => Promise<void>
+    teardown?: (t: TestHost) => Promise<void>
+    options?: () => Partial<HostOptions>
+  } = {},
 ): () => TestHost {
   let t: TestHost | undefined
   before(async () => {
-    t = await startTestHost()
+    t = await startTestHost(hooks.options?.())
     await hooks.setup?.(t)
   })
   after(async () => {

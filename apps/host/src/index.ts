@@ -1,9 +1,10 @@
 // One host: the control plane and the local agent in one process, served over HTTP.
+
+import { createServer } from 'node:http'
 import { join } from 'node:path'
 import { defaultAgentConfig, LocalAgent } from '@forkbox/agent'
 import type { TemplateProgress } from '@forkbox/protocol'
 import { createControlPlane } from '@forkbox/server'
-import { createServer } from 'node:http'
 import { getRequestListener } from '@hono/node-server'
 import { type HostConfig, type HostOptions, loadHostConfig } from './config.ts'
 

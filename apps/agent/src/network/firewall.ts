@@ -94,7 +94,13 @@ table ${t} {
 }
 
 function slotNames(slot: number) {
-  return { chain: `sbx${slot}`, allow: `allow${slot}`, deny: `deny${slot}`, allowDns: `allowdns${slot}`, denyDns: `denydns${slot}` }
+  return {
+    chain: `sbx${slot}`,
+    allow: `allow${slot}`,
+    deny: `deny${slot}`,
+    allowDns: `allowdns${slot}`,
+    denyDns: `denydns${slot}`,
+  }
 }
 
 /** Adds a sandbox's chain and sets (closed to everything); `policyScript` opens it. */
@@ -142,8 +148,7 @@ export function policyScript(b: FirewallNames, r: SlotRules): string {
     rule('udp dport @mining goto refuse')
     rule(`ip daddr @${n.deny} goto refuse`)
     rule(`ip daddr @${n.denyDns} goto refuse`)
-    if (r.allowListed)
-      rule(`ip daddr != @${n.allow} ip daddr != @${n.allowDns} goto refuse`)
+    if (r.allowListed) rule(`ip daddr != @${n.allow} ip daddr != @${n.allowDns} goto refuse`)
     rule(`ct mark set ${mark} accept`)
   }
   rule('goto refuse')

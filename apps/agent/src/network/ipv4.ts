@@ -34,7 +34,7 @@ export function formatCidr(c: Cidr): string {
 }
 
 export function cidrContains(c: Cidr, ip: number): boolean {
-  return ((ip & mask(c.prefix)) >>> 0) === c.base
+  return (ip & mask(c.prefix)) >>> 0 === c.base
 }
 
 /**
@@ -44,10 +44,19 @@ export function cidrContains(c: Cidr, ip: number): boolean {
 export const ALWAYS_BLOCKED = ['0.0.0.0/8', '127.0.0.0/8', '169.254.0.0/16', '224.0.0.0/3']
 
 /** Private and shared ranges: blocked unless the operator allows them (RFC 1918, 6598, 6890, 2544). */
-export const PRIVATE_RANGES = ['10.0.0.0/8', '100.64.0.0/10', '172.16.0.0/12', '192.0.0.0/24', '192.168.0.0/16', '198.18.0.0/15']
+export const PRIVATE_RANGES = [
+  '10.0.0.0/8',
+  '100.64.0.0/10',
+  '172.16.0.0/12',
+  '192.0.0.0/24',
+  '192.168.0.0/16',
+  '198.18.0.0/15',
+]
 
 /** Ports Stratum mining pools commonly listen on. */
-export const MINING_PORTS = [3333, 3334, 3335, 3336, 3357, 4444, 5555, 5556, 5588, 5730, 6099, 6666, 7777, 7778, 9999, 14433, 14444, 45560, 45700]
+export const MINING_PORTS = [
+  3333, 3334, 3335, 3336, 3357, 4444, 5555, 5556, 5588, 5730, 6099, 6666, 7777, 7778, 9999, 14433, 14444, 45560, 45700,
+]
 
 /** Whether `ip` is in one of the blocks (as text CIDRs). */
 export function inAny(ip: string, blocks: readonly string[]): boolean {

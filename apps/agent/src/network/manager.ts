@@ -3,8 +3,8 @@
 // has a slot too, closed to everything: a policy can then change on a running sandbox, and a
 // snapshot restores the same way whatever its policy.
 import { createHash } from 'node:crypto'
-import type { EgressPolicy } from '@forkbox/protocol'
 import { writeFileSync } from 'node:fs'
+import type { EgressPolicy } from '@forkbox/protocol'
 import {
   addSlotScript,
   baseScript,
@@ -285,4 +285,3 @@ export class NetworkManager {
     this.resolver?.close()
   }
 }
-

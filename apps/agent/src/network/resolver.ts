@@ -101,7 +101,7 @@ export class Resolver {
     const policy = this.opts.policyOf(rinfo.address)
     const q = query.questions?.[0]
     if (!q) return
-    if (!policy || !policy.internet) return this.reply(query, rinfo, 'REFUSED')
+    if (!policy?.internet) return this.reply(query, rinfo, 'REFUSED')
     const rule = policy.ruleFor(q.name)
     let upstream: dnsPacket.Packet
     try {

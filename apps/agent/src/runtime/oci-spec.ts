@@ -100,7 +100,13 @@ export function buildSpec(input: SpecInput): Record<string, unknown> {
         pids: { limit: cgroupLimits(r).pids },
         cpu: { quota: Math.round(r.vcpus * 100_000), period: 100_000 },
       },
-      namespaces: [{ type: 'pid' }, { type: 'network', path: input.netnsPath }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],
+      namespaces: [
+        { type: 'pid' },
+        { type: 'network', path: input.netnsPath },
+        { type: 'ipc' },
+        { type: 'uts' },
+        { type: 'mount' },
+      ],
     },
   }
 }

@@ -106,6 +106,17 @@ export function startCommand(runscPath: string, args: string[], scratch: string)
   ].join('\n')
   return {
     file: 'unshare',
-    args: ['--mount', '--propagation', 'private', '/bin/sh', '-c', script, 'forkbox-start', scratch, runscPath, ...args],
+    args: [
+      '--mount',
+      '--propagation',
+      'private',
+      '/bin/sh',
+      '-c',
+      script,
+      'forkbox-start',
+      scratch,
+      runscPath,
+      ...args,
+    ],
   }
 }

@@ -74,9 +74,7 @@ export function portProxy(deps: { keys: KeyStore; sandboxes: SandboxService; log
       port,
       path: `${m[3] ?? '/'}${url.search}`,
       headers,
-      setCookie: queryToken
-        ? `${cookieName(id)}=${queryToken}; Path=${prefix}/; HttpOnly; SameSite=Lax`
-        : undefined,
+      setCookie: queryToken ? `${cookieName(id)}=${queryToken}; Path=${prefix}/; HttpOnly; SameSite=Lax` : undefined,
     }
   }
 
@@ -84,7 +82,10 @@ export function portProxy(deps: { keys: KeyStore; sandboxes: SandboxService; log
     const e =
       err instanceof AppError
         ? err
-        : new AppError('PORT_UNREACHABLE', `the sandbox did not answer on that port: ${String((err as Error)?.message ?? err)}`)
+        : new AppError(
+            'PORT_UNREACHABLE',
+            `the sandbox did not answer on that port: ${String((err as Error)?.message ?? err)}`,
+          )
     const requestId = `req_${randomBytes(8).toString('hex')}`
     return {
       status: errorStatus[e.code],

@@ -13,7 +13,10 @@ const route = createRoute({
     body: { content: { 'application/json': { schema: NetworkOptions } }, required: true },
   },
   responses: {
-    200: { description: 'The sandbox, with the policy now in force', content: { 'application/json': { schema: Sandbox } } },
+    200: {
+      description: 'The sandbox, with the policy now in force',
+      content: { 'application/json': { schema: Sandbox } },
+    },
     ...errorResponses,
   },
 })
@@ -21,11 +24,7 @@ const route = createRoute({
 export function register(app: App): void {
   app.openapi(route, async (c) =>
     c.json(
-      await c.var.services.sandboxes.updateNetwork(
-        c.var.principal.keyId,
-        c.req.valid('param').id,
-        c.req.valid('json'),
-      ),
+      await c.var.services.sandboxes.updateNetwork(c.var.principal.keyId, c.req.valid('param').id, c.req.valid('json')),
       200,
     ),
   )
