@@ -92,12 +92,19 @@ export class NetworkManager {
       policyOf: (address) => this.resolverPolicy(address),
       log: this.log,
     })
+    const blocks = await hostBlocks(this.names.ifacePrefix)
+    // another forkbox (or anything else) on this block would get our sandboxes' traffic
+    const clash = blocks.find((b) => b.endsWith('/32') && inAny(b.slice(0, -3), [this.config.subnet]))
+    if (clash)
+      throw new Error(
+        `network subnet ${this.config.subnet} is in use on this host (${clash}); give this forkbox another (FORKBOX_NETWORK_SUBNET)`,
+      )
     const dnsPort = await this.resolver.listen()
     this.base = {
       table: this.names.table,
       ifacePrefix: this.names.ifacePrefix,
       subnet: this.config.subnet,
-      hostBlocks: await hostBlocks(this.names.ifacePrefix),
+      hostBlocks: blocks,
       operatorAllowed: this.config.operatorAllowed,
       dnsPort,
     }
