@@ -2,15 +2,16 @@
 // running, with their processes, files and kernels; removes what nothing owns (pool sandboxes,
 // half-made forks, half-written images); and nothing leaks.
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { describe, it } from 'node:test'
+import { networkNames } from '@forkbox/agent'
 import { startHost } from '@forkbox/host'
 import { Sandbox } from '@forkbox/sdk'
-import { cgroupHierarchiesWith } from './harness.ts'
+import { cgroupHierarchiesWith, networkLeftovers } from './harness.ts'
 
 const templatesDir = process.env.FORKBOX_TEMPLATES_DIR ?? '/var/lib/forkbox/templates'
 
@@ -77,6 +78,10 @@ describe('crash recovery', () => {
         await fetch(`${host.url}/v1/sandboxes/${id}/events`, { headers: { authorization: `Bearer ${key}` } })
       ).json()) as { events: { type: string }[] }
       assert.ok(events.events.some((e) => e.type === 're-attached'))
+      // its network policy is in force again under the new host's rules
+      assert.deepEqual(sbx.info.network.allowOut, ['203.0.113.7'])
+      const table = networkNames(`${tag}:/run/${tag}`).table
+      assert.match(execFileSync('nft', ['list', 'table', 'inet', table]).toString(), /203\.0\.113\.7/)
       // the crashed host's pool sandboxes are gone; only the re-attached one is left
       const now = readdirSync(join(dataDir, 'sandboxes'))
       assert.deepEqual(
@@ -97,6 +102,8 @@ describe('crash recovery', () => {
     for await (const c of procs.stdout) out += c
     assert.ok(!out.includes(`--root=/run/${tag}`), 'a runsc process of the crashed host is still running')
     assert.deepEqual(cgroupHierarchiesWith(tag), [])
+    // the crashed host's spare slots and the re-attached sandbox's are gone too
+    assert.deepEqual(networkLeftovers(tag, `/run/${tag}`), { netns: [], ifaces: [], rules: [] })
   })
 
   for (const mode of ['fork', 'hibernate'] as const) {
@@ -143,6 +150,7 @@ describe('crash recovery', () => {
         rmSync(`/run/${tag}`, { recursive: true, force: true })
       }
       assert.deepEqual(cgroupHierarchiesWith(tag), [])
+      assert.deepEqual(networkLeftovers(tag, `/run/${tag}`), { netns: [], ifaces: [], rules: [] })
     })
   }
 })

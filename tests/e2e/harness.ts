@@ -53,6 +53,18 @@ export function cgroupHierarchiesWith(parent: string): string[] {
   return ['', ...readdirSync('/sys/fs/cgroup')].filter((c) => existsSync(join('/sys/fs/cgroup', c, parent)))
 }
 
+/** The network namespaces, host interfaces and nftables table of a host's agent still there. */
+export function networkLeftovers(cgroupParent: string, stateDir: string) {
+  const net = networkNames(`${cgroupParent}:${stateDir}`)
+  const netns = existsSync('/run/netns') ? readdirSync('/run/netns').filter((n) => n.startsWith(net.netnsPrefix)) : []
+  const ifaces = readdirSync('/sys/class/net').filter((n) => n.startsWith(net.ifacePrefix))
+  const rules = execFileSync('nft', ['list', 'tables'])
+    .toString()
+    .split('\n')
+    .filter((l) => l.includes(net.table))
+  return { netns, ifaces, rules }
+}
+
 /** Everything a sandbox of this host could leave behind; all lists must be empty. */
 export function leftovers(t: TestHost): Record<string, string[]> {
   const containers = existsSync(t.stateDir)
@@ -72,14 +84,7 @@ export function leftovers(t: TestHost): Record<string, string[]> {
     .filter((l) => l.includes(`--root=${t.stateDir}`))
   const snapshotDir = join(t.dataDir, 'snapshots')
   const snapshots = existsSync(snapshotDir) ? readdirSync(snapshotDir) : []
-  const net = networkNames(`${t.cgroupParent}:${t.stateDir}`)
-  const netns = existsSync('/run/netns') ? readdirSync('/run/netns').filter((n) => n.startsWith(net.netnsPrefix)) : []
-  const ifaces = readdirSync('/sys/class/net').filter((n) => n.startsWith(net.ifacePrefix))
-  const rules = execFileSync('nft', ['list', 'tables'])
-    .toString()
-    .split('\n')
-    .filter((l) => l.includes(net.table))
-  return { containers, dirs, mounts, cgroups, procs, snapshots, netns, ifaces, rules }
+  return { containers, dirs, mounts, cgroups, procs, snapshots, ...networkLeftovers(t.cgroupParent, t.stateDir) }
 }
 
 export const NOTHING_LEFT = {
