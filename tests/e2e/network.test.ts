@@ -266,6 +266,49 @@ describe('network isolation', () => {
     assert.deepEqual((await sbx.getInfo()).network.allowOut, [PUBLIC_B])
   })
 
+  it('an open connection the new policy refuses is cut; one it still allows goes on', async () => {
+    // connects, sends half a request, waits for /tmp/go-N, sends the rest and prints the outcome
+    const half = `
+import socket, os, sys, time
+s = socket.create_connection(("${PUBLIC_A}", ${PORT}), timeout=10)
+s.sendall(b"POST / HTTP/1.1\\r\\nHost: x\\r\\n")
+open(sys.argv[1] + ".connected", "w").close()
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+try:
+    s.sendall(b"Content-Length: 0\\r\\n\\r\\n")
+    data = b""
+    while True:
+        c = s.recv(65536)
+        if not c:
+            break
+        data += c
+    print("reply" if data else "closed", flush=True)
+except Exception as e:
+    print("cut", type(e).__name__, flush=True)
+`
+    await using sbx = await Sandbox.create({ ...host().conn, network: { internet: true } })
+    await sbx.files.write('/tmp/half.py', half)
+    const run = async (flag: string, change: () => Promise<unknown>) => {
+      const proc = await sbx.exec(['python3', '/tmp/half.py', flag], { background: true })
+      for (let i = 0; i < 200 && !(await sbx.files.exists(`${flag}.connected`)); i++)
+        await new Promise((r) => setTimeout(r, 50))
+      await change()
+      await sbx.files.write(flag, '')
+      let out = ''
+      await proc.wait({
+        onStdout: (d) => {
+          out += d
+        },
+      })
+      return out
+    }
+    // still allowed: the flow carries on under the new rules
+    assert.match(await run('/tmp/go-1', () => sbx.updateNetwork({ denyOut: [PUBLIC_B] })), /reply/)
+    // no longer allowed: cut
+    assert.match(await run('/tmp/go-2', () => sbx.updateNetwork({ allowOut: [PUBLIC_B] })), /cut|closed/)
+  })
+
   it('a sandbox cannot reach another sandbox', async () => {
     await using target = await Sandbox.create({ ...host().conn, network: { internet: true } })
     await target.exec('setsid python3 -m http.server 8000 > /dev/null 2>&1 < /dev/null &')
