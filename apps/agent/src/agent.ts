@@ -1083,10 +1083,20 @@ export class LocalAgent implements AgentApi {
     if (!sbx || sbx.stopping) return
     sbx.stopping = true
     sbx.pipes.input.destroy()
-    await runscKill(this.runsc, sbx.container)
-    // If the container never came up, runsc may not know it; make sure the process goes.
-    const forced = setTimeout(() => sbx.proc?.kill('SIGKILL'), 5_000)
+    // If the container never came up runsc may not know it, and a wedged one (seen once after an
+    // OOM) may never answer `kill`: then its processes go by PID.
+    const forced = setTimeout(() => {
+      sbx.proc?.kill('SIGKILL')
+      for (const p of runscProcesses(this.runsc).filter((p) => p.container === sbx.container)) {
+        try {
+          process.kill(p.pid, 'SIGKILL')
+        } catch {
+          // already gone
+        }
+      }
+    }, 5_000)
     sbx.exited.finally(() => clearTimeout(forced))
+    await runscKill(this.runsc, sbx.container)
   }
 
   liveIds(): string[] {

@@ -34,8 +34,11 @@ export async function runscList(o: RunscOptions): Promise<{ id: string; status: 
   return parsed ?? []
 }
 
+/** runsc commands that must not hang the caller when a sandbox is wedged. */
+const BOUNDED = { timeout: 10_000, killSignal: 'SIGKILL' as const }
+
 export async function runscKill(o: RunscOptions, id: string): Promise<void> {
-  await run(o.runscPath, [`--root=${o.stateDir}`, 'kill', '--all', id, 'KILL']).catch(() => {})
+  await run(o.runscPath, [`--root=${o.stateDir}`, 'kill', '--all', id, 'KILL'], BOUNDED).catch(() => {})
 }
 
 /** Sends `signal` to the container's init (the guest daemon) only. */
@@ -44,7 +47,7 @@ export async function runscSignal(o: RunscOptions, id: string, signal: string): 
 }
 
 export async function runscDelete(o: RunscOptions, id: string): Promise<void> {
-  await run(o.runscPath, [`--root=${o.stateDir}`, 'delete', '--force', id]).catch(() => {})
+  await run(o.runscPath, [`--root=${o.stateDir}`, 'delete', '--force', id], BOUNDED).catch(() => {})
 }
 
 /** Checkpoints the container into `imagePath` (uncompressed: restore is CPU-bound); it stops unless `leaveRunning`. */
