@@ -66,7 +66,7 @@ const NewSandbox = z
     secure: z.boolean().nullish(),
     allow_internet_access: z.boolean().nullish(),
     network: z.record(z.string(), z.unknown()).nullish(),
-    mcp: z.unknown(),
+    mcp: z.unknown().optional(),
     volumeMounts: z.array(z.unknown()).nullish(),
   })
   .passthrough()
