@@ -10,6 +10,7 @@ import {
   NotFoundError,
   Sandbox,
   SandboxNotFoundError,
+  TimeoutError,
 } from 'e2b'
 import { useTestHost } from './harness.ts'
 
@@ -115,6 +116,7 @@ describe('e2b clients against forkbox', () => {
       await wc.sendStdin('12345')
       await wc.closeStdin()
       assert.equal((await wc.wait()).stdout.trim(), '5')
+      assert.equal(await sbx.commands.kill(wc.pid), false)
       // without stdin: true, stdin is closed (cat ends at once)
       assert.equal((await sbx.commands.run('cat; echo done')).stdout, 'done\n')
 
@@ -126,6 +128,43 @@ describe('e2b clients against forkbox', () => {
       const result = await again.wait()
       assert.match(result.stdout, /10\n$/)
       await ticker.wait()
+
+      // timeoutMs ends the command (and only the command)
+      const started = Date.now()
+      await assert.rejects(sbx.commands.run('sleep 30; echo late', { timeoutMs: 1000 }), TimeoutError)
+      assert.ok(Date.now() - started < 10_000)
+      await until('the timed-out command to end', async () =>
+        (await sbx.commands.list()).every((p) => !p.cmd.includes('sleep 30') && !p.args.join(' ').includes('sleep 30')),
+      )
+      assert.equal((await sbx.commands.run('echo alive')).stdout, 'alive\n')
+    })
+  })
+
+  it('forks a sandbox and snapshots it; both keep its state', async () => {
+    await withSandbox(async (sbx) => {
+      await sbx.files.write('/home/user/mark.txt', 'original')
+      const forks = await sbx.fork({ count: 2, timeoutMs: TIMEOUT_MS })
+      try {
+        const [a, b] = forks
+        assert.ok(a instanceof Sandbox && b instanceof Sandbox, String(forks))
+        assert.notEqual(a.sandboxId, b.sandboxId)
+        assert.equal(await a.files.read('/home/user/mark.txt'), 'original')
+        await a.files.write('/home/user/mark.txt', 'changed in a')
+        assert.equal(await b.files.read('/home/user/mark.txt'), 'original')
+        assert.equal(await sbx.files.read('/home/user/mark.txt'), 'original')
+      } finally {
+        for (const f of forks) if (f instanceof Sandbox) await f.kill()
+      }
+      const snap = await sbx.createSnapshot()
+      assert.ok((await sbx.listSnapshots().nextItems()).some((s) => s.snapshotId === snap.snapshotId))
+      const restored = await Sandbox.create(snap.snapshotId, { timeoutMs: TIMEOUT_MS })
+      try {
+        assert.equal(await restored.files.read('/home/user/mark.txt'), 'original')
+      } finally {
+        await restored.kill()
+      }
+      assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true)
+      assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false)
     })
   })
 
@@ -272,6 +311,9 @@ describe('e2b clients against forkbox', () => {
       await ci.removeCodeContext(ctx)
       assert.ok(!(await ci.listCodeContexts()).some((c) => c.id === ctx.id))
       assert.equal((await ci.runCode('echo from bash', { language: 'bash' })).logs.stdout.join(''), 'from bash\n')
+      // a cell past its timeoutMs is stopped; the kernel and its state live on
+      await assert.rejects(ci.runCode('import time\ntime.sleep(30)', { timeoutMs: 1000 }), TimeoutError)
+      assert.equal((await ci.runCode('x + 1')).text, '22')
     } finally {
       await ci.kill()
     }

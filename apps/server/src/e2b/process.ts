@@ -70,8 +70,8 @@ function outputSink(out: ServerStream): OutputSink {
   }
 }
 
-/** Streams a background process from `offset` to its end (or until the client leaves). */
-async function follow(call: SandboxCall, pid: number, offset: number, out: ServerStream): Promise<void> {
+/** Streams a background process from `offset` to its end; false if the client left first. */
+async function follow(call: SandboxCall, pid: number, offset: number, out: ServerStream): Promise<boolean> {
   await out.send({ event: { start: { pid } } })
   const exit = await call.services.exec.attach(
     call.owner,
@@ -82,6 +82,7 @@ async function follow(call: SandboxCall, pid: number, offset: number, out: Serve
     out.signal,
   )
   if (exit) await out.send({ event: endEvent(exit) })
+  return exit !== null
 }
 
 /** Streams a terminal's output to its end (or until the client leaves). */
@@ -159,14 +160,10 @@ async function startCommand(c: Context<AppEnv>, call: SandboxCall, req: Json, ou
   const { pid } = await call.services.exec.start(call.owner, call.sandboxId, parsed.data)
   const key = keyOf(call.sandboxId, pid)
   configs.set(key, config)
-  try {
-    // envd ≥ 0.3.0: stdin is closed unless asked for
-    if (req.stdin !== true) await call.services.exec.stdin(call.owner, call.sandboxId, pid, Buffer.alloc(0), true)
-    await follow(call, pid, 0, out)
-  } finally {
-    const info = await call.services.exec.list(call.owner, call.sandboxId).catch(() => [])
-    if (!info.some((p) => p.pid === pid && p.running)) configs.delete(key)
-  }
+  // envd ≥ 0.3.0: stdin is closed unless asked for
+  if (req.stdin !== true) await call.services.exec.stdin(call.owner, call.sandboxId, pid, Buffer.alloc(0), true)
+  // kept for List while it runs on without this client (List forgets it once it is gone)
+  if (await follow(call, pid, 0, out)) configs.delete(key)
 }
 
 async function connect(_c: Context<AppEnv>, call: SandboxCall, req: Json, out: ServerStream) {
@@ -174,7 +171,7 @@ async function connect(_c: Context<AppEnv>, call: SandboxCall, req: Json, out: S
   const t = terminals.get(keyOf(call.sandboxId, pid))
   if (t) return followTerminal(t, pid, out)
   const info = (await call.services.exec.list(call.owner, call.sandboxId)).find((p) => p.pid === pid)
-  if (!info) throw new AppError('PROCESS_NOT_FOUND', `no process ${pid}`)
+  if (!info?.running) throw new AppError('PROCESS_NOT_FOUND', `no running process ${pid}`)
   // like envd, a new connection gets what the process writes from now on
   await follow(call, pid, info.outputBytes, out)
 }
@@ -205,7 +202,11 @@ async function sendSignal(call: SandboxCall, req: Json) {
   if (!sig) throw new AppError('VALIDATION_FAILED', `unsupported signal ${String(req.signal)}`)
   const t = terminals.get(keyOf(call.sandboxId, pid))
   if (t) t.session.kill(sig)
-  else await call.services.exec.signal(call.owner, call.sandboxId, pid, sig)
+  else {
+    // the signal lands before the exit is reaped: a process reported ended had ended already
+    const info = await call.services.exec.signal(call.owner, call.sandboxId, pid, sig)
+    if (!info.running) throw new AppError('PROCESS_NOT_FOUND', `process ${pid} has already ended`)
+  }
   return {}
 }
 
