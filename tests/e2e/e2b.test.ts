@@ -235,6 +235,10 @@ describe('e2b clients against forkbox', () => {
       )
       assert.equal(onlyA[0]?.state, 'running')
       assert.equal(onlyA[0]?.templateId, 'base')
+      assert.deepEqual(
+        await Sandbox.list({ query: { metadata: { run }, template: 'code-interpreter-v1' } }).nextItems(),
+        [],
+      )
       const pager = Sandbox.list({ query: { metadata: { run } }, limit: 1 })
       const seen = [...(await pager.nextItems())]
       assert.equal(pager.hasNext, true)

@@ -175,11 +175,15 @@ function metadataFilter(query: string | undefined): Record<string, string> {
 
 function listed(c: Context<AppEnv>, owner: string): Sandbox[] {
   const states = new Set((c.req.query('state') ?? 'running,paused').split(','))
+  const template = c.req.query('template')
+  const after = Date.parse(c.req.query('startedAfter') ?? '') || 0
   return c.var.services.sandboxes
     .list(owner, { metadata: metadataFilter(c.req.query('metadata')) })
     .filter(
       (s) => (s.state === 'running' && states.has('running')) || (s.state === 'hibernated' && states.has('paused')),
     )
+    .filter((s) => !template || (TEMPLATE_ALIASES[template] ?? template) === s.template)
+    .filter((s) => Date.parse(s.createdAt) >= after)
     .sort((a, b) => (c.req.query('order') === 'asc' ? 1 : -1) * a.createdAt.localeCompare(b.createdAt))
 }
 
