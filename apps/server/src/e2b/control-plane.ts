@@ -14,7 +14,6 @@ import { z } from 'zod'
 import type { AppEnv } from '../http/env.ts'
 import { validationError } from '../http/errors.ts'
 import { accessToken, requireApiKey } from './auth.ts'
-import { restError } from './errors.ts'
 
 /**
  * The envd version the clients are told: ≥ 0.4.0 (no username sent for the default user),
@@ -28,16 +27,8 @@ const e2bTemplateId = (template: string) => (template === 'code-interpreter' ? '
 
 type Handler = (c: Context<AppEnv>, owner: string) => Promise<Response>
 
-/** An authenticated control-plane handler whose failures go out E2B-shaped. */
-function rest(fn: Handler) {
-  return async (c: Context<AppEnv>) => {
-    try {
-      return await fn(c, requireApiKey(c))
-    } catch (err) {
-      return restError(c, err)
-    }
-  }
-}
+/** An authenticated control-plane handler (what it throws goes out E2B-shaped: the layer's onError). */
+const rest = (fn: Handler) => (c: Context<AppEnv>) => fn(c, requireApiKey(c))
 
 async function body<T extends z.ZodType>(c: Context<AppEnv>, schema: T): Promise<z.output<T>> {
   const text = await c.req.text()

@@ -7,7 +7,6 @@ import { AppError, type FileEntry } from '@forkbox/protocol'
 import type { Context, Hono } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
 import type { AppEnv } from '../http/env.ts'
-import { restError } from './errors.ts'
 import { pathOf } from './filesystem.ts'
 import { type SandboxCall, sandboxCall } from './sandbox-call.ts'
 
@@ -64,21 +63,15 @@ async function write(c: Context<AppEnv>): Promise<Response> {
   return c.json([written(await put(queryPath, body))], 200)
 }
 
+/** 204 running; 502 for anything else, an unknown sandbox included (what E2B's proxy answers). */
 async function health(c: Context<AppEnv>): Promise<Response> {
   const call = sandboxCall(c)
-  const s = call.services.sandboxes.get(call.owner, call.sandboxId)
-  return s.state === 'running' ? c.body(null, 204) : c.text(`sandbox ${s.id} is ${s.state}`, 502)
-}
-
-function handle(fn: (c: Context<AppEnv>) => Promise<Response>) {
-  return async (c: Context<AppEnv>) => {
-    try {
-      return await fn(c)
-    } catch (err) {
-      if (c.req.path === '/health' && err instanceof AppError && err.code === 'SANDBOX_NOT_FOUND')
-        return c.text(err.message, 502)
-      return restError(c, err)
-    }
+  try {
+    const s = call.services.sandboxes.get(call.owner, call.sandboxId)
+    return s.state === 'running' ? c.body(null, 204) : c.text(`sandbox ${s.id} is ${s.state}`, 502)
+  } catch (err) {
+    if (err instanceof AppError && err.code === 'SANDBOX_NOT_FOUND') return c.text(err.message, 502)
+    throw err
   }
 }
 
@@ -89,7 +82,7 @@ export function registerFiles(app: Hono<AppEnv>, maxUploadBytes: number): void {
       throw new AppError('PAYLOAD_TOO_LARGE', `upload is larger than ${maxUploadBytes} bytes`)
     },
   })
-  app.get('/files', handle(read))
-  app.post('/files', limit, handle(write))
-  app.get('/health', handle(health))
+  app.get('/files', read)
+  app.post('/files', limit, write)
+  app.get('/health', health)
 }

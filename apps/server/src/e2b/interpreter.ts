@@ -7,7 +7,6 @@ import { stream } from 'hono/streaming'
 import { z } from 'zod'
 import type { AppEnv } from '../http/env.ts'
 import { validationError } from '../http/errors.ts'
-import { restError } from './errors.ts'
 import { INTERPRETER_PORT, type SandboxCall, sandboxCall } from './sandbox-call.ts'
 
 const LANGUAGES: Record<string, 'python' | 'bash' | 'javascript'> = {
@@ -117,15 +116,9 @@ async function removeContext(c: Context<AppEnv>, call: SandboxCall): Promise<Res
   return c.body(null, 204)
 }
 
-function handle(fn: (c: Context<AppEnv>, call: SandboxCall) => Promise<Response>) {
-  return async (c: Context<AppEnv>) => {
-    try {
-      return await fn(c, sandboxCall(c, INTERPRETER_PORT))
-    } catch (err) {
-      return restError(c, err)
-    }
-  }
-}
+/** An interpreter handler (what it throws goes out E2B-shaped: the layer's onError). */
+const handle = (fn: (c: Context<AppEnv>, call: SandboxCall) => Promise<Response>) => (c: Context<AppEnv>) =>
+  fn(c, sandboxCall(c, INTERPRETER_PORT))
 
 export function registerInterpreter(app: Hono<AppEnv>): void {
   app.post('/execute', handle(execute))

@@ -63,26 +63,51 @@ function endEvent(exit: { exitCode: number; signal: string | null }) {
 
 const KEEPALIVE = { event: { keepalive: {} } }
 
-function outputSink(out: ServerStream): OutputSink {
+const dropped = (bytes: number, more: boolean) =>
+  Buffer.from(
+    `\n[forkbox: ${more ? 'in all ' : ''}${bytes} bytes of output dropped: the client read slower than the command wrote]\n`,
+  ).toString('base64')
+
+/**
+ * Output as envd data events. A reader slower than the command falls behind forkbox's bounded
+ * process log (4 MiB); envd has no way to say so, so the loss is said on stderr (once, and the
+ * total at the end) rather than kept silent.
+ */
+function outputSink(out: ServerStream): OutputSink & { flush(): Promise<void> } {
+  const stderr = (data: string) => out.send({ event: { data: { stderr: data } } })
+  let lost = 0
+  let told = 0
   return {
     stdout: (data) => out.send({ event: { data: { stdout: data } } }),
-    stderr: (data) => out.send({ event: { data: { stderr: data } } }),
+    stderr,
+    gap: (bytes) => {
+      lost += bytes
+      if (told > 0) return
+      told = lost
+      return stderr(dropped(lost, false))
+    },
+    flush: async () => {
+      if (lost > told) await stderr(dropped(lost, true))
+    },
   }
 }
 
 /** Streams a background process from `offset` to its end; false if the client left first. */
 async function follow(call: SandboxCall, pid: number, offset: number, out: ServerStream): Promise<boolean> {
   await out.send({ event: { start: { pid } } })
+  const sink = outputSink(out)
   const exit = await call.services.exec.attach(
     call.owner,
     call.sandboxId,
     pid,
     { offset, encoding: 'base64', output: true },
-    outputSink(out),
+    sink,
     out.signal,
   )
-  if (exit) await out.send({ event: endEvent(exit) })
-  return exit !== null
+  if (!exit) return false
+  await sink.flush()
+  await out.send({ event: endEvent(exit) })
+  return true
 }
 
 /** Streams a terminal's output to its end (or until the client leaves). */
