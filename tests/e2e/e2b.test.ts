@@ -53,7 +53,7 @@ async function withSandbox<T>(fn: (sbx: Sandbox) => Promise<T>): Promise<T> {
 
 describe('e2b clients against forkbox', () => {
   it('create → commands.run → files.write/read → kill, as the README does', async () => {
-    const sbx = await Sandbox.create({ timeoutMs: TIMEOUT_MS })
+    const sbx = await Sandbox.create({ timeoutMs: TIMEOUT_MS, envs: { FROM_CREATE: 'yes' } })
     try {
       const hi = await sbx.commands.run('echo hi')
       assert.equal(hi.exitCode, 0)
@@ -78,6 +78,7 @@ describe('e2b clients against forkbox', () => {
         onStdout: (d) => void out.push(d),
       })
       assert.equal(env.stderr, 'hej\n')
+      assert.equal((await sbx.commands.run('echo "$FROM_CREATE"')).stdout, 'yes\n')
       assert.deepEqual(out, ['out\n'])
       await assert.rejects(sbx.commands.run('echo oops >&2; exit 3'), (err: unknown) => {
         assert.ok(err instanceof CommandExitError, String(err))
@@ -282,6 +283,8 @@ describe('e2b clients against forkbox', () => {
       const answer = await ci.runCode('x * 2')
       assert.equal(answer.text, '42')
       assert.equal(answer.error, undefined)
+      const cellEnv = await ci.runCode('import os\nos.environ.get("CELL_VAR")', { envs: { CELL_VAR: 'c' } })
+      assert.equal(cellEnv.text, "'c'")
       const printed = await ci.runCode('print("hello")')
       assert.deepEqual(printed.logs.stdout, ['hello\n'])
       const plot = await ci.runCode(

@@ -31,6 +31,7 @@ interface Terminal {
 const configs = new Map<string, ProcessConfig>()
 const terminals = new Map<string, Terminal>()
 const keyOf = (sandboxId: string, pid: number) => `${sandboxId}:${pid}`
+const MAX_CONFIGS = 10_000
 
 function configOf(req: Json): ProcessConfig {
   const p = obj(req.process)
@@ -185,6 +186,11 @@ async function startCommand(c: Context<AppEnv>, call: SandboxCall, req: Json, ou
   const { pid } = await call.services.exec.start(call.owner, call.sandboxId, parsed.data)
   const key = keyOf(call.sandboxId, pid)
   configs.set(key, config)
+  // entries of sandboxes nobody lists again go, oldest first, past a bound
+  for (const old of configs.keys()) {
+    if (configs.size <= MAX_CONFIGS) break
+    configs.delete(old)
+  }
   // envd ≥ 0.3.0: stdin is closed unless asked for
   if (req.stdin !== true) await call.services.exec.stdin(call.owner, call.sandboxId, pid, Buffer.alloc(0), true)
   // kept for List while it runs on without this client (List forgets it once it is gone)
