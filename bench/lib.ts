@@ -49,7 +49,9 @@ export function printSummary(): void {
   console.log(JSON.stringify(Object.fromEntries(summary), null, 2))
 }
 
-/** A host with its own data dir, runsc root and cgroup, all removed again by `close()`. */
+let hosts = 0
+
+/** A host with its own data dir, runsc root, cgroup and address block, all removed again by `close()`. */
 export async function benchHost(
   name: string,
   poolSize: number,
@@ -65,6 +67,7 @@ export async function benchHost(
     logLevel: 'warn',
     prebuild: ['base'],
     poolSize,
+    networkSubnet: `10.${230 + (hosts++ % 20)}.0.0/16`,
   })
   return {
     ...host,

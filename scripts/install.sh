@@ -13,6 +13,9 @@ RUNSC_VERSION='0.0~20240729'
 need_apt=()
 command -v debootstrap >/dev/null || need_apt+=(debootstrap)
 command -v ip >/dev/null || need_apt+=(iproute2)
+# every sandbox's network rules are nftables on the host; unshare (util-linux) wraps runsc's start
+command -v nft >/dev/null || need_apt+=(nftables)
+command -v unshare >/dev/null || need_apt+=(util-linux)
 command -v python3 >/dev/null || need_apt+=(python3)
 # the Python SDK's tests run on Debian's python3 with its httpx (PyPI is not reachable here)
 if [[ $for_tests -eq 1 ]]; then

@@ -1662,6 +1662,15 @@ def prepare_home():
         os.chown("/work", pw.pw_uid, pw.pw_gid)
 
 
+def prepare_resolver():
+    """Names go to the platform's resolver: the host redirects the sandbox's port 53 to it, so one
+    fixed address serves every sandbox, whichever network slot a restore puts it in."""
+    nameserver = os.environ.get("FORKBOX_NAMESERVER")
+    if nameserver:
+        with open("/etc/resolv.conf", "w") as f:
+            f.write(f"nameserver {nameserver}\noptions timeout:2 attempts:2\n")
+
+
 def main():
     # Our own stdout is the wire; nothing else may write to it.
     sys.stdout = sys.stderr
@@ -1676,6 +1685,10 @@ def main():
         prepare_home()
     except OSError as e:
         print(f"forkbox-guest: cannot prepare home: {e}", file=sys.stderr)
+    try:
+        prepare_resolver()
+    except OSError as e:
+        print(f"forkbox-guest: cannot write resolv.conf: {e}", file=sys.stderr)
     send_json(0, {"type": "ready", "version": VERSION, "pid": os.getpid()})
     buf = bytearray()
     signal.signal(signal.SIGUSR2, on_resync_signal)

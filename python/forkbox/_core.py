@@ -64,7 +64,7 @@ def _compact(d: Dict[str, Any]) -> Dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 
 
-def create(*, template, ttl_seconds, metadata, envs, resources, snapshot, persistent) -> Op:
+def create(*, template, ttl_seconds, metadata, envs, resources, snapshot, persistent, network=None) -> Op:
     body = _compact(
         {
             "template": template,
@@ -74,9 +74,28 @@ def create(*, template, ttl_seconds, metadata, envs, resources, snapshot, persis
             "resources": resources,
             "snapshot": snapshot,
             "persistent": persistent,
+            "network": network_body(network) if network is not None else None,
         }
     )
     return SandboxInfo.from_json((yield Call("POST", "/v1/sandboxes", json=body)))
+
+
+def network_body(network: Dict[str, Any]) -> Dict[str, Any]:
+    """Accepts the API's names or snake_case ones (allow_out, deny_out)."""
+    names = {"allow_out": "allowOut", "deny_out": "denyOut"}
+    return {names.get(k, k): v for k, v in network.items() if v is not None}
+
+
+def update_network(sandbox_id: str, network: Dict[str, Any]) -> Op:
+    return SandboxInfo.from_json((yield Call("PATCH", f"{sandbox_path(sandbox_id)}/network", json=network_body(network))))
+
+
+def host_of(url: str, sandbox_id: str, port: int) -> str:
+    """`host[:port]/s/ID/PORT`: where an exposed port is served (see network.ports)."""
+    from urllib.parse import urlsplit
+
+    u = urlsplit(url)
+    return f"{u.netloc}{u.path.rstrip('/')}/s/{sandbox_id}/{port}"
 
 
 def get(sandbox_id: str) -> Op:

@@ -19,6 +19,8 @@ class SandboxInfo:
     error_reason: Optional[str] = None
     error_message: Optional[str] = None
     persistent: bool = False
+    network: Dict[str, Any] = field(default_factory=dict)
+    access_token: str = ""
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "SandboxInfo":
@@ -34,6 +36,8 @@ class SandboxInfo:
             error_reason=d.get("errorReason"),
             error_message=d.get("errorMessage"),
             persistent=bool(d.get("persistent")),
+            network=d.get("network") or {},
+            access_token=d.get("accessToken", ""),
         )
 
 

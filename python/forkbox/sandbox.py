@@ -103,11 +103,12 @@ class Sandbox:
         resources: Optional[Dict[str, int]] = None,
         snapshot: Optional[str] = None,
         persistent: Optional[bool] = None,
+        network: Optional[Dict[str, Any]] = None,
         api_key: Optional[str] = None,
         url: Optional[str] = None,
     ) -> "Sandbox":
         t = SyncTransport(api_key, url)
-        info = t.run(core.create(template=template, ttl_seconds=ttl_seconds, metadata=metadata, envs=envs, resources=resources, snapshot=snapshot, persistent=persistent))
+        info = t.run(core.create(template=template, ttl_seconds=ttl_seconds, metadata=metadata, envs=envs, resources=resources, snapshot=snapshot, persistent=persistent, network=network))
         return cls(t, info)
 
     @classmethod
@@ -130,6 +131,19 @@ class Sandbox:
     def set_timeout(self, ttl_seconds: int) -> SandboxInfo:
         self.info = self._t.run(core.set_timeout(self.id, ttl_seconds))
         return self.info
+
+    def update_network(self, **network: Any) -> SandboxInfo:
+        """Changes internet, allow_out, deny_out or ports; fields not given keep their value."""
+        self.info = self._t.run(core.update_network(self.id, network))
+        return self.info
+
+    def get_host(self, port: int) -> str:
+        """Where an exposed port is served: `http://{get_host(p)}/` with the key or `access_token`."""
+        return core.host_of(self._t.url, self.id, port)
+
+    @property
+    def access_token(self) -> str:
+        return self.info.access_token
 
     def kill(self) -> None:
         self._t.run(core.kill(self.id))
@@ -286,11 +300,12 @@ class AsyncSandbox:
         resources: Optional[Dict[str, int]] = None,
         snapshot: Optional[str] = None,
         persistent: Optional[bool] = None,
+        network: Optional[Dict[str, Any]] = None,
         api_key: Optional[str] = None,
         url: Optional[str] = None,
     ) -> "AsyncSandbox":
         t = AsyncTransport(api_key, url)
-        info = await t.run(core.create(template=template, ttl_seconds=ttl_seconds, metadata=metadata, envs=envs, resources=resources, snapshot=snapshot, persistent=persistent))
+        info = await t.run(core.create(template=template, ttl_seconds=ttl_seconds, metadata=metadata, envs=envs, resources=resources, snapshot=snapshot, persistent=persistent, network=network))
         return cls(t, info)
 
     @classmethod
@@ -313,6 +328,19 @@ class AsyncSandbox:
     async def set_timeout(self, ttl_seconds: int) -> SandboxInfo:
         self.info = await self._t.run(core.set_timeout(self.id, ttl_seconds))
         return self.info
+
+    async def update_network(self, **network: Any) -> SandboxInfo:
+        """Changes internet, allow_out, deny_out or ports; fields not given keep their value."""
+        self.info = await self._t.run(core.update_network(self.id, network))
+        return self.info
+
+    def get_host(self, port: int) -> str:
+        """Where an exposed port is served: `http://{get_host(p)}/` with the key or `access_token`."""
+        return core.host_of(self._t.url, self.id, port)
+
+    @property
+    def access_token(self) -> str:
+        return self.info.access_token
 
     async def kill(self) -> None:
         await self._t.run(core.kill(self.id))

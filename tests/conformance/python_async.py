@@ -32,6 +32,8 @@ async def main():
         proc = await sbx.exec(["python3", "-c", "print(input()[::-1])"], background=True)
         await proc.send_stdin("forkbox\n")
         assert (await proc.wait()).exit_code == 0
+        info = await sbx.update_network(internet=True, allow_out=["203.0.113.0/24"])
+        assert info.network["allowOut"] == ["203.0.113.0/24"], info.network
         forks = await sbx.fork(count=1)
         assert (await forks[0].run_code("x")).text == "20"
         await forks[0].kill()

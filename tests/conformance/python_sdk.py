@@ -132,6 +132,16 @@ def background_process():
 
 
 @behaviour
+def network_policy():
+    with Sandbox.create() as sbx:
+        assert sbx.info.network["internet"] is False, sbx.info.network
+        info = sbx.update_network(internet=True, ports=[8000])
+        assert info.network == {"internet": True, "allowOut": [], "denyOut": [], "ports": [8000]}, info.network
+        assert sbx.get_host(8000).endswith(f"/s/{sbx.id}/8000")
+        assert sbx.access_token.startswith("fbt_")
+
+
+@behaviour
 def kill_on_exit():
     with Sandbox.create() as sbx:
         sid = sbx.id

@@ -98,6 +98,14 @@ export async function runTsBehaviours(conn: ConnectionOptions): Promise<Results>
       const exit = await proc.wait({ onStdout: (d) => (out += d) })
       assert.deepEqual([exit.exitCode, out], [0, 'xobkrof\n'])
     },
+    async network_policy() {
+      await using sbx = await Sandbox.create(conn)
+      assert.equal(sbx.info.network.internet, false)
+      const info = await sbx.updateNetwork({ internet: true, ports: [8000] })
+      assert.deepEqual(info.network, { internet: true, allowOut: [], denyOut: [], ports: [8000] })
+      assert.ok(sbx.getHost(8000).endsWith(`/s/${sbx.id}/8000`))
+      assert.ok(sbx.accessToken.startsWith('fbt_'))
+    },
     async kill_on_exit() {
       let id = ''
       {

@@ -5,7 +5,8 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before } from 'node:test'
-import { type Host, startHost } from '@forkbox/host'
+import { networkNames } from '@forkbox/agent'
+import { type Host, type HostOptions, startHost } from '@forkbox/host'
 import type { ConnectionOptions } from '@forkbox/sdk'
 
 export interface TestHost {
@@ -17,7 +18,7 @@ export interface TestHost {
   stop(): Promise<void>
 }
 
-export async function startTestHost(): Promise<TestHost> {
+export async function startTestHost(opts: Partial<HostOptions> = {}): Promise<TestHost> {
   const dataDir = mkdtempSync(join(tmpdir(), 'forkbox-e2e-'))
   const tag = `fbx-e2e-${process.pid}`
   const stateDir = `/run/${tag}`
@@ -30,6 +31,9 @@ export async function startTestHost(): Promise<TestHost> {
     logLevel: 'warn',
     // other templates bake and fill their pools on first use
     prebuild: ['base'],
+    // a block of its own: test hosts of other processes may run at the same time
+    networkSubnet: `10.${200 + (process.pid % 40)}.0.0/16`,
+    ...opts,
   })
   if (!host.bootstrapKey) throw new Error('a fresh data dir must yield a bootstrap key')
   return {
@@ -68,7 +72,26 @@ export function leftovers(t: TestHost): Record<string, string[]> {
     .filter((l) => l.includes(`--root=${t.stateDir}`))
   const snapshotDir = join(t.dataDir, 'snapshots')
   const snapshots = existsSync(snapshotDir) ? readdirSync(snapshotDir) : []
-  return { containers, dirs, mounts, cgroups, procs, snapshots }
+  const net = networkNames(`${t.cgroupParent}:${t.stateDir}`)
+  const netns = existsSync('/run/netns') ? readdirSync('/run/netns').filter((n) => n.startsWith(net.netnsPrefix)) : []
+  const ifaces = readdirSync('/sys/class/net').filter((n) => n.startsWith(net.ifacePrefix))
+  const rules = execFileSync('nft', ['list', 'tables'])
+    .toString()
+    .split('\n')
+    .filter((l) => l.includes(net.table))
+  return { containers, dirs, mounts, cgroups, procs, snapshots, netns, ifaces, rules }
+}
+
+export const NOTHING_LEFT = {
+  containers: [],
+  dirs: [],
+  mounts: [],
+  cgroups: [],
+  procs: [],
+  snapshots: [],
+  netns: [],
+  ifaces: [],
+  rules: [],
 }
 
 export function cleanupDataDir(t: TestHost): void {
@@ -82,18 +105,22 @@ export function cleanupDataDir(t: TestHost): void {
  * `setup`/`teardown` run on the started host, around the tests.
  */
 export function useTestHost(
-  hooks: { setup?: (t: TestHost) => Promise<void>; teardown?: (t: TestHost) => Promise<void> } = {},
+  hooks: {
+    setup?: (t: TestHost) => Promise<void>
+    teardown?: (t: TestHost) => Promise<void>
+    options?: () => Partial<HostOptions>
+  } = {},
 ): () => TestHost {
   let t: TestHost | undefined
   before(async () => {
-    t = await startTestHost()
+    t = await startTestHost(hooks.options?.())
     await hooks.setup?.(t)
   })
   after(async () => {
     if (!t) return
     await hooks.teardown?.(t)
     await t.stop()
-    assert.deepEqual(leftovers(t), { containers: [], dirs: [], mounts: [], cgroups: [], procs: [], snapshots: [] })
+    assert.deepEqual(leftovers(t), NOTHING_LEFT)
     cleanupDataDir(t)
   })
   return () => {

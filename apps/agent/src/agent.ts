@@ -15,7 +15,7 @@ import {
   writeFileSync,
 } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
-import type { ResolvedResources } from '@forkbox/protocol'
+import type { EgressPolicy as NetworkPolicy, ResolvedResources, SandboxUsage } from '@forkbox/protocol'
 import {
   type AgentApi,
   AppError,
@@ -42,6 +42,7 @@ import type { AgentConfig } from './config.ts'
 import { GuestConnection } from './guest/connection.ts'
 import { createGuestFifos, type GuestPipes, hasGuestFifos, openGuestPipes } from './guest/fifo.ts'
 import { FrameType } from './guest/frames.ts'
+import { CLOSED, NetworkManager, type Slot } from './network/manager.ts'
 import {
   cgroupExists,
   createCgroup,
@@ -61,6 +62,7 @@ import {
   runscList,
   runscProcesses,
   runscSignal,
+  startCommand,
   waitForRunscProcesses,
 } from './runtime/runsc.ts'
 import { buildRootfs } from './templates/build.ts'
@@ -88,6 +90,9 @@ const INTERNAL_ID = /^(pool|bake)-/
 interface BundleRecord {
   id: string
   vcpus: number
+  /** Its network slot and policy, for a restarted agent to take back. */
+  slot: number
+  network: NetworkPolicy
 }
 const READY_TIMEOUT_MS = 30_000
 const STDIN_CHUNK = 256 * 1024
@@ -106,6 +111,7 @@ interface LiveSandbox {
   dir: string
   cgroup: string
   vcpus: number
+  slot: Slot
   /** The runsc process we started; null for a sandbox re-attached after a restart. */
   proc: ChildProcess | null
   conn: GuestConnection
@@ -159,8 +165,20 @@ export class LocalAgent implements AgentApi {
    * the agent. */
   private readonly guestDir: string
   private readonly guestHash: string
+  private readonly network: NetworkManager
+  private networkUp: Promise<void> | null = null
 
   constructor(private readonly config: AgentConfig) {
+    this.network = new NetworkManager(
+      {
+        tag: `${config.cgroupParent}:${config.runscStateDir}`,
+        subnet: config.networkSubnet,
+        operatorAllowed: config.networkAllowPrivate,
+        dnsUpstreams: config.dnsUpstreams,
+        spareSlots: config.spareNetworkSlots,
+      },
+      (m) => this.log(m),
+    )
     this.definitions = loadDefinitions(config.definitionsDir)
     const files = [config.guestScript, ...KERNEL_FILES.map((k) => join(dirname(config.guestScript), k))].map((f) => ({
       name: basename(f),
@@ -212,6 +230,7 @@ export class LocalAgent implements AgentApi {
       .update(JSON.stringify(def.resources.defaults))
       .update(def.kernel?.preload ?? '')
       .update(this.config.platform)
+      .update('network=sandbox')
       .digest('hex')
       .slice(0, 16)
     return join(this.config.templatesDir, `${def.name}-${templateHash(def)}.snapshot-${key}`)
@@ -299,6 +318,7 @@ export class LocalAgent implements AgentApi {
    * every container, cgroup and bundle dir no live sandbox owns.
    */
   async reconcile(): Promise<string[]> {
+    await this.networkReady()
     const removed = new Set<string>()
     const owned = new Set([...this.sandboxes.values()].map((s) => s.container))
     for (const c of await runscList(this.runsc).catch(() => [])) {
@@ -342,6 +362,8 @@ export class LocalAgent implements AgentApi {
       rmSync(join(this.sandboxesDir, name), { recursive: true, force: true })
       removed.add(name)
     }
+    for (const name of await this.network.sweep()) removed.add(name)
+    await this.network.prepare()
     // half-written rootfs builds and snapshots of processes that are gone
     for (const name of readdirSync(this.config.templatesDir)) {
       const owner = /\.(?:tmp|building)-(\d+)/.exec(name)?.[1]
@@ -394,6 +416,7 @@ export class LocalAgent implements AgentApi {
       this.sandboxes.set(spec.id, sbx)
       try {
         await sbx.conn.call({ op: 'configure', env: spec.envs, restored: true })
+        await this.setPolicy(sbx, spec.network ?? CLOSED)
         return true
       } catch {
         await this.stop(spec.id)
@@ -433,14 +456,40 @@ export class LocalAgent implements AgentApi {
     this.filling.set(def.name, fill)
   }
 
-  usage(): { id: string; cpuSeconds: number; memoryBytes: number }[] {
-    const out: { id: string; cpuSeconds: number; memoryBytes: number }[] = []
+  usage(): SandboxUsage[] {
+    const out: SandboxUsage[] = []
     for (const sbx of this.sandboxes.values()) {
       if (sbx.stopping || INTERNAL_ID.test(sbx.id)) continue
       const u = readUsage(sbx.cgroup)
-      if (u) out.push({ id: sbx.id, ...u })
+      const net = this.network.bytes(sbx.slot) ?? { rxBytes: 0, txBytes: 0 }
+      if (u) out.push({ id: sbx.id, ...u, networkRxBytes: net.rxBytes, networkTxBytes: net.txBytes })
     }
     return out
+  }
+
+  private networkReady(): Promise<void> {
+    if (!this.networkUp) {
+      this.networkUp = this.network.init()
+      this.networkUp.catch(() => {
+        this.networkUp = null
+      })
+    }
+    return this.networkUp
+  }
+
+  /** Puts a policy in force and records it in the bundle (a restarted agent re-applies it). */
+  private async setPolicy(sbx: LiveSandbox, policy: NetworkPolicy): Promise<void> {
+    await this.network.apply(sbx.slot, policy)
+    const record: BundleRecord = { id: sbx.id, vcpus: sbx.vcpus, slot: sbx.slot.slot, network: policy }
+    writeFileSync(join(sbx.dir, BUNDLE_RECORD), JSON.stringify(record))
+  }
+
+  async setNetwork(id: string, policy: NetworkPolicy): Promise<void> {
+    await this.setPolicy(this.live(id), policy)
+  }
+
+  sandboxAddress(id: string): string {
+    return this.live(id).slot.sandboxIp
   }
 
   /** Pooled (unclaimed) sandboxes per template. */
@@ -461,19 +510,22 @@ export class LocalAgent implements AgentApi {
     const container = this.sandboxes.has(spec.id) ? `${spec.id}-${randomBytes(3).toString('hex')}` : spec.id
     const dir = join(this.sandboxesDir, container)
     const cgroup = `${this.config.cgroupParent}/${container}`
-    mkdirSync(dir, { recursive: true })
+    await this.networkReady()
+    const slot = await this.network.acquire()
+    mkdirSync(join(dir, 'proc'), { recursive: true })
     createCgroup(cgroup, cgroupLimits(spec.resources))
     const config = buildSpec({
       rootfs: this.rootfsOf(def),
       guestDir: this.guestDir,
       kernelPreload: def.kernel?.preload,
       cgroupsPath: `/${cgroup}`,
+      netnsPath: `/run/netns/${slot.netns}`,
       // one name for all: a restored sandbox keeps the name it was baked with
       hostname: 'sandbox',
       resources: spec.resources,
     })
     writeFileSync(join(dir, 'config.json'), JSON.stringify(config))
-    const record: BundleRecord = { id: spec.id, vcpus: spec.resources.vcpus }
+    const record: BundleRecord = { id: spec.id, vcpus: spec.resources.vcpus, slot: slot.slot, network: CLOSED }
     writeFileSync(join(dir, BUNDLE_RECORD), JSON.stringify(record))
     // runsc's own log goes to a file: a pipe nobody reads would stall it
     const logFd = openSync(join(dir, 'runsc.log'), 'a')
@@ -481,16 +533,18 @@ export class LocalAgent implements AgentApi {
     let proc: ChildProcess
     try {
       const command = snapshot ? ['restore', `--image-path=${snapshot}`] : ['run']
+      const start = startCommand(
+        this.config.runscPath,
+        [...runscGlobalArgs(this.runsc), ...command, `--bundle=${dir}`, container],
+        join(dir, 'proc'),
+      )
       // its own process group: a Ctrl-C meant for the host does not reach the sandbox
-      proc = spawn(this.config.runscPath, [...runscGlobalArgs(this.runsc), ...command, `--bundle=${dir}`, container], {
-        stdio: [stdio.stdin, stdio.stdout, logFd],
-        detached: true,
-      })
+      proc = spawn(start.file, start.args, { stdio: [stdio.stdin, stdio.stdout, logFd], detached: true })
     } finally {
       for (const fd of [logFd, stdio.stdin, stdio.stdout]) closeSync(fd)
     }
     const pipes = openGuestPipes(dir)
-    const sbx = this.register(spec.id, container, record.vcpus, pipes, { resync: false }, proc)
+    const sbx = this.register(spec.id, container, record.vcpus, slot, pipes, { resync: false }, proc)
     proc.on('error', (err) => sbx.conn.fail(new AppError('INTERNAL', `cannot start runsc: ${err.message}`)))
     const conn = sbx.conn
     const timer = setTimeout(
@@ -507,6 +561,7 @@ export class LocalAgent implements AgentApi {
         await conn.ready
         if (Object.keys(spec.envs).length > 0) await conn.call({ op: 'configure', env: spec.envs })
       }
+      if (spec.network?.internet) await this.setPolicy(sbx, spec.network)
       if (opts.limitCpu) limitCpu(cgroup, spec.resources.vcpus)
       return sbx
     } catch (err) {
@@ -532,6 +587,7 @@ export class LocalAgent implements AgentApi {
     id: string,
     container: string,
     vcpus: number,
+    slot: Slot,
     pipes: GuestPipes,
     opts: { resync: boolean },
     proc?: ChildProcess,
@@ -543,6 +599,7 @@ export class LocalAgent implements AgentApi {
       dir: join(this.sandboxesDir, container),
       cgroup: `${this.config.cgroupParent}/${container}`,
       vcpus,
+      slot,
       proc: proc ?? null,
       conn: new GuestConnection(pipes.input, pipes.output, opts),
       pipes,
@@ -589,7 +646,16 @@ export class LocalAgent implements AgentApi {
     } catch {
       return false
     }
-    const sbx = this.register(record.id, container, record.vcpus, pipes, { resync: true })
+    let slot: Slot
+    try {
+      slot = await this.network.adopt(record.slot, record.network)
+    } catch (err) {
+      this.log(`cannot take back the network of ${record.id}: ${String(err)}`)
+      pipes.input.destroy()
+      pipes.output.destroy()
+      return false
+    }
+    const sbx = this.register(record.id, container, record.vcpus, slot, pipes, { resync: true })
     const timer = setTimeout(
       () => sbx.conn.fail(new AppError('INTERNAL', 'the guest did not answer the resync')),
       READY_TIMEOUT_MS / 3,
@@ -606,6 +672,7 @@ export class LocalAgent implements AgentApi {
       pipes.input.destroy()
       pipes.output.destroy()
       this.sandboxes.delete(record.id)
+      await this.network.release(slot)
       return false
     } finally {
       clearTimeout(timer)
@@ -640,6 +707,7 @@ export class LocalAgent implements AgentApi {
 
   private async cleanup(sbx: LiveSandbox): Promise<void> {
     await runscDelete(this.runsc, sbx.container)
+    await this.network.release(sbx.slot)
     removeCgroup(sbx.cgroup)
     rmSync(sbx.dir, { recursive: true, force: true })
     // a newer container may run under the same sandbox id by now
@@ -1055,5 +1123,6 @@ export class LocalAgent implements AgentApi {
       for (const name of listCgroups(this.config.cgroupParent)) removeCgroup(`${this.config.cgroupParent}/${name}`)
     }
     removeCgroup(this.config.cgroupParent)
+    if (this.networkUp) await this.network.close()
   }
 }

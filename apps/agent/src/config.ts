@@ -18,6 +18,14 @@ export interface AgentConfig {
   guestScript: string
   /** Restored, never-used sandboxes kept ready per template (0 turns the pool off). */
   poolSize: number
+  /** IPv4 block each sandbox's /30 is cut from (one per agent on a host). */
+  networkSubnet: string
+  /** Private ranges the operator lets sandboxes with internet reach (blocked otherwise). */
+  networkAllowPrivate: string[]
+  /** `host:port` DNS servers the sandboxes' resolver forwards to; empty: the host's resolv.conf. */
+  dnsUpstreams: string[]
+  /** Network slots (namespace + veth) kept made ahead of creates. */
+  spareNetworkSlots: number
 }
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url))
@@ -35,6 +43,10 @@ export function defaultAgentConfig(overrides: Partial<AgentConfig> = {}): AgentC
     mirror: 'http://deb.debian.org/debian',
     guestScript: `${repoRoot}apps/guest/forkbox_guest.py`,
     poolSize: 2,
+    networkSubnet: '10.213.0.0/16',
+    networkAllowPrivate: [],
+    dnsUpstreams: [],
+    spareNetworkSlots: 4,
     ...overrides,
   }
 }

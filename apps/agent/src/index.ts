@@ -1,2 +1,3 @@
 export { LocalAgent } from './agent.ts'
 export { type AgentConfig, defaultAgentConfig } from './config.ts'
+export { CLOSED, networkNames } from './network/manager.ts'

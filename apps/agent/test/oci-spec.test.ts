@@ -8,6 +8,7 @@ describe('OCI spec', () => {
     rootfs: '/r',
     guestDir: '/g',
     cgroupsPath: '/forkbox/x',
+    netnsPath: '/run/netns/n',
     hostname: 'h',
     resources,
   }) as {

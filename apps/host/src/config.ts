@@ -1,6 +1,16 @@
 // Settings of a single-host forkbox (control plane + agent in one process), from env and options.
 import { z } from 'zod'
 
+const list = z.union([
+  z.array(z.string()),
+  z.string().transform((s) =>
+    s
+      .split(',')
+      .map((t) => t.trim())
+      .filter(Boolean),
+  ),
+])
+
 export const HostConfig = z.object({
   port: z.coerce.number().int().min(0).max(65535).default(7411),
   host: z.string().default('127.0.0.1'),
@@ -31,6 +41,12 @@ export const HostConfig = z.object({
   /** Hibernate (or kill) a non-persistent sandbox after this long without a request; 0: never. */
   idleTimeoutSeconds: z.coerce.number().int().min(0).default(600),
   idleAction: z.enum(['hibernate', 'kill']).default('hibernate'),
+  /** IPv4 block the sandboxes' addresses come from (a /30 each); one per forkbox on a host. */
+  networkSubnet: z.string().default('10.213.0.0/16'),
+  /** Private ranges (CIDRs) sandboxes with internet may reach; all private ranges are blocked otherwise. */
+  networkAllowPrivate: list.default([]),
+  /** DNS servers (`ip` or `ip:port`) the sandboxes' resolver asks; default: the host's resolv.conf. */
+  dnsUpstreams: list.default([]),
 })
 export type HostConfig = z.infer<typeof HostConfig>
 export type HostOptions = z.input<typeof HostConfig>
@@ -49,6 +65,9 @@ const ENV: Record<string, keyof HostConfig> = {
   FORKBOX_PREBUILD: 'prebuild',
   FORKBOX_IDLE_TIMEOUT_SECONDS: 'idleTimeoutSeconds',
   FORKBOX_IDLE_ACTION: 'idleAction',
+  FORKBOX_NETWORK_SUBNET: 'networkSubnet',
+  FORKBOX_NETWORK_ALLOW_PRIVATE: 'networkAllowPrivate',
+  FORKBOX_DNS_UPSTREAMS: 'dnsUpstreams',
 }
 
 /** Explicit options win over env vars, which win over defaults. */

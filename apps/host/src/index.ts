@@ -1,9 +1,11 @@
 // One host: the control plane and the local agent in one process, served over HTTP.
+
+import { createServer } from 'node:http'
 import { join } from 'node:path'
 import { defaultAgentConfig, LocalAgent } from '@forkbox/agent'
 import type { TemplateProgress } from '@forkbox/protocol'
 import { createControlPlane } from '@forkbox/server'
-import { serve } from '@hono/node-server'
+import { getRequestListener } from '@hono/node-server'
 import { type HostConfig, type HostOptions, loadHostConfig } from './config.ts'
 
 export interface Host {
@@ -27,6 +29,9 @@ export async function startHost(
       runscStateDir: config.runscStateDir,
       cgroupParent: config.cgroupParent,
       poolSize: config.poolSize,
+      networkSubnet: config.networkSubnet,
+      networkAllowPrivate: config.networkAllowPrivate,
+      dnsUpstreams: config.dnsUpstreams.map((u) => (u.includes(':') ? u : `${u}:53`)),
     }),
   )
   // first, before anything of ours exists: remove what a previous process left
@@ -42,7 +47,11 @@ export async function startHost(
       idleAction: config.idleAction,
     },
   })
-  const server = serve({ fetch: cp.app.fetch, port: config.port, hostname: config.host })
+  const api = getRequestListener(cp.app.fetch)
+  const server = createServer((req, res) => {
+    if (!cp.proxy(req, res)) void api(req, res)
+  })
+  server.listen(config.port, config.host)
   server.on('upgrade', (req, socket, head) => {
     if (!cp.upgrade(req, socket, head)) socket.destroy()
   })

@@ -1,11 +1,12 @@
 // The control plane: store, services and HTTP app over an agent it is handed.
-import type { IncomingMessage } from 'node:http'
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { AgentApi } from '@forkbox/protocol'
 import pino, { type Logger } from 'pino'
 import { ServerConfig, type ServerConfigInput } from './config.ts'
 import { createApp } from './http/app.ts'
 import type { App } from './http/env.ts'
+import { portProxy } from './http/ports.ts'
 import { ptyUpgrade } from './http/pty.ts'
 import { Metrics, SAMPLE_INTERVAL_MS } from './metrics.ts'
 import { CodeService } from './services/code.ts'
@@ -18,8 +19,10 @@ import { SnapshotStore } from './store/snapshots.ts'
 
 export interface ControlPlane {
   app: App
-  /** For the HTTP server's 'upgrade' event (terminals over WebSocket); false: not ours. */
+  /** For the HTTP server's 'upgrade' event (terminals, exposed ports); false: not ours. */
   upgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => boolean
+  /** For the HTTP server's 'request' event, before the app: exposed ports (`/s/...`); false: not one. */
+  proxy: (req: IncomingMessage, res: ServerResponse) => boolean
   sandboxes: SandboxService
   keys: KeyStore
   /** A new admin key when the store had none; shown once. */
@@ -76,9 +79,12 @@ export async function createControlPlane(opts: {
     }
   }, config.reaperIntervalMs)
   reaper.unref()
+  const pty = ptyUpgrade({ keys, exec, log })
+  const ports = portProxy({ keys, sandboxes, log })
   return {
     app,
-    upgrade: ptyUpgrade({ keys, exec, log }),
+    upgrade: (req, socket, head) => ports.upgrade(req, socket, head) || pty(req, socket, head),
+    proxy: ports.handle,
     sandboxes,
     keys,
     bootstrapKey,

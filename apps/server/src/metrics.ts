@@ -1,6 +1,6 @@
 // Prometheus metrics (prom-client, one registry per control plane) and each sandbox's recent
 // CPU and memory, sampled into a short ring for `GET /v1/sandboxes/{id}/metrics`.
-import type { AgentApi } from '@forkbox/protocol'
+import type { AgentApi, SandboxUsage } from '@forkbox/protocol'
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
 import type { SandboxStore } from './store/sandboxes.ts'
 
@@ -13,6 +13,8 @@ export interface UsageSample {
   at: string
   cpuSeconds: number
   memoryBytes: number
+  networkRxBytes: number
+  networkTxBytes: number
 }
 
 export class Metrics {
@@ -101,10 +103,24 @@ export class Metrics {
         for (const u of usage()) this.set({ sandbox: u.id }, u.memoryBytes)
       },
     })
+    for (const [dir, key] of [
+      ['rx', 'networkRxBytes'],
+      ['tx', 'networkTxBytes'],
+    ] as const)
+      new Gauge({
+        name: `forkbox_sandbox_network_${dir}_bytes_total`,
+        help: `Bytes each running sandbox ${dir === 'rx' ? 'received' : 'sent'} on its network interface`,
+        labelNames: ['sandbox'],
+        registers,
+        collect() {
+          this.reset()
+          for (const u of usage()) this.set({ sandbox: u.id }, u[key])
+        },
+      })
     this.sampleFrom = usage
   }
 
-  private readonly sampleFrom: () => { id: string; cpuSeconds: number; memoryBytes: number }[]
+  private readonly sampleFrom: () => SandboxUsage[]
 
   /** Adds one sample per running sandbox; forgets sandboxes that are gone. */
   sample(): void {
@@ -117,7 +133,13 @@ export class Metrics {
         ring = []
         this.samples.set(u.id, ring)
       }
-      ring.push({ at, cpuSeconds: u.cpuSeconds, memoryBytes: u.memoryBytes })
+      ring.push({
+        at,
+        cpuSeconds: u.cpuSeconds,
+        memoryBytes: u.memoryBytes,
+        networkRxBytes: u.networkRxBytes,
+        networkTxBytes: u.networkTxBytes,
+      })
       if (ring.length > SAMPLES) ring.shift()
     }
     for (const id of this.samples.keys()) if (!seen.has(id)) this.samples.delete(id)

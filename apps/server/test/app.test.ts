@@ -190,6 +190,40 @@ describe('control plane', () => {
     assert.ok(events.includes('re-attached'), events.join(','))
   })
 
+  it('network: closed by default, passed to the agent, updated field by field, bad rules refused', async () => {
+    const closed = await call('POST', '/v1/sandboxes', {})
+    assert.deepEqual(closed.body.network, { internet: false, allowOut: [], denyOut: [], ports: [] })
+    assert.match(closed.body.accessToken, /^fbt_[0-9a-f]{40}$/)
+    assert.deepEqual(agent.started.at(-1)?.network, { internet: false, allowOut: [], denyOut: [] })
+    const open = await call('POST', '/v1/sandboxes', {
+      network: { internet: true, allowOut: ['203.0.113.0/24', '*.example.com'], ports: [8080, 3000] },
+    })
+    assert.deepEqual(open.body.network.ports, [3000, 8080])
+    assert.deepEqual(agent.started.at(-1)?.network?.allowOut, ['203.0.113.0/24', '*.example.com'])
+    const updated = await call('PATCH', `/v1/sandboxes/${open.body.id}/network`, { denyOut: ['198.51.100.1'] })
+    assert.deepEqual(updated.body.network, {
+      internet: true,
+      allowOut: ['203.0.113.0/24', '*.example.com'],
+      denyOut: ['198.51.100.1'],
+      ports: [3000, 8080],
+    })
+    assert.deepEqual(agent.networks.get(open.body.id)?.denyOut, ['198.51.100.1'])
+    for (const network of [
+      { allowOut: ['203.0.113.1'] },
+      { internet: true, allowOut: ['::1'] },
+      { internet: true, denyOut: ['not a name'] },
+      { internet: true, allowOut: ['10.0.0.0/33'] },
+      { ports: [0] },
+      { internet: true, proxy: 'x' },
+    ]) {
+      const r = await call('POST', '/v1/sandboxes', { network })
+      assert.deepEqual([r.status, r.body.error.code], [400, 'VALIDATION_FAILED'], JSON.stringify(network))
+    }
+    const other = (await call('POST', '/v1/keys', { name: 'other' })).body.key
+    const r = await call('PATCH', `/v1/sandboxes/${open.body.id}/network`, { internet: false }, other)
+    assert.equal(r.body.error.code, 'SANDBOX_NOT_FOUND')
+  })
+
   it('validates input with stable codes', async () => {
     const s = await call('POST', '/v1/sandboxes', {})
     const cases: [string, string, unknown, number, string][] = [

@@ -2,6 +2,7 @@
 import {
   type AgentApi,
   AppError,
+  type EgressPolicy,
   type FileEntry,
   type GuestExecOutput,
   type GuestExecRequest,
@@ -11,6 +12,7 @@ import {
   type PtySession,
   type RunCodeHandlers,
   type SandboxExitListener,
+  type SandboxUsage,
   type StartSandboxSpec,
   type StreamHandlers,
   type TemplateInfo,
@@ -124,8 +126,22 @@ export class FakeAgent implements AgentApi {
     this.stopped.push(id)
     this.live.delete(id)
   }
-  usage(): { id: string; cpuSeconds: number; memoryBytes: number }[] {
-    return [...this.live].map((id) => ({ id, cpuSeconds: 1.5, memoryBytes: 64 * 1024 * 1024 }))
+  usage(): SandboxUsage[] {
+    return [...this.live].map((id) => ({
+      id,
+      cpuSeconds: 1.5,
+      memoryBytes: 64 * 1024 * 1024,
+      networkRxBytes: 2048,
+      networkTxBytes: 1024,
+    }))
+  }
+  readonly networks = new Map<string, EgressPolicy>()
+  async setNetwork(id: string, policy: EgressPolicy): Promise<void> {
+    if (!this.live.has(id)) throw new AppError('SANDBOX_NOT_RUNNING', `sandbox ${id} is not running`)
+    this.networks.set(id, policy)
+  }
+  sandboxAddress(_id: string): string {
+    return '127.0.0.1'
   }
   poolSizes(): Record<string, number> {
     return { base: 2 }

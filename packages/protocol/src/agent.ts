@@ -10,6 +10,24 @@ export interface StartSandboxSpec {
   envs: Record<string, string>
   /** Restore this snapshot (made by `AgentApi.snapshot`) instead of the template's. */
   snapshot?: string
+  /** What it may reach (default: nothing). */
+  network?: EgressPolicy
+}
+
+/** The part of a network policy the host enforces. */
+export interface EgressPolicy {
+  internet: boolean
+  allowOut: string[]
+  denyOut: string[]
+}
+
+export interface SandboxUsage {
+  id: string
+  cpuSeconds: number
+  memoryBytes: number
+  /** Bytes the sandbox received and sent on its network interface. */
+  networkRxBytes: number
+  networkTxBytes: number
 }
 
 export interface GuestExecRequest {
@@ -177,7 +195,11 @@ export interface AgentApi {
   /** Stops the sandbox at once; the slow teardown continues in the background. */
   stop(id: string): Promise<void>
   /** CPU and memory of each running sandbox (from its cgroup). */
-  usage(): { id: string; cpuSeconds: number; memoryBytes: number }[]
+  usage(): SandboxUsage[]
+  /** Replaces a running sandbox's egress policy; in force when this resolves (open flows it no longer allows are cut). */
+  setNetwork(id: string, policy: EgressPolicy): Promise<void>
+  /** The address the control plane reaches the sandbox's ports on. */
+  sandboxAddress(id: string): string
   /** Restored, unclaimed sandboxes waiting in each template's pool. */
   poolSizes(): Record<string, number>
   /** Sandboxes running now, including those re-attached after a restart. */

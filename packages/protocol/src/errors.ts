@@ -14,6 +14,7 @@ export const errorStatus = {
   CONTEXT_NOT_FOUND: 404,
   PROCESS_NOT_FOUND: 404,
   FILE_NOT_FOUND: 404,
+  PORT_NOT_EXPOSED: 404,
   EXEC_TIMEOUT: 408,
   SANDBOX_NOT_RUNNING: 409,
   CANCELLED: 409,
@@ -30,6 +31,7 @@ export const errorStatus = {
   RATE_LIMITED: 429,
   NO_CAPACITY: 503,
   GUEST_ERROR: 502,
+  PORT_UNREACHABLE: 502,
   /** A call of a foreign API forkbox speaks (the E2B compatibility layer) that it does not serve. */
   NOT_IMPLEMENTED: 501,
   INTERNAL: 500,

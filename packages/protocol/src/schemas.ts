@@ -43,6 +43,47 @@ export const ResolvedResources = z.object({
 })
 export type ResolvedResources = z.infer<typeof ResolvedResources>
 
+// ---- network ----
+
+const IPV4_CIDR = /^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}(\/(3[0-2]|[12]?\d))?$/
+const DOMAIN = /^(\*\.)?([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,62}\.?$/i
+
+/** An egress rule: an IPv4 address or CIDR block, or a domain name (`*.example.com`: any name under it). */
+export const NetworkRule = z
+  .string()
+  .min(1)
+  .max(253)
+  .refine((r) => !r.includes(':'), { message: 'IPv6 rules are not supported: sandboxes have IPv4 only' })
+  .refine((r) => IPV4_CIDR.test(r) || DOMAIN.test(r), {
+    message: 'a rule is an IPv4 address or CIDR (203.0.113.0/24) or a domain name (example.com, *.example.com)',
+  })
+
+export const MAX_NETWORK_RULES = 256
+export const Port = z.number().int().min(1).max(65535)
+
+/** Asked at create (absent fields: no internet, no rules, no open ports) or by an update (absent fields: unchanged). */
+export const NetworkOptions = z
+  .object({
+    /** Outbound connections at all (default false: none, not even DNS). */
+    internet: z.boolean().optional(),
+    /** Only these destinations (with internet); empty: anything not always blocked. */
+    allowOut: z.array(NetworkRule).max(MAX_NETWORK_RULES).optional(),
+    /** Never these (with internet), even if allowOut has them. */
+    denyOut: z.array(NetworkRule).max(MAX_NETWORK_RULES).optional(),
+    /** Ports of the sandbox reachable through the control plane (`/s/{id}/{port}/`), with a key or the access token. */
+    ports: z.array(Port).max(64).optional(),
+  })
+  .strict()
+export type NetworkOptions = z.input<typeof NetworkOptions>
+
+export const NetworkPolicy = z.object({
+  internet: z.boolean(),
+  allowOut: z.array(z.string()),
+  denyOut: z.array(z.string()),
+  ports: z.array(z.number().int()),
+})
+export type NetworkPolicy = z.infer<typeof NetworkPolicy>
+
 export const CreateSandboxRequest = z
   .object({
     template: z.string().min(1).max(128).default('base'),
@@ -54,6 +95,7 @@ export const CreateSandboxRequest = z
     snapshot: z.string().min(1).max(64).optional(),
     /** Exempt from the idle reaper (the TTL still applies). */
     persistent: z.boolean().default(false),
+    network: NetworkOptions.default({}),
   })
   .strict()
 export type CreateSandboxRequest = z.input<typeof CreateSandboxRequest>
@@ -70,6 +112,9 @@ export const Sandbox = z.object({
   errorReason: z.enum(sandboxErrorReasons).nullable(),
   errorMessage: z.string().nullable(),
   persistent: z.boolean(),
+  network: NetworkPolicy,
+  /** Opens the sandbox's exposed ports to whoever holds it (instead of an API key). */
+  accessToken: z.string(),
 })
 export type Sandbox = z.infer<typeof Sandbox>
 

@@ -17,7 +17,7 @@ export interface RequestOptions {
   signal?: AbortSignal
 }
 
-export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE'
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
 
 export type Query = Record<string, string | number | boolean | undefined>
 

@@ -3,6 +3,7 @@ import './polyfill-dispose.ts'
 import type {
   ExecRequest,
   ExecResult,
+  NetworkOptions,
   Resources,
   Sandbox as SandboxInfo,
   SandboxState,
@@ -17,7 +18,7 @@ import { type ConnectionOptions, connectionOptions, HttpClient, pathOf, type Req
 import { type OutputCallbacks, type ProcessEvent, Processes, ProcessHandle, processEvents } from './processes.ts'
 import { Pty } from './pty.ts'
 
-export type { SandboxInfo, SnapshotInfo }
+export type { NetworkOptions, SandboxInfo, SnapshotInfo }
 
 export interface CreateSandboxOptions extends ConnectionOptions, RequestOptions {
   /** Template name; the server's default is `base`. */
@@ -33,6 +34,13 @@ export interface CreateSandboxOptions extends ConnectionOptions, RequestOptions 
   /** Exempt from the server's idle reaper, which otherwise hibernates a sandbox no call has
    * touched for its idle timeout (default 10 minutes). The TTL still applies. */
   persistent?: boolean
+  /**
+   * What it may reach and which ports it exposes. Default: no network at all. `{ internet: true }`
+   * opens the internet (never the host, private ranges, link-local/metadata addresses, other
+   * sandboxes or mining ports); `allowOut` narrows it to those CIDRs and names, `denyOut` takes
+   * some away. `ports` are served at `getHost(port)`.
+   */
+  network?: NetworkOptions
 }
 
 export interface ForkOptions extends RequestOptions {
@@ -81,7 +89,7 @@ export type ExecBytesOutput = ExecOutput<Uint8Array>
 
 export interface SandboxMetrics {
   /** Cumulative CPU seconds and memory in use, sampled every 5 s while running. */
-  samples: { at: string; cpuSeconds: number; memoryBytes: number }[]
+  samples: { at: string; cpuSeconds: number; memoryBytes: number; networkRxBytes: number; networkTxBytes: number }[]
   /** Bytes used in /work, /home and /tmp (null unless running). */
   diskBytes: number | null
   diskLimitBytes: number
@@ -116,11 +124,11 @@ export class Sandbox {
 
   static async create(options: CreateSandboxOptions = {}): Promise<Sandbox> {
     const http = new HttpClient(connectionOptions(options))
-    const { template, ttlSeconds, metadata, envs, resources, snapshot, persistent } = options
+    const { template, ttlSeconds, metadata, envs, resources, snapshot, persistent, network } = options
     const info = await http.json<SandboxInfo>({
       method: 'POST',
       path: '/v1/sandboxes',
-      json: { template, ttlSeconds, metadata, envs, resources, snapshot, persistent },
+      json: { template, ttlSeconds, metadata, envs, resources, snapshot, persistent, network },
       signal: options.signal,
     })
     return new Sandbox(http, info)
@@ -344,6 +352,36 @@ export class Sandbox {
       signal: options.signal,
     })
     return this.#info
+  }
+
+  /**
+   * Changes what the sandbox may reach or which ports it exposes; fields not given keep their
+   * value. In force when this resolves: open connections the new policy refuses are cut.
+   */
+  async updateNetwork(network: NetworkOptions, options: RequestOptions = {}): Promise<SandboxInfo> {
+    this.#info = await this.#http.json<SandboxInfo>({
+      method: 'PATCH',
+      path: `${sandboxPath(this.id)}/network`,
+      json: network,
+      signal: options.signal,
+    })
+    return this.#info
+  }
+
+  /**
+   * Where port `port` of the sandbox is served (`host[:port]/s/ID/PORT`): `http://${getHost(p)}/...`
+   * answers with the owner's API key or the sandbox's `accessToken` (header
+   * `X-Forkbox-Access-Token`, or `?forkbox_token=` once from a browser). The port must be in
+   * `network.ports`.
+   */
+  getHost(port: number): string {
+    const base = new URL(this.#http.url)
+    return `${base.host}${base.pathname.replace(/\/$/, '')}/s/${this.id}/${port}`
+  }
+
+  /** Opens the sandbox's exposed ports to whoever holds it, instead of an API key. */
+  get accessToken(): string {
+    return this.#info.accessToken
   }
 
   async kill(options: RequestOptions = {}): Promise<void> {

@@ -64,6 +64,8 @@ export function sandboxInfo(overrides: Partial<SandboxInfo> = {}): SandboxInfo {
     endedAt: null,
     errorReason: null,
     errorMessage: null,
+    network: { internet: false, allowOut: [], denyOut: [], ports: [] },
+    accessToken: 'fbt_test',
     ...overrides,
   }
 }

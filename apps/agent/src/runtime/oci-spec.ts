@@ -8,6 +8,9 @@ export const SENTRY_OVERHEAD_BYTES = 160 * MiB
 /** The guest daemon and its code kernel, bind-mounted read-only into every sandbox. */
 export const GUEST_DIR = '/opt/forkbox'
 export const GUEST_SCRIPT_PATH = `${GUEST_DIR}/forkbox_guest.py`
+/** The nameserver in every sandbox's resolv.conf. Any address would do (the host redirects all of a
+ * sandbox's port 53 to the platform's resolver); this one is the customary cloud DNS address. */
+export const SANDBOX_NAMESERVER = '169.254.169.253'
 
 const CAPS = [
   'CAP_CHOWN',
@@ -29,6 +32,8 @@ export interface SpecInput {
   /** Python the template's code kernels run at start (imports that cells then find warm). */
   kernelPreload?: string
   cgroupsPath: string
+  /** The network namespace (with its veth) runsc takes the sandbox's interface from. */
+  netnsPath: string
   hostname: string
   resources: ResolvedResources
 }
@@ -64,6 +69,7 @@ export function buildSpec(input: SpecInput): Record<string, unknown> {
         'LANG=C.UTF-8',
         `FORKBOX_RLIMIT_AS=${limits.asBytes}`,
         `FORKBOX_RLIMIT_NPROC=${limits.nproc}`,
+        `FORKBOX_NAMESERVER=${SANDBOX_NAMESERVER}`,
         ...(input.kernelPreload ? [`FORKBOX_KERNEL_PRELOAD=${input.kernelPreload}`] : []),
       ],
       cwd: '/',
@@ -94,7 +100,13 @@ export function buildSpec(input: SpecInput): Record<string, unknown> {
         pids: { limit: cgroupLimits(r).pids },
         cpu: { quota: Math.round(r.vcpus * 100_000), period: 100_000 },
       },
-      namespaces: [{ type: 'pid' }, { type: 'network' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],
+      namespaces: [
+        { type: 'pid' },
+        { type: 'network', path: input.netnsPath },
+        { type: 'ipc' },
+        { type: 'uts' },
+        { type: 'mount' },
+      ],
     },
   }
 }

@@ -15,7 +15,10 @@ export function runscGlobalArgs(o: RunscOptions): string[] {
   return [
     `--root=${o.stateDir}`,
     `--platform=${o.platform}`,
-    '--network=none',
+    // gVisor's own network stack on the veth of the sandbox's namespace; host rules decide what
+    // it reaches. Open connections are dropped at a checkpoint (else runsc refuses to take one).
+    '--network=sandbox',
+    '--net-disconnect-ok',
     '--overlay2=root:memory',
     '--cpu-num-from-quota',
     // an operator's switch: runsc's own debug logs (one file per command), e.g. to time a restore
@@ -82,5 +85,38 @@ export async function waitForRunscProcesses(o: RunscOptions, timeoutMs = 5000): 
     const left = runscProcesses(o).map((p) => p.pid)
     if (left.length === 0 || Date.now() > deadline) return left
     await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+/**
+ * The command that starts (`run`/`restore`) a sandbox: runsc in a private mount namespace whose
+ * /proc/sys shows only kernel, vm and fs. This kernel shows net/core in every network namespace,
+ * which runsc takes for the root namespace and refuses to start with a network; `scratch` (an
+ * empty dir of the sandbox's) briefly holds a proc mount to bind the three from.
+ */
+export function startCommand(runscPath: string, args: string[], scratch: string): { file: string; args: string[] } {
+  const script = [
+    'set -e',
+    'p="$1"; shift',
+    'mount -t proc proc "$p"',
+    'mount -t tmpfs -o size=1m,mode=555 tmpfs /proc/sys',
+    'for s in kernel vm fs; do mkdir /proc/sys/$s; mount --rbind "$p/sys/$s" /proc/sys/$s; done',
+    'umount -l "$p"',
+    'exec "$@"',
+  ].join('\n')
+  return {
+    file: 'unshare',
+    args: [
+      '--mount',
+      '--propagation',
+      'private',
+      '/bin/sh',
+      '-c',
+      script,
+      'forkbox-start',
+      scratch,
+      runscPath,
+      ...args,
+    ],
   }
 }

@@ -38,6 +38,7 @@ const connectCodeOf = {
   CONTEXT_NOT_FOUND: 'not_found',
   PROCESS_NOT_FOUND: 'not_found',
   FILE_NOT_FOUND: 'not_found',
+  PORT_NOT_EXPOSED: 'not_found',
   EXEC_TIMEOUT: 'deadline_exceeded',
   // the clients read `unavailable` as "the sandbox is not running any more"
   SANDBOX_NOT_RUNNING: 'unavailable',
@@ -56,6 +57,7 @@ const connectCodeOf = {
   RATE_LIMITED: 'resource_exhausted',
   NO_CAPACITY: 'unavailable',
   GUEST_ERROR: 'internal',
+  PORT_UNREACHABLE: 'unavailable',
   NOT_IMPLEMENTED: 'unimplemented',
   INTERNAL: 'internal',
 } as const satisfies Record<ErrorCode, ConnectCode>

@@ -36,6 +36,7 @@ import * as sandboxHibernate from '../routes/sandboxes/hibernate.ts'
 import * as sandboxKill from '../routes/sandboxes/kill.ts'
 import * as sandboxList from '../routes/sandboxes/list.ts'
 import * as sandboxMetrics from '../routes/sandboxes/metrics.ts'
+import * as sandboxNetwork from '../routes/sandboxes/network.ts'
 import * as sandboxTimeout from '../routes/sandboxes/timeout.ts'
 import * as snapshotCreate from '../routes/snapshots/create.ts'
 import * as snapshotDelete from '../routes/snapshots/delete.ts'
@@ -109,6 +110,7 @@ export function createApp(services: Services): App {
     sandboxGet,
     sandboxKill,
     sandboxTimeout,
+    sandboxNetwork,
     sandboxExec,
     processList,
     processOutput,

@@ -6,6 +6,8 @@ import {
   type CreateSandboxRequest,
   type FileEntry,
   type GuestFileOp,
+  type NetworkOptions,
+  type NetworkPolicy,
   type ResolvedResources,
   type Resources,
   type Sandbox,
@@ -17,9 +19,39 @@ import type { Metrics } from '../metrics.ts'
 import { type SandboxEvent, type SandboxRecord, type SandboxStore, toPublic } from '../store/sandboxes.ts'
 import type { SnapshotRecord, SnapshotStore } from '../store/snapshots.ts'
 
-type CreateInput = Required<Omit<CreateSandboxRequest, 'resources' | 'snapshot'>> & {
+type CreateInput = Required<Omit<CreateSandboxRequest, 'resources' | 'snapshot' | 'network'>> & {
   resources: Resources
   snapshot?: string
+  network: NetworkOptions
+}
+
+type LaunchInput = Omit<CreateInput, 'resources' | 'snapshot' | 'network'> & {
+  resources: ResolvedResources
+  snapshot: string | undefined
+  network: NetworkPolicy
+}
+
+const NO_NETWORK: NetworkPolicy = { internet: false, allowOut: [], denyOut: [], ports: [] }
+
+/** `asked` over `current`: fields not given keep their value, so one change never moves another. */
+export function resolveNetwork(asked: NetworkOptions, current: NetworkPolicy = NO_NETWORK): NetworkPolicy {
+  const next: NetworkPolicy = {
+    internet: asked.internet ?? current.internet,
+    allowOut: [...new Set(asked.allowOut ?? current.allowOut)],
+    denyOut: [...new Set(asked.denyOut ?? current.denyOut)],
+    ports: [...new Set(asked.ports ?? current.ports)].sort((a, b) => a - b),
+  }
+  if (!next.internet && ((asked.allowOut?.length ?? 0) > 0 || (asked.denyOut?.length ?? 0) > 0))
+    throw new AppError(
+      'VALIDATION_FAILED',
+      'allowOut and denyOut only apply to a sandbox with internet: true; pass internet: true with them',
+      { field: 'network' },
+    )
+  return next
+}
+
+function egress(n: NetworkPolicy) {
+  return { internet: n.internet, allowOut: n.allowOut, denyOut: n.denyOut }
 }
 
 export class SandboxService {
@@ -97,22 +129,23 @@ export class SandboxService {
   }
 
   async create(owner: string, req: CreateInput, signal?: AbortSignal): Promise<Sandbox> {
+    const network = resolveNetwork(req.network)
     if (!req.snapshot) {
       const resources = this.resolveResources(req.template, req.resources)
-      return this.launch(owner, { ...req, resources, snapshot: undefined }, signal)
+      return this.launch(owner, { ...req, resources, snapshot: undefined, network }, signal)
     }
     const snap = this.ownSnapshot(owner, req.snapshot)
     if (Object.keys(req.resources).length > 0)
       throw new AppError('VALIDATION_FAILED', 'a sandbox started from a snapshot has the resources of the snapshot')
-    return this.launch(owner, { ...req, template: snap.template, resources: snap.resources, snapshot: snap.id }, signal)
+    return this.launch(
+      owner,
+      { ...req, template: snap.template, resources: snap.resources, snapshot: snap.id, network },
+      signal,
+    )
   }
 
   /** Records a new sandbox and has the agent start it; a failure leaves it `errored`, never half there. */
-  private async launch(
-    owner: string,
-    req: Omit<CreateInput, 'resources' | 'snapshot'> & { resources: ResolvedResources; snapshot: string | undefined },
-    signal?: AbortSignal,
-  ): Promise<Sandbox> {
+  private async launch(owner: string, req: LaunchInput, signal?: AbortSignal): Promise<Sandbox> {
     if (this.store.countActive() >= this.limits.maxSandboxes)
       throw new AppError('NO_CAPACITY', `this host runs at most ${this.limits.maxSandboxes} sandboxes`)
     const id = `sbx-${randomBytes(10).toString('hex')}`
@@ -124,11 +157,20 @@ export class SandboxService {
       resources: req.resources,
       expiresAt: new Date(Date.now() + req.ttlSeconds * 1000),
       persistent: req.persistent,
+      network: req.network,
+      accessToken: `fbt_${randomBytes(20).toString('hex')}`,
     })
     const started = performance.now()
     try {
       await this.agent.start(
-        { id, template: req.template, resources: req.resources, envs: req.envs, snapshot: req.snapshot },
+        {
+          id,
+          template: req.template,
+          resources: req.resources,
+          envs: req.envs,
+          snapshot: req.snapshot,
+          network: egress(req.network),
+        },
         signal,
       )
     } catch (err) {
@@ -211,6 +253,8 @@ export class SandboxService {
             ttlSeconds: req.ttlSeconds,
             snapshot: snapshotId,
             persistent: false,
+            // the same policy; each fork has its own namespace and address
+            network: src.network,
           }),
         ),
       )
@@ -349,7 +393,14 @@ export class SandboxService {
     if (!snapshotId) throw new AppError('INTERNAL', `hibernated sandbox ${s.id} has no image`)
     const started = performance.now()
     try {
-      await this.agent.start({ id: s.id, template: s.template, resources: s.resources, envs: {}, snapshot: snapshotId })
+      await this.agent.start({
+        id: s.id,
+        template: s.template,
+        resources: s.resources,
+        envs: {},
+        snapshot: snapshotId,
+        network: egress(s.network),
+      })
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err)
       this.store.transition(s.id, ['hibernated'], 'errored', 'errored', {
@@ -420,6 +471,42 @@ export class SandboxService {
           this.activity.delete(s.id)
         })
     }
+  }
+
+  /**
+   * Changes what a sandbox may reach (fields not given stay as they are). A running sandbox has it
+   * in force when this returns; a hibernated one wakes with it.
+   */
+  async updateNetwork(owner: string, id: string, asked: NetworkOptions): Promise<Sandbox> {
+    const s = this.own(owner, id)
+    if (s.state !== 'hibernated') this.mustRun(s)
+    const next = resolveNetwork(asked, s.network)
+    const hibernating = this.hibernating.get(id)
+    if (hibernating) await hibernating.catch(() => {})
+    if (this.store.get(id)?.state === 'running') await this.agent.setNetwork(id, egress(next))
+    this.store.setNetwork(id, next)
+    this.store.event(id, 'network-updated', JSON.stringify(next))
+    return this.get(owner, id)
+  }
+
+  /**
+   * Where the control plane reaches port `port` of a sandbox, for a caller holding the owner's
+   * key (`owner`) or the sandbox's access token. The port must be one the sandbox exposes.
+   */
+  async portTarget(
+    credential: { owner: string } | { accessToken: string },
+    id: string,
+    port: number,
+  ): Promise<{ host: string; port: number }> {
+    const s = this.store.get(id)
+    const allowed =
+      s && ('owner' in credential ? s.owner === credential.owner : s.accessToken === credential.accessToken)
+    if (!s || !allowed) throw new AppError('SANDBOX_NOT_FOUND', `no sandbox ${id}`)
+    if (!s.network.ports.includes(port))
+      throw new AppError('PORT_NOT_EXPOSED', `port ${port} of sandbox ${id} is not exposed (network.ports)`, { port })
+    await this.awake(s.owner, id)
+    this.touch(id)
+    return { host: this.agent.sandboxAddress(id), port }
   }
 
   readFile(owner: string, id: string, path: string, user?: string) {

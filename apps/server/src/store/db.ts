@@ -24,6 +24,8 @@ const MIGRATIONS = [
   `alter table sandboxes add column hibernate_snapshot text;`,
   `alter table sandboxes add column persistent integer not null default 0;`,
   `create index sandbox_events_at on sandbox_events(at);`,
+  `alter table sandboxes add column network text not null default '{"internet":false,"allowOut":[],"denyOut":[],"ports":[]}';
+   alter table sandboxes add column access_token text not null default '';`,
 ]
 
 export function openDb(path: string): Db {

@@ -1,7 +1,7 @@
 // Sandbox rows, their recorded state transitions and events (with a live feed of new ones).
 
 import { EventEmitter } from 'node:events'
-import type { ResolvedResources, Sandbox, SandboxErrorReason, SandboxState } from '@forkbox/protocol'
+import type { NetworkPolicy, ResolvedResources, Sandbox, SandboxErrorReason, SandboxState } from '@forkbox/protocol'
 import type { Db } from './db.ts'
 
 interface SandboxRow {
@@ -18,6 +18,8 @@ interface SandboxRow {
   error_message: string | null
   hibernate_snapshot: string | null
   persistent: number
+  network: string
+  access_token: string
 }
 
 export interface SandboxRecord extends Sandbox {
@@ -41,6 +43,8 @@ function toRecord(r: SandboxRow): SandboxRecord {
     errorMessage: r.error_message,
     hibernateSnapshot: r.hibernate_snapshot,
     persistent: r.persistent === 1,
+    network: JSON.parse(r.network),
+    accessToken: r.access_token,
   }
 }
 
@@ -75,12 +79,15 @@ export class SandboxStore {
     resources: ResolvedResources
     expiresAt: Date
     persistent: boolean
+    network: NetworkPolicy
+    accessToken: string
   }): SandboxRecord {
     const now = new Date().toISOString()
     this.db
       .prepare(
-        `insert into sandboxes (id, owner, template, state, metadata, resources, created_at, expires_at, persistent)
-         values (?, ?, ?, 'starting', ?, ?, ?, ?, ?)`,
+        `insert into sandboxes (id, owner, template, state, metadata, resources, created_at, expires_at, persistent,
+           network, access_token)
+         values (?, ?, ?, 'starting', ?, ?, ?, ?, ?, ?, ?)`,
       )
       .run(
         s.id,
@@ -91,9 +98,15 @@ export class SandboxStore {
         now,
         s.expiresAt.toISOString(),
         s.persistent ? 1 : 0,
+        JSON.stringify(s.network),
+        s.accessToken,
       )
     this.event(s.id, 'created')
     return this.get(s.id) as SandboxRecord
+  }
+
+  setNetwork(id: string, network: NetworkPolicy): void {
+    this.db.prepare('update sandboxes set network = ? where id = ?').run(JSON.stringify(network), id)
   }
 
   get(id: string): SandboxRecord | null {

@@ -4,7 +4,15 @@ import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
 
 const SandboxMetrics = z.object({
   /** One sample every 5 s while running, the last 10 minutes. CPU seconds are cumulative. */
-  samples: z.array(z.object({ at: z.string(), cpuSeconds: z.number(), memoryBytes: z.number() })),
+  samples: z.array(
+    z.object({
+      at: z.string(),
+      cpuSeconds: z.number(),
+      memoryBytes: z.number(),
+      networkRxBytes: z.number(),
+      networkTxBytes: z.number(),
+    }),
+  ),
   /** Bytes used in /work, /home and /tmp now (null when the sandbox is not running). */
   diskBytes: z.number().nullable(),
   diskLimitBytes: z.number(),

@@ -1,0 +1,294 @@
+// Every sandbox's network: a slot (namespace + veth + address) from a pool made ahead, the host-side
+// rules its policy turns into, and the resolver that answers its DNS. A sandbox without internet
+// has a slot too, closed to everything: a policy can then change on a running sandbox, and a
+// snapshot restores the same way whatever its policy.
+import { createHash } from 'node:crypto'
+import { writeFileSync } from 'node:fs'
+import type { EgressPolicy } from '@forkbox/protocol'
+import {
+  addSlotScript,
+  baseScript,
+  deleteTableScript,
+  type FirewallBase,
+  nft,
+  policyScript,
+  removeSlotStatements,
+  resolvedScript,
+} from './firewall.ts'
+import { ALWAYS_BLOCKED, inAny, numberToIp, PRIVATE_RANGES, parseCidr } from './ipv4.ts'
+import { createSlot, destroySlot, hostBlocks, ifaceBytes, listIfaces, listNetns, type SlotAddress } from './netns.ts'
+import { nameMatches, Resolver, type ResolverPolicy } from './resolver.ts'
+
+/** What a sandbox may reach; rules are CIDRs (`203.0.113.0/24`, a bare address) or names (`pypi.org`, `*.github.com`). */
+type NetworkPolicy = EgressPolicy
+
+export const CLOSED: EgressPolicy = { internet: false, allowOut: [], denyOut: [] }
+
+export interface NetworkConfig {
+  /** Distinguishes this agent's namespaces, interfaces and table from another agent's on the host. */
+  tag: string
+  /** IPv4 block the sandboxes' /30s are cut from. */
+  subnet: string
+  /** Private ranges the operator lets sandboxes reach (when their own policy does). */
+  operatorAllowed: string[]
+  /** `host:port` DNS servers the resolver forwards to (default: the host's resolv.conf). */
+  dnsUpstreams: string[]
+  /** Slots kept made ahead. */
+  spareSlots: number
+}
+
+/** Most addresses learned from DNS per sandbox and set. */
+const MAX_LEARNED = 4096
+
+export function networkNames(tag: string): { table: string; ifacePrefix: string; netnsPrefix: string } {
+  const h = createHash('sha256').update(tag).digest('hex').slice(0, 4)
+  return { table: `forkbox_${h}`, ifacePrefix: `fx${h}`, netnsPrefix: `fbx-${h}-` }
+}
+
+export interface Slot extends SlotAddress {
+  policy: NetworkPolicy
+  learned: { allow: Set<string>; deny: Set<string> }
+}
+
+function isCidrRule(rule: string): boolean {
+  return parseCidr(rule) !== null
+}
+
+export class NetworkManager {
+  private readonly names: ReturnType<typeof networkNames>
+  private base!: FirewallBase
+  private readonly used = new Map<number, Slot>()
+  private readonly byAddress = new Map<string, Slot>()
+  private spares: Slot[] = []
+  private refilling: Promise<void> | null = null
+  private readonly releasing = new Set<Promise<void>>()
+  private resolver: Resolver | null = null
+  private generation = 1
+  private readonly subnetBase: number
+  private readonly subnetSize: number
+  private closing = false
+
+  constructor(
+    private readonly config: NetworkConfig,
+    private readonly log: (message: string) => void,
+  ) {
+    this.names = networkNames(config.tag)
+    const c = parseCidr(config.subnet)
+    if (!c || c.prefix > 28) throw new Error(`network subnet ${config.subnet} is not an IPv4 block of /28 or larger`)
+    this.subnetBase = c.base
+    this.subnetSize = 2 ** (32 - c.prefix) / 4
+  }
+
+  get ifacePrefix(): string {
+    return this.names.ifacePrefix
+  }
+
+  /** Routing on, the resolver up, the agent's table made anew (empty: re-attached sandboxes re-add theirs). */
+  async init(): Promise<void> {
+    // the host forwards sandbox traffic; our rules decide which
+    writeFileSync('/proc/sys/net/ipv4/ip_forward', '1')
+    this.resolver = new Resolver({
+      upstreams: this.config.dnsUpstreams,
+      policyOf: (address) => this.resolverPolicy(address),
+      log: this.log,
+    })
+    const blocks = await hostBlocks(this.names.ifacePrefix)
+    // another forkbox (or anything else) on this block would get our sandboxes' traffic
+    const clash = blocks.find((b) => b.endsWith('/32') && inAny(b.slice(0, -3), [this.config.subnet]))
+    if (clash)
+      throw new Error(
+        `network subnet ${this.config.subnet} is in use on this host (${clash}); give this forkbox another (FORKBOX_NETWORK_SUBNET)`,
+      )
+    const dnsPort = await this.resolver.listen()
+    this.base = {
+      table: this.names.table,
+      ifacePrefix: this.names.ifacePrefix,
+      subnet: this.config.subnet,
+      hostBlocks: blocks,
+      operatorAllowed: this.config.operatorAllowed,
+      dnsPort,
+    }
+    await nft(baseScript(this.base))
+  }
+
+  private address(slot: number): SlotAddress {
+    const base = this.subnetBase + slot * 4
+    return {
+      slot,
+      netns: `${this.names.netnsPrefix}${slot}`,
+      iface: `${this.names.ifacePrefix}${slot}`,
+      hostIp: numberToIp(base + 1),
+      sandboxIp: numberToIp(base + 2),
+    }
+  }
+
+  private freeIndex(): number {
+    const taken = new Set([...this.used.keys(), ...this.spares.map((s) => s.slot)])
+    for (let i = 0; i < this.subnetSize; i++) if (!taken.has(i)) return i
+    throw new Error(`no free address in ${this.config.subnet}`)
+  }
+
+  private async make(index: number): Promise<Slot> {
+    const a = this.address(index)
+    const slot: Slot = { ...a, policy: CLOSED, learned: { allow: new Set(), deny: new Set() } }
+    this.used.set(index, slot) // reserved while it is made
+    try {
+      await createSlot(a)
+      await nft(addSlotScript(this.base, index, a.iface, a.sandboxIp))
+    } catch (err) {
+      await destroySlot(a)
+      throw err
+    } finally {
+      this.used.delete(index)
+    }
+    return slot
+  }
+
+  /** A slot for a new sandbox, closed until `apply`: a spare if there is one. */
+  async acquire(): Promise<Slot> {
+    const slot = this.spares.shift() ?? (await this.make(this.freeIndex()))
+    this.used.set(slot.slot, slot)
+    this.byAddress.set(slot.sandboxIp, slot)
+    this.refill()
+    return slot
+  }
+
+  private refill(): void {
+    if (this.refilling || this.closing) return
+    this.refilling = (async () => {
+      while (!this.closing && this.spares.length < this.config.spareSlots) {
+        try {
+          this.spares.push(await this.make(this.freeIndex()))
+        } catch (err) {
+          this.log(`network: cannot make a spare slot: ${String(err)}`)
+          return
+        }
+      }
+    })().finally(() => {
+      this.refilling = null
+    })
+  }
+
+  /** Makes the spare slots now (start-up, so the first creates find them). */
+  async prepare(): Promise<void> {
+    this.refill()
+    await this.refilling
+  }
+
+  /** Puts `policy` in force for the slot's sandbox (names open as the sandbox resolves them). */
+  async apply(slot: Slot, policy: NetworkPolicy): Promise<void> {
+    // addresses learned for names still allowed (or denied) stay: the sandbox may hold them cached
+    const keep = (ips: Set<string>, rules: string[]) =>
+      rules.some((r) => !isCidrRule(r)) ? [...ips] : ([] as string[])
+    const allowResolved = keep(slot.learned.allow, policy.allowOut)
+    const denyResolved = keep(slot.learned.deny, policy.denyOut)
+    slot.learned = { allow: new Set(allowResolved), deny: new Set(denyResolved) }
+    slot.policy = policy
+    await nft(
+      policyScript(this.base, {
+        slot: slot.slot,
+        iface: slot.iface,
+        address: slot.sandboxIp,
+        internet: policy.internet,
+        allowCidrs: policy.allowOut.filter(isCidrRule),
+        denyCidrs: policy.denyOut.filter(isCidrRule),
+        allowResolved,
+        denyResolved,
+        allowListed: policy.allowOut.length > 0,
+        generation: this.generation++,
+      }),
+    )
+  }
+
+  /** Whether a sandbox may ever reach `ip` (what the resolver lets an answer carry). */
+  private reachable(ip: string): boolean {
+    if (inAny(ip, ALWAYS_BLOCKED) || inAny(ip, this.base.hostBlocks) || inAny(ip, [this.config.subnet])) return false
+    if (inAny(ip, PRIVATE_RANGES)) return inAny(ip, this.config.operatorAllowed)
+    return true
+  }
+
+  private resolverPolicy(address: string): ResolverPolicy | null {
+    const slot = this.byAddress.get(address)
+    if (!slot) return null
+    const { policy } = slot
+    return {
+      internet: policy.internet,
+      ruleFor: (name) => {
+        if (policy.denyOut.some((r) => !isCidrRule(r) && nameMatches(name, r))) return 'deny'
+        if (policy.allowOut.some((r) => !isCidrRule(r) && nameMatches(name, r))) return 'allow'
+        return 'none'
+      },
+      reachable: (ip) => this.reachable(ip),
+      learned: async (kind, ips) => {
+        const set = slot.learned[kind]
+        const fresh = ips.filter((ip) => !set.has(ip) && set.size < MAX_LEARNED)
+        if (fresh.length === 0 || slot.policy !== policy) return
+        for (const ip of fresh) set.add(ip)
+        await nft(resolvedScript(this.base, slot.slot, kind, fresh))
+      },
+    }
+  }
+
+  /** After a restart: takes back the slot a re-attached sandbox runs in, with its policy. */
+  async adopt(index: number, policy: NetworkPolicy): Promise<Slot> {
+    const a = this.address(index)
+    const slot: Slot = { ...a, policy: CLOSED, learned: { allow: new Set(), deny: new Set() } }
+    this.used.set(index, slot)
+    this.byAddress.set(a.sandboxIp, slot)
+    await nft(addSlotScript(this.base, index, a.iface, a.sandboxIp))
+    await this.apply(slot, policy)
+    return slot
+  }
+
+  /** Removes namespaces and interfaces of this agent that no slot owns (a crashed predecessor's). */
+  async sweep(): Promise<string[]> {
+    const owned = [...this.used.values(), ...this.spares]
+    const ns = new Set(owned.map((s) => s.netns))
+    const ifs = new Set(owned.map((s) => s.iface))
+    const removed: string[] = []
+    for (const n of listNetns(this.names.netnsPrefix)) {
+      if (ns.has(n)) continue
+      await destroySlot({ netns: n, iface: `${this.names.ifacePrefix}${n.slice(this.names.netnsPrefix.length)}` })
+      removed.push(n)
+    }
+    for (const i of listIfaces(this.names.ifacePrefix)) {
+      if (ifs.has(i)) continue
+      await destroySlot({ netns: `${this.names.netnsPrefix}${i.slice(this.names.ifacePrefix.length)}`, iface: i })
+      removed.push(i)
+    }
+    return removed
+  }
+
+  /** Closes and removes the slot once its sandbox is gone. */
+  release(slot: Slot): Promise<void> {
+    if (this.used.get(slot.slot) !== slot) return Promise.resolve()
+    this.byAddress.delete(slot.sandboxIp)
+    const p = (async () => {
+      for (const s of removeSlotStatements(this.base, slot.slot, slot.iface, slot.sandboxIp))
+        await nft(`${s}\n`).catch(() => {})
+      await destroySlot(slot)
+    })().finally(() => {
+      this.used.delete(slot.slot)
+      this.releasing.delete(p)
+    })
+    this.releasing.add(p)
+    return p
+  }
+
+  bytes(slot: Slot): { rxBytes: number; txBytes: number } | null {
+    return ifaceBytes(slot.iface)
+  }
+
+  /** Removes the spares and the table; sandboxes' slots must have been released. */
+  async close(): Promise<void> {
+    this.closing = true
+    await this.refilling
+    while (this.releasing.size > 0) await Promise.all([...this.releasing])
+    for (const s of this.spares) await destroySlot(s)
+    for (const s of this.used.values()) await destroySlot(s)
+    this.spares = []
+    this.used.clear()
+    await nft(deleteTableScript(this.base)).catch(() => {})
+    this.resolver?.close()
+  }
+}

@@ -1,0 +1,401 @@
+// Network isolation on real runsc: test hosts live in a network namespace this test makes (on
+// 203.0.113.0/24, a private 10.77.x block, and 169.254.169.254 standing in for cloud metadata);
+// the platform's resolver asks a DNS server of this test on loopback. No outside address is used.
+import assert from 'node:assert/strict'
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import { createSocket } from 'node:dgram'
+import { request } from 'node:http'
+import { after, before, describe, it } from 'node:test'
+import { Sandbox } from '@forkbox/sdk'
+import dnsPacket from 'dns-packet'
+import { useTestHost } from './harness.ts'
+
+const tag = process.pid % 10000
+const NS = `fbxt-${tag}`
+const HOST_IF = `fbxt${tag}h`
+const PUBLIC_A = '203.0.113.10'
+const PUBLIC_B = '203.0.113.20'
+const PRIVATE = `10.77.${tag % 250}.10`
+const METADATA = '169.254.169.254'
+const PORT = 8080
+const MINING_PORT = 3333
+
+// the names the test's DNS server knows
+const NAMES: Record<string, string[]> = {
+  'allowed.test': [PUBLIC_A],
+  'denied.test': [PUBLIC_B],
+  'other.test': [PUBLIC_B],
+  'rebind.test': [METADATA, PRIVATE],
+}
+
+const dns = createSocket('udp4')
+dns.on('message', (msg, rinfo) => {
+  const q = dnsPacket.decode(msg)
+  const question = q.questions?.[0]
+  const ips = question?.type === 'A' ? (NAMES[question.name.toLowerCase()] ?? []) : []
+  const known = question ? question.name.toLowerCase() in NAMES : false
+  const answer = dnsPacket.encode({
+    id: q.id,
+    type: 'response',
+    flags: known ? 0x8180 : 0x8183,
+    questions: q.questions,
+    answers: ips.map((data) => ({ type: 'A', name: question?.name ?? '', ttl: 60, data })),
+  })
+  dns.send(answer, rinfo.port, rinfo.address)
+})
+await new Promise<void>((r) => dns.bind(0, '127.0.0.1', () => r()))
+const dnsPort = dns.address().port
+
+const SERVER = `
+import socket, threading, sys
+def serve(port):
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", port)); s.listen(64)
+    while True:
+        c, _ = s.accept()
+        def handle(c=c):
+            try:
+                c.settimeout(5)
+                data = c.recv(65536)
+                while data and b"\\r\\n\\r\\n" not in data:
+                    data += c.recv(65536)
+                n = 0
+                for line in data.split(b"\\r\\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        n = int(line.split(b":")[1])
+                body = data.split(b"\\r\\n\\r\\n", 1)[1]
+                while len(body) < n:
+                    body += c.recv(65536)
+                me = c.getsockname()[0]
+                out = ("reached %s:%d got %d" % (me, port, len(body))).encode()
+                c.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n" % len(out) + out)
+            except Exception:
+                pass
+            finally:
+                c.close()
+        threading.Thread(target=handle, daemon=True).start()
+for p in (${PORT}, ${MINING_PORT}):
+    threading.Thread(target=serve, args=(p,), daemon=True).start()
+print("ready", flush=True)
+threading.Event().wait()
+`
+
+/** Run in a sandbox: POSTs `size` bytes to http://host:port/ and prints "ok <reply>" or "refused <why>". */
+const PROBE = `
+import socket, sys
+host, port, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 0
+try:
+    if not host[0].isdigit():
+        host = socket.gethostbyname(host)
+    s = socket.create_connection((host, port), timeout=4)
+    s.sendall(b"POST / HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: %d\\r\\n\\r\\n" % size + b"x" * size)
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    print("ok", data.split(b"\\r\\n\\r\\n", 1)[1].decode())
+except Exception as e:
+    print("refused", type(e).__name__, e)
+`
+
+function sh(cmd: string[], input?: string): string {
+  return execFileSync(cmd[0] as string, cmd.slice(1), { input }).toString()
+}
+
+let server: ChildProcess | undefined
+
+async function makeTestHosts(): Promise<void> {
+  sh(['ip', 'netns', 'add', NS])
+  sh(['ip', 'link', 'add', HOST_IF, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', NS])
+  sh(
+    ['ip', '-batch', '-'],
+    [
+      `addr add 203.0.113.1/24 dev ${HOST_IF}`,
+      `link set ${HOST_IF} up`,
+      `route add ${PRIVATE}/32 dev ${HOST_IF}`,
+      `route add ${METADATA}/32 dev ${HOST_IF}`,
+      '',
+    ].join('\n'),
+  )
+  sh(
+    ['ip', '-n', NS, '-batch', '-'],
+    [
+      `addr add ${PUBLIC_A}/24 dev eth0`,
+      `addr add ${PUBLIC_B}/24 dev eth0`,
+      `addr add ${PRIVATE}/32 dev eth0`,
+      `addr add ${METADATA}/32 dev eth0`,
+      'link set eth0 up',
+      'link set lo up',
+      'route add default via 203.0.113.1',
+      '',
+    ].join('\n'),
+  )
+  server = spawn('ip', ['netns', 'exec', NS, 'python3', '-c', SERVER], { stdio: ['ignore', 'pipe', 'inherit'] })
+  await new Promise<void>((resolve, reject) => {
+    server?.stdout?.once('data', () => resolve())
+    server?.once('exit', (code) => reject(new Error(`test server exited ${code}`)))
+  })
+}
+
+async function removeTestHosts(): Promise<void> {
+  if (server?.pid) {
+    server.kill('SIGKILL')
+    await new Promise((r) => server?.once('exit', r))
+  }
+  execFileSync('ip', ['netns', 'delete', NS], { stdio: 'ignore' })
+  try {
+    execFileSync('ip', ['link', 'delete', HOST_IF], { stdio: 'ignore' })
+  } catch {
+    // went with the namespace
+  }
+}
+
+/** From the host itself, so a refusal in a sandbox is the rules', not a dead test server. */
+function hostGet(ip: string, port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: ip, port, method: 'POST', path: '/', timeout: 4000 }, (res) => {
+      let body = ''
+      res.on('data', (c) => {
+        body += c
+      })
+      res.on('end', () => resolve(body))
+    })
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+async function probe(sbx: Sandbox, host: string, port = PORT, size = 0): Promise<string> {
+  const r = await sbx.exec(['python3', '-c', PROBE, host, String(port), String(size)], { timeoutSeconds: 30 })
+  return r.stdout.trim()
+}
+
+async function addressOf(sbx: Sandbox): Promise<string> {
+  const r = await sbx.exec([
+    'python3',
+    '-c',
+    'import socket; u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.connect(("203.0.113.1", 9)); print(u.getsockname()[0])',
+  ])
+  return r.stdout.trim()
+}
+
+describe('network isolation', () => {
+  const host = useTestHost({
+    options: () => ({ dnsUpstreams: [`127.0.0.1:${dnsPort}`] }),
+    // after the host started: its "own networks" are read at start, and these are other hosts
+    setup: makeTestHosts,
+    teardown: removeTestHosts,
+  })
+  after(() => dns.close())
+  let open: Sandbox
+  before(async () => {
+    open = await Sandbox.create({ ...host().conn, network: { internet: true } })
+  })
+
+  it('the test hosts answer the host itself (so refusals below are the rules)', async () => {
+    for (const ip of [PUBLIC_A, PUBLIC_B, PRIVATE, METADATA])
+      assert.match(await hostGet(ip, PORT), new RegExp(`reached ${ip.replaceAll('.', '\\.')}`))
+  })
+
+  it('a default sandbox reaches nothing: no test host, no DNS, not the host', async () => {
+    await using sbx = await Sandbox.create(host().conn)
+    assert.deepEqual(sbx.info.network, { internet: false, allowOut: [], denyOut: [], ports: [] })
+    assert.match(await probe(sbx, PUBLIC_A), /^refused/)
+    assert.match(await probe(sbx, 'allowed.test'), /^refused gaierror/)
+    assert.match(await probe(sbx, '203.0.113.1', host().host.port), /^refused/)
+  })
+
+  it('internet: true reaches a public test host by address and by name', async () => {
+    assert.equal(await probe(open, PUBLIC_A), `ok reached ${PUBLIC_A}:${PORT} got 0`)
+    assert.equal(await probe(open, 'allowed.test'), `ok reached ${PUBLIC_A}:${PORT} got 0`)
+  })
+
+  it('always blocked: metadata (even allow-listed), private ranges, the host and its control plane, mining ports', async () => {
+    assert.match(await probe(open, METADATA), /^refused/)
+    assert.match(await probe(open, PRIVATE), /^refused/)
+    assert.match(await probe(open, PUBLIC_A, MINING_PORT), /^refused/)
+    const gateway = (await addressOf(open)).replace(/\.\d+$/, (m) => `.${Number(m.slice(1)) - 1}`)
+    for (const ip of [gateway, '203.0.113.1', '192.0.2.2'])
+      assert.match(await probe(open, ip, host().host.port), /^refused/, `control plane via ${ip}`)
+    await using listed = await Sandbox.create({
+      ...host().conn,
+      network: { internet: true, allowOut: [METADATA, '169.254.0.0/16', PUBLIC_A] },
+    })
+    assert.match(await probe(listed, METADATA), /^refused/)
+    assert.match(await probe(listed, PUBLIC_A), /^ok/)
+  })
+
+  it('allowOut narrows and denyOut refuses, by CIDR and by name; a name cannot be rebound onto blocked addresses', async () => {
+    await using narrow = await Sandbox.create({ ...host().conn, network: { internet: true, allowOut: [PUBLIC_A] } })
+    assert.match(await probe(narrow, PUBLIC_A), /^ok/)
+    assert.match(await probe(narrow, PUBLIC_B), /^refused/)
+    await using denied = await Sandbox.create({
+      ...host().conn,
+      network: { internet: true, denyOut: [`${PUBLIC_B}/32`, 'denied.test'] },
+    })
+    assert.match(await probe(denied, PUBLIC_A), /^ok/)
+    assert.match(await probe(denied, PUBLIC_B), /^refused/)
+    assert.match(await probe(denied, 'denied.test'), /^refused gaierror/)
+    await using byName = await Sandbox.create({
+      ...host().conn,
+      network: { internet: true, allowOut: ['allowed.test', 'rebind.test'] },
+    })
+    assert.match(await probe(byName, 'allowed.test'), /^ok reached 203\.0\.113\.10/)
+    // other.test resolves (to PUBLIC_B) but is not allowed; rebind.test's blocked addresses are stripped
+    assert.match(await probe(byName, 'other.test'), /^refused/)
+    assert.match(await probe(byName, PUBLIC_B), /^refused/)
+    assert.match(await probe(byName, 'rebind.test'), /^refused gaierror/)
+  })
+
+  it('updateNetwork takes effect on a running sandbox, and changes only what it is given', async () => {
+    await using sbx = await Sandbox.create(host().conn)
+    assert.match(await probe(sbx, PUBLIC_A), /^refused/)
+    const on = await sbx.updateNetwork({ internet: true, ports: [8000] })
+    assert.deepEqual(on.network, { internet: true, allowOut: [], denyOut: [], ports: [8000] })
+    assert.match(await probe(sbx, PUBLIC_A), /^ok/)
+    const narrowed = await sbx.updateNetwork({ allowOut: [PUBLIC_B] })
+    assert.deepEqual(narrowed.network, { internet: true, allowOut: [PUBLIC_B], denyOut: [], ports: [8000] })
+    assert.match(await probe(sbx, PUBLIC_A), /^refused/)
+    assert.match(await probe(sbx, PUBLIC_B), /^ok/)
+    await sbx.updateNetwork({ internet: false })
+    assert.match(await probe(sbx, PUBLIC_B), /^refused/)
+    await assert.rejects(sbx.updateNetwork({ allowOut: ['not a rule!'] }), { code: 'VALIDATION_FAILED' })
+    await assert.rejects(sbx.updateNetwork({ internet: false, allowOut: [PUBLIC_A] }), { code: 'VALIDATION_FAILED' })
+    assert.deepEqual((await sbx.getInfo()).network.allowOut, [PUBLIC_B])
+  })
+
+  it('a sandbox cannot reach another sandbox', async () => {
+    await using target = await Sandbox.create({ ...host().conn, network: { internet: true } })
+    await target.exec('setsid python3 -m http.server 8000 > /dev/null 2>&1 < /dev/null &')
+    const ip = await addressOf(target)
+    assert.notEqual(ip, await addressOf(open))
+    // the server is up: the sandbox itself reaches it
+    let inside = ''
+    for (let i = 0; i < 30 && !inside.startsWith('ok'); i++) inside = await probe(target, '127.0.0.1', 8000)
+    assert.match(inside, /^ok/)
+    assert.match(await probe(open, ip, 8000), /^refused/)
+  })
+
+  it('a fork of a networked sandbox gets its own address and the same policy', async () => {
+    await using src = await Sandbox.create({ ...host().conn, network: { internet: true, allowOut: [PUBLIC_A] } })
+    const [fork] = await src.fork({ count: 1 })
+    assert.ok(fork)
+    try {
+      assert.deepEqual(fork.info.network, src.info.network)
+      assert.notEqual(await addressOf(fork), await addressOf(src))
+      assert.match(await probe(fork, PUBLIC_A), /^ok/)
+      assert.match(await probe(fork, PUBLIC_B), /^refused/)
+      // the original keeps its network through the snapshot the fork was made from
+      assert.match(await probe(src, PUBLIC_A), /^ok/)
+    } finally {
+      await fork.kill()
+    }
+  })
+
+  it('counts the bytes a sandbox sends and receives', async () => {
+    await using sbx = await Sandbox.create({ ...host().conn, network: { internet: true } })
+    assert.match(await probe(sbx, PUBLIC_A, PORT, 300_000), /got 300000/)
+    const res = await fetch(`${host().conn.url}/metrics`, {
+      headers: { authorization: `Bearer ${host().conn.apiKey}` },
+    })
+    const text = await res.text()
+    const value = (name: string) =>
+      Number(new RegExp(`^${name}\\{sandbox="${sbx.id}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? Number.NaN)
+    assert.ok(value('forkbox_sandbox_network_tx_bytes_total') > 300_000, text.slice(0, 200))
+    assert.ok(value('forkbox_sandbox_network_rx_bytes_total') > 0)
+  })
+})
+
+describe('exposed ports', () => {
+  const host = useTestHost()
+
+  it('a server in the sandbox is reachable at getHost(port) with the key or the access token, not without', async () => {
+    await using sbx = await Sandbox.create({ ...host().conn, network: { ports: [8000] } })
+    await sbx.files.write('/work/hello.txt', 'hello from the sandbox')
+    await sbx.exec('cd /work && setsid python3 -m http.server 8000 > /dev/null 2>&1 < /dev/null &')
+    const url = `http://${sbx.getHost(8000)}/hello.txt`
+    let withKey: Response | undefined
+    for (let i = 0; i < 50; i++) {
+      withKey = await fetch(url, { headers: { 'x-api-key': host().conn.apiKey } })
+      if (withKey.status === 200) break
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    assert.equal(withKey?.status, 200)
+    assert.equal(await withKey?.text(), 'hello from the sandbox')
+    const none = await fetch(url)
+    assert.equal(none.status, 401)
+    assert.equal(((await none.json()) as { error: { code: string } }).error.code, 'UNAUTHENTICATED')
+    const wrong = await fetch(url, { headers: { 'x-forkbox-access-token': 'fbt_nope' } })
+    assert.equal(wrong.status, 404)
+    const token = await fetch(url, { headers: { 'x-forkbox-access-token': sbx.accessToken } })
+    assert.equal(await token.text(), 'hello from the sandbox')
+    // a browser: the token once in the query, then the cookie it set
+    const first = await fetch(`${url}?forkbox_token=${sbx.accessToken}`)
+    assert.equal(first.status, 200)
+    const cookie = first.headers.get('set-cookie')?.split(';')[0] ?? ''
+    assert.equal((await fetch(url, { headers: { cookie } })).status, 200)
+    // ports are closed unless listed
+    const closed = await fetch(`http://${sbx.getHost(8001)}/`, { headers: { 'x-api-key': host().conn.apiKey } })
+    assert.equal(closed.status, 404)
+    assert.equal(((await closed.json()) as { error: { code: string } }).error.code, 'PORT_NOT_EXPOSED')
+    // another key's caller does not learn it exists
+    const other = await fetch(`${host().conn.url}/v1/keys`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${host().conn.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'other' }),
+    })
+    const otherKey = ((await other.json()) as { key: string }).key
+    assert.equal((await fetch(url, { headers: { 'x-api-key': otherKey } })).status, 404)
+  })
+
+  it('upgrades (WebSocket and the like) pass through to the sandbox', async () => {
+    await using sbx = await Sandbox.create({ ...host().conn, network: { ports: [9100] } })
+    // answers any upgrade with 101, then echoes
+    const echo = `
+import socket, threading
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 9100)); s.listen(8)
+def run(c):
+    data = b""
+    while b"\\r\\n\\r\\n" not in data:
+        data += c.recv(4096)
+    c.sendall(b"HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: echo\\r\\nConnection: Upgrade\\r\\n\\r\\n")
+    rest = data.split(b"\\r\\n\\r\\n", 1)[1]
+    if rest: c.sendall(rest)
+    while True:
+        d = c.recv(4096)
+        if not d: break
+        c.sendall(d.upper())
+while True:
+    c, _ = s.accept(); threading.Thread(target=run, args=(c,), daemon=True).start()
+`
+    await sbx.files.write('/work/echo.py', echo)
+    await sbx.exec('setsid python3 /work/echo.py > /dev/null 2>&1 < /dev/null &')
+    const [hostPort, ...path] = sbx.getHost(9100).split('/')
+    const [h, p] = (hostPort as string).split(':')
+    let reply = ''
+    for (let i = 0; i < 50 && !reply; i++) {
+      reply = await new Promise<string>((resolve) => {
+        const req = request({
+          host: h,
+          port: Number(p),
+          path: `/${path.join('/')}/socket`,
+          headers: { connection: 'Upgrade', upgrade: 'echo', 'x-api-key': host().conn.apiKey },
+        })
+        req.on('upgrade', (_res, socket) => {
+          socket.write('ping')
+          socket.once('data', (d) => {
+            socket.destroy()
+            resolve(String(d))
+          })
+        })
+        req.on('response', () => resolve(''))
+        req.on('error', () => resolve(''))
+        req.end()
+      })
+      if (!reply) await new Promise((r) => setTimeout(r, 100))
+    }
+    assert.equal(reply, 'PING')
+  })
+})
