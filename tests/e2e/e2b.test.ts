@@ -260,6 +260,46 @@ describe('e2b clients against forkbox', () => {
     assert.deepEqual(await Sandbox.list({ query: { metadata: { run } } }).nextItems(), [])
   })
 
+  it("maps E2B's egress settings to forkbox's network policy", async () => {
+    const policy = async (id: string) => {
+      const res = await fetch(`${host().conn.url}/v1/sandboxes/${id}`, {
+        headers: { 'X-API-KEY': process.env.E2B_API_KEY ?? '' },
+      })
+      return ((await res.json()) as { network: unknown }).network
+    }
+    await withSandbox(async (sbx) => {
+      // forkbox's default stays: no network
+      assert.deepEqual(await policy(sbx.sandboxId), { internet: false, allowOut: [], denyOut: [], ports: [] })
+      assert.equal((await sbx.getInfo()).allowInternetAccess, false)
+    })
+    const listed = await Sandbox.create({
+      timeoutMs: TIMEOUT_MS,
+      network: { denyOut: ['0.0.0.0/0'], allowOut: ['203.0.113.7', 'pypi.org'] },
+    })
+    try {
+      assert.deepEqual(await policy(listed.sandboxId), {
+        internet: true,
+        allowOut: ['203.0.113.7', 'pypi.org'],
+        denyOut: [],
+        ports: [],
+      })
+      const info = await listed.getInfo()
+      assert.equal(info.allowInternetAccess, true)
+      assert.deepEqual(info.network?.allowOut, ['203.0.113.7', 'pypi.org'])
+      await listed.updateNetwork({ allowInternetAccess: false })
+      assert.equal(((await policy(listed.sandboxId)) as { internet: boolean }).internet, false)
+      await listed.updateNetwork({ denyOut: ['198.51.100.0/24'] })
+      assert.deepEqual(await policy(listed.sandboxId), {
+        internet: true,
+        allowOut: [],
+        denyOut: ['198.51.100.0/24'],
+        ports: [],
+      })
+    } finally {
+      await listed.kill()
+    }
+  })
+
   it('pauses a sandbox; connect resumes it with its files and processes', async () => {
     await withSandbox(async (sbx) => {
       await sbx.files.write('/home/user/state.txt', 'kept')

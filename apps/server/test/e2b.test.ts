@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, it } from 'node:test'
+import { toE2b, toForkbox } from '../src/e2b/network.ts'
 import { type ControlPlane, createControlPlane } from '../src/index.ts'
 import { FakeAgent } from './fake-agent.ts'
 
@@ -170,5 +171,63 @@ describe('e2b compatibility layer', () => {
     const second = await page(next)
     assert.equal((await second.json()).length, 1)
     assert.equal(second.headers.get('x-next-token'), null)
+  })
+
+  it("translates E2B's egress settings (open unless denied, allowOut wins) to forkbox's (closed unless internet)", () => {
+    assert.equal(toForkbox(undefined, undefined), undefined)
+    assert.deepEqual(toForkbox(false, undefined), { internet: false, allowOut: [], denyOut: [] })
+    assert.deepEqual(toForkbox(true, undefined), { internet: true, allowOut: [], denyOut: [] })
+    assert.deepEqual(toForkbox(undefined, { denyOut: ['0.0.0.0/0', '1.1.1.1'], allowOut: ['1.1.1.1', 'pypi.org'] }), {
+      internet: true,
+      allowOut: ['1.1.1.1', 'pypi.org'],
+      denyOut: [],
+    })
+    assert.deepEqual(toForkbox(undefined, { denyOut: ['10.0.0.0/8'] }), {
+      internet: true,
+      allowOut: [],
+      denyOut: ['10.0.0.0/8'],
+    })
+    assert.deepEqual(toForkbox(false, { allowOut: ['pypi.org'] }), {
+      internet: true,
+      allowOut: ['pypi.org'],
+      denyOut: [],
+    })
+    assert.throws(() => toForkbox(true, { rules: { 'a.com': [] } }), /not supported/)
+    assert.deepEqual(toE2b({ internet: true, allowOut: ['pypi.org'], denyOut: [], ports: [] }), {
+      allowInternetAccess: true,
+      network: { allowOut: ['pypi.org'], denyOut: ['0.0.0.0/0'] },
+    })
+    assert.deepEqual(toE2b({ internet: false, allowOut: [], denyOut: [], ports: [] }).allowInternetAccess, false)
+  })
+
+  it('creates with an E2B allow-list and replaces it with PUT /sandboxes/{id}/network', async () => {
+    const res = await cp.app.request('/v2/sandboxes', {
+      method: 'POST',
+      headers: { 'X-API-KEY': key },
+      body: JSON.stringify({ templateID: 'base', network: { denyOut: ['0.0.0.0/0'], allowOut: ['203.0.113.7'] } }),
+    })
+    assert.equal(res.status, 201)
+    const { sandboxID } = await res.json()
+    const policy = async () =>
+      (
+        await (
+          await cp.app.request(`/v1/sandboxes/${sandboxID}`, { headers: { authorization: `Bearer ${key}` } })
+        ).json()
+      ).network
+    assert.deepEqual(await policy(), { internet: true, allowOut: ['203.0.113.7'], denyOut: [], ports: [] })
+    const put = await cp.app.request(`/sandboxes/${sandboxID}/network`, {
+      method: 'PUT',
+      headers: { 'X-API-KEY': key },
+      body: JSON.stringify({ allow_internet_access: false }),
+    })
+    assert.equal(put.status, 204)
+    assert.equal((await policy()).internet, false)
+    const bad = await cp.app.request('/v2/sandboxes', {
+      method: 'POST',
+      headers: { 'X-API-KEY': key },
+      body: JSON.stringify({ network: { denyOut: ['not a rule!'] } }),
+    })
+    assert.equal(bad.status, 400)
+    assert.equal((await bad.json()).errorCode, 'VALIDATION_FAILED')
   })
 })

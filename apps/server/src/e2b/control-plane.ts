@@ -7,6 +7,7 @@ import {
   MAX_FORK_COUNT,
   MAX_TTL_SECONDS,
   Metadata,
+  NetworkOptions,
   type Sandbox,
 } from '@forkbox/protocol'
 import type { Context, Hono } from 'hono'
@@ -14,6 +15,7 @@ import { z } from 'zod'
 import type { AppEnv } from '../http/env.ts'
 import { validationError } from '../http/errors.ts'
 import { accessToken, requireApiKey } from './auth.ts'
+import { E2bNetwork, toE2b, toForkbox } from './network.ts'
 
 /**
  * The envd version the clients are told: ≥ 0.4.0 (no username sent for the default user),
@@ -56,13 +58,14 @@ const NewSandbox = z
     autoPause: z.boolean().nullish(),
     secure: z.boolean().nullish(),
     allow_internet_access: z.boolean().nullish(),
-    network: z.record(z.string(), z.unknown()).nullish(),
+    network: E2bNetwork.nullish(),
     mcp: z.unknown().optional(),
     volumeMounts: z.array(z.unknown()).nullish(),
   })
   .passthrough()
 
 const SetTimeout = z.object({ timeout: ttl }).passthrough()
+const NetworkUpdate = E2bNetwork.extend({ allow_internet_access: z.boolean().nullish() })
 const ConnectBody = z.object({ timeout: ttl.optional() }).passthrough()
 const ForkBody = z
   .object({ timeout: ttl.optional(), count: z.number().int().min(1).max(MAX_FORK_COUNT).default(1) })
@@ -87,6 +90,7 @@ function info(s: Sandbox) {
     metadata: s.metadata,
     state: s.state === 'hibernated' ? 'paused' : 'running',
     envdVersion: ENVD_VERSION,
+    ...toE2b(s.network),
   }
 }
 
@@ -123,20 +127,17 @@ const create: Handler = async (c, owner) => {
     unsupported('autoPause (lifecycle onTimeout: pause)', 'a sandbox is killed at its timeout; pause it yourself')
   if (req.mcp) unsupported('mcp', 'run the MCP server yourself with commands.run')
   if (req.volumeMounts?.length) unsupported('volumeMounts', 'use files.write')
-  if (req.allow_internet_access || (req.network && Object.keys(req.network).length > 0))
-    unsupported('network access', 'sandboxes have no network')
+  const network = toForkbox(req.allow_internet_access, req.network)
   const template = TEMPLATE_ALIASES[req.templateID] ?? req.templateID
-  const fromSnapshot = template.startsWith('snap-')
-  const sbx = await c.var.services.sandboxes.create(
-    owner,
-    CreateSandboxRequest.parse({
-      ...(fromSnapshot ? { snapshot: template } : { template }),
-      ttlSeconds: req.timeout ?? 300,
-      metadata: req.metadata ?? {},
-      envs: req.envVars ?? {},
-    }),
-    c.req.raw.signal,
-  )
+  const parsed = CreateSandboxRequest.safeParse({
+    ...(template.startsWith('snap-') ? { snapshot: template } : { template }),
+    ttlSeconds: req.timeout ?? 300,
+    metadata: req.metadata ?? {},
+    envs: req.envVars ?? {},
+    ...(network ? { network } : {}),
+  })
+  if (!parsed.success) throw validationError(parsed.error)
+  const sbx = await c.var.services.sandboxes.create(owner, parsed.data, c.req.raw.signal)
   return c.json(connection(c, owner, sbx), 201)
 }
 
@@ -226,6 +227,17 @@ const fork: Handler = async (c, owner) => {
   )
 }
 
+/** E2B replaces the whole egress configuration: what is left out is cleared (open internet). */
+const updateNetwork: Handler = async (c, owner) => {
+  const s = live(c, owner, c.req.param('id') as string)
+  const req = await body(c, NetworkUpdate)
+  const policy = toForkbox(req.allow_internet_access, req) ?? { internet: true, allowOut: [], denyOut: [] }
+  const parsed = NetworkOptions.safeParse(policy)
+  if (!parsed.success) throw validationError(parsed.error)
+  await c.var.services.sandboxes.updateNetwork(owner, s.id, parsed.data)
+  return c.body(null, 204)
+}
+
 const createSnapshot: Handler = async (c, owner) => {
   const s = live(c, owner, c.req.param('id') as string)
   const snap = await c.var.services.sandboxes.snapshot(owner, s.id)
@@ -267,7 +279,7 @@ export function registerControlPlane(app: Hono<AppEnv>): void {
   app.post('/sandboxes/:id/snapshots', rest(createSnapshot))
   app.get('/snapshots', rest(listSnapshots))
   app.delete('/templates/:id', rest(deleteTemplate))
-  app.put('/sandboxes/:id/network', notServed('updating the network', 'sandboxes have no network'))
+  app.put('/sandboxes/:id/network', rest(updateNetwork))
   app.get('/sandboxes/:id/metrics', notServed('E2B metrics', 'use GET /v1/sandboxes/{id}/metrics'))
   app.get('/sandboxes/:id/logs', notServed('sandbox logs', 'use GET /v1/sandboxes/{id}/events'))
   app.all('/templates', notServed('building templates', 'templates are defined under templates/'))
