@@ -70,6 +70,8 @@ describe('e2b clients against forkbox', () => {
       assert.deepEqual(await sbx.files.read('/tmp/bytes.bin', { format: 'bytes' }), bytes)
       await sbx.files.write('/tmp/streamed.txt', new Blob(['streamed']).stream(), { useOctetStream: true })
       assert.equal(await sbx.files.read('/tmp/streamed.txt'), 'streamed')
+      await sbx.files.write('/tmp/zipped.txt', 'gzipped on the wire', { gzip: true })
+      assert.equal(await sbx.files.read('/tmp/zipped.txt', { gzip: true }), 'gzipped on the wire')
       await assert.rejects(sbx.files.read('/home/user/missing.txt'), FileNotFoundError)
       const out: string[] = []
       const env = await sbx.commands.run('echo "$GREETING" >&2; echo out', {
@@ -251,6 +253,11 @@ describe('e2b clients against forkbox', () => {
       const info = await a.getInfo()
       assert.ok(info.endAt.getTime() - Date.now() > 3_000_000, String(info.endAt))
       assert.deepEqual(info.metadata, { run, role: 'a' })
+      // forkbox samples usage every 5 s
+      await until('a metrics sample', async () => (await a.getMetrics()).length > 0, 20_000)
+      const [m] = await a.getMetrics()
+      assert.ok(m && m.memUsed > 0 && m.memTotal >= m.memUsed && m.cpuCount > 0 && m.diskTotal > 0, JSON.stringify(m))
+      assert.ok(m.timestamp instanceof Date && !Number.isNaN(m.timestamp.getTime()))
       await b.setTimeout(30_000)
       assert.ok((await b.getInfo()).endAt.getTime() - Date.now() < 60_000)
     } finally {

@@ -227,6 +227,38 @@ const fork: Handler = async (c, owner) => {
   )
 }
 
+const MiB = 1024 * 1024
+
+/** forkbox's usage samples (every 5 s, cumulative CPU seconds) as E2B's metrics (CPU % of the sandbox's vCPUs). */
+const metrics: Handler = async (c, owner) => {
+  const s = live(c, owner, c.req.param('id') as string)
+  const diskUsed = s.state === 'running' ? await c.var.services.sandboxes.diskUsage(owner, s.id) : 0
+  const from = (Number(c.req.query('start')) || 0) * 1000
+  const to = (Number(c.req.query('end')) || Number.POSITIVE_INFINITY) * 1000
+  const samples = c.var.services.metrics.samplesOf(s.id)
+  const out = samples.flatMap((x, i) => {
+    const at = Date.parse(x.at)
+    if (at < from || at > to) return []
+    const prev = samples[i - 1]
+    const seconds = prev ? (at - Date.parse(prev.at)) / 1000 : 0
+    const busy = prev && seconds > 0 ? (x.cpuSeconds - prev.cpuSeconds) / seconds / s.resources.vcpus : 0
+    return [
+      {
+        timestamp: x.at,
+        timestampUnix: Math.floor(at / 1000),
+        cpuUsedPct: Math.round(Math.max(0, busy) * 10_000) / 100,
+        cpuCount: s.resources.vcpus,
+        memUsed: x.memoryBytes,
+        memTotal: s.resources.memoryMB * MiB,
+        memCache: 0,
+        diskUsed,
+        diskTotal: s.resources.diskMB * MiB,
+      },
+    ]
+  })
+  return c.json(out, 200)
+}
+
 /** E2B replaces the whole egress configuration: what is left out is cleared (open internet). */
 const updateNetwork: Handler = async (c, owner) => {
   const s = live(c, owner, c.req.param('id') as string)
@@ -280,7 +312,7 @@ export function registerControlPlane(app: Hono<AppEnv>): void {
   app.get('/snapshots', rest(listSnapshots))
   app.delete('/templates/:id', rest(deleteTemplate))
   app.put('/sandboxes/:id/network', rest(updateNetwork))
-  app.get('/sandboxes/:id/metrics', notServed('E2B metrics', 'use GET /v1/sandboxes/{id}/metrics'))
+  app.get('/sandboxes/:id/metrics', rest(metrics))
   app.get('/sandboxes/:id/logs', notServed('sandbox logs', 'use GET /v1/sandboxes/{id}/events'))
   app.all('/templates', notServed('building templates', 'templates are defined under templates/'))
   app.all('/v2/templates/*', notServed('building templates', 'templates are defined under templates/'))
