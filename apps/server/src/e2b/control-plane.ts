@@ -15,6 +15,7 @@ import { z } from 'zod'
 import type { AppEnv } from '../http/env.ts'
 import { validationError } from '../http/errors.ts'
 import { accessToken, requireApiKey } from './auth.ts'
+import { jsonBody } from './json-body.ts'
 import { E2bNetwork, toE2b, toForkbox } from './network.ts'
 
 /**
@@ -31,21 +32,6 @@ type Handler = (c: Context<AppEnv>, owner: string) => Promise<Response>
 
 /** An authenticated control-plane handler (what it throws goes out E2B-shaped: the layer's onError). */
 const rest = (fn: Handler) => (c: Context<AppEnv>) => fn(c, requireApiKey(c))
-
-async function body<T extends z.ZodType>(c: Context<AppEnv>, schema: T): Promise<z.output<T>> {
-  const text = await c.req.text()
-  let json: unknown = {}
-  if (text.trim()) {
-    try {
-      json = JSON.parse(text)
-    } catch {
-      throw new AppError('MALFORMED_JSON', 'request body is not valid JSON')
-    }
-  }
-  const parsed = schema.safeParse(json)
-  if (!parsed.success) throw validationError(parsed.error)
-  return parsed.data
-}
 
 const ttl = z.number().int().min(1).max(MAX_TTL_SECONDS)
 
@@ -122,7 +108,7 @@ function live(c: Context<AppEnv>, owner: string, id: string): Sandbox {
 }
 
 const create: Handler = async (c, owner) => {
-  const req = await body(c, NewSandbox)
+  const req = await jsonBody(c, NewSandbox)
   if (req.autoPause)
     unsupported('autoPause (lifecycle onTimeout: pause)', 'a sandbox is killed at its timeout; pause it yourself')
   if (req.mcp) unsupported('mcp', 'run the MCP server yourself with commands.run')
@@ -144,7 +130,7 @@ const create: Handler = async (c, owner) => {
 /** Connect: resumes a paused sandbox; a timeout only ever extends a running one. */
 const connect: Handler = async (c, owner) => {
   const id = c.req.param('id') as string
-  const req = await body(c, ConnectBody)
+  const req = await jsonBody(c, ConnectBody)
   const sandboxes = c.var.services.sandboxes
   const before = live(c, owner, id)
   if (before.state === 'hibernated') await sandboxes.onSandbox(owner, id, async () => {})
@@ -203,7 +189,7 @@ const kill: Handler = async (c, owner) => {
 
 const setTimeout: Handler = async (c, owner) => {
   const s = live(c, owner, c.req.param('id') as string)
-  c.var.services.sandboxes.setTimeout(owner, s.id, (await body(c, SetTimeout)).timeout)
+  c.var.services.sandboxes.setTimeout(owner, s.id, (await jsonBody(c, SetTimeout)).timeout)
   return c.body(null, 204)
 }
 
@@ -216,7 +202,7 @@ const pause: Handler = async (c, owner) => {
 
 const fork: Handler = async (c, owner) => {
   const s = live(c, owner, c.req.param('id') as string)
-  const req = await body(c, ForkBody)
+  const req = await jsonBody(c, ForkBody)
   const forks = await c.var.services.sandboxes.fork(owner, s.id, {
     count: req.count,
     ttlSeconds: req.timeout ?? 300,
@@ -262,7 +248,7 @@ const metrics: Handler = async (c, owner) => {
 /** E2B replaces the whole egress configuration: what is left out is cleared (open internet). */
 const updateNetwork: Handler = async (c, owner) => {
   const s = live(c, owner, c.req.param('id') as string)
-  const req = await body(c, NetworkUpdate)
+  const req = await jsonBody(c, NetworkUpdate)
   const policy = toForkbox(req.allow_internet_access, req) ?? { internet: true, allowOut: [], denyOut: [] }
   const parsed = NetworkOptions.safeParse(policy)
   if (!parsed.success) throw validationError(parsed.error)

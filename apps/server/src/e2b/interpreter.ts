@@ -7,6 +7,7 @@ import { stream } from 'hono/streaming'
 import { z } from 'zod'
 import type { AppEnv } from '../http/env.ts'
 import { validationError } from '../http/errors.ts'
+import { jsonBody } from './json-body.ts'
 import { INTERPRETER_PORT, type SandboxCall, sandboxCall } from './sandbox-call.ts'
 
 const LANGUAGES: Record<string, 'python' | 'bash' | 'javascript'> = {
@@ -35,12 +36,6 @@ const ExecuteBody = z
   .passthrough()
 const ContextBody = z.object({ language: z.string().nullish(), cwd: z.string().nullish() }).passthrough()
 
-async function json<T extends z.ZodType>(c: Context<AppEnv>, schema: T): Promise<z.output<T>> {
-  const parsed = schema.safeParse(await c.req.json().catch(() => ({})))
-  if (!parsed.success) throw validationError(parsed.error)
-  return parsed.data
-}
-
 /** forkbox's CodeResult as the interpreter's `result` line; other MIME types go on as their own keys. */
 function resultLine(r: CodeResult) {
   const { isMainResult, extra, ...formats } = r
@@ -50,7 +45,7 @@ function resultLine(r: CodeResult) {
 const context = (ctx: CodeContext) => ({ id: ctx.id, language: ctx.language, cwd: ctx.cwd ?? '' })
 
 async function execute(c: Context<AppEnv>, call: SandboxCall): Promise<Response> {
-  const body = await json(c, ExecuteBody)
+  const body = await jsonBody(c, ExecuteBody)
   const parsed = RunCodeRequest.safeParse({
     code: body.code,
     language: language(body.language),
@@ -94,7 +89,7 @@ async function execute(c: Context<AppEnv>, call: SandboxCall): Promise<Response>
 }
 
 async function createContext(c: Context<AppEnv>, call: SandboxCall): Promise<Response> {
-  const body = await json(c, ContextBody)
+  const body = await jsonBody(c, ContextBody)
   const ctx = await call.services.code.createContext(call.owner, call.sandboxId, {
     language: language(body.language) ?? 'python',
     cwd: body.cwd ?? undefined,
