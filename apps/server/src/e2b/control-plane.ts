@@ -1,5 +1,5 @@
 // E2B's control-plane REST API (api.e2b.app) over forkbox's SandboxService: create, connect
-// (resumes), list, get, kill, timeout, pause (hibernate), fork and snapshots.
+// (resumes), list, get, kill, timeout, pause (hibernate), fork, snapshots, metrics and egress.
 import {
   AppError,
   CreateSandboxRequest,
