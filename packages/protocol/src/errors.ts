@@ -32,6 +32,8 @@ export const errorStatus = {
   NO_CAPACITY: 503,
   GUEST_ERROR: 502,
   PORT_UNREACHABLE: 502,
+  /** A call of a foreign API forkbox speaks (the E2B compatibility layer) that it does not serve. */
+  NOT_IMPLEMENTED: 501,
   INTERNAL: 500,
 } as const
 

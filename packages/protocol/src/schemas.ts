@@ -230,7 +230,13 @@ export const ApiKeyInfo = z.object({
   revokedAt: z.string().nullable(),
 })
 export type ApiKeyInfo = z.infer<typeof ApiKeyInfo>
-export const CreateKeyRequest = z.object({ name: z.string().min(1).max(128) }).strict()
+export const CreateKeyRequest = z
+  .object({
+    name: z.string().min(1).max(128),
+    /** `e2b` issues the key as `e2b_<hex>`, for the E2B clients (docs/e2b.md). */
+    format: z.enum(['forkbox', 'e2b']).default('forkbox'),
+  })
+  .strict()
 export const CreatedKey = ApiKeyInfo.extend({ key: z.string() })
 
 export const TemplateInfo = z.object({

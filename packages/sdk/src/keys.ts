@@ -13,8 +13,10 @@ export class Keys {
     this.#http = http
   }
 
-  async create(name: string, options: RequestOptions = {}): Promise<CreatedKey> {
-    return this.#http.json<CreatedKey>({ method: 'POST', path: '/v1/keys', json: { name }, signal: options.signal })
+  /** `format: 'e2b'` issues `e2b_<hex>`, for the E2B clients (docs/e2b.md). */
+  async create(name: string, options: RequestOptions & { format?: 'forkbox' | 'e2b' } = {}): Promise<CreatedKey> {
+    const json = options.format ? { name, format: options.format } : { name }
+    return this.#http.json<CreatedKey>({ method: 'POST', path: '/v1/keys', json, signal: options.signal })
   }
 
   async list(options: RequestOptions = {}): Promise<ApiKeyInfo[]> {

@@ -11,8 +11,9 @@ export function registerKeys(program: Command, ctx: CliContext): void {
     .command('create')
     .description('create a key and print its secret (shown only this once)')
     .argument('<name>', 'a name to recognise the key by')
-    .action(async (name: string) => {
-      const created = await new ForkboxClient(ctx.connection).keys.create(name)
+    .option('--e2b', 'issue it as e2b_<hex>, for the E2B clients (docs/e2b.md)')
+    .action(async (name: string, flags: { e2b?: boolean }) => {
+      const created = await new ForkboxClient(ctx.connection).keys.create(name, flags.e2b ? { format: 'e2b' } : {})
       ctx.stdout.write(`${created.key}\n`)
       ctx.stderr.write(`created key ${created.id} (${created.name}); store the secret now, it is not shown again\n`)
     })

@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto'
 import { AppError } from '@forkbox/protocol'
 import { OpenAPIHono } from '@hono/zod-openapi'
 import { bodyLimit } from 'hono/body-limit'
+import { e2bApi } from '../e2b/index.ts'
 import * as codeContextCreate from '../routes/code/context-create.ts'
 import * as codeContextList from '../routes/code/context-list.ts'
 import * as codeContextRemove from '../routes/code/context-remove.ts'
@@ -79,6 +80,8 @@ export function createApp(services: Services): App {
       'request',
     )
   })
+  // the E2B API (docs/e2b.md), with its own auth and error shapes
+  app.route('/', e2bApi(services.config))
   app.use('*', async (c, next) => {
     if (PUBLIC.has(c.req.path)) return next()
     const secret = bearer(c.req.header('authorization')) ?? c.req.header('x-api-key') ?? null

@@ -1,5 +1,5 @@
 // API keys: only a SHA-256 of each secret is stored (the secrets are 160 random bits).
-import { createHash, randomBytes } from 'node:crypto'
+import { createHash, createHmac, randomBytes } from 'node:crypto'
 import type { ApiKeyInfo } from '@forkbox/protocol'
 import type { Db } from './db.ts'
 
@@ -32,8 +32,9 @@ export class KeyStore {
     return (this.db.prepare('select count(*) as n from api_keys').get() as { n: number }).n
   }
 
-  create(name: string, admin: boolean): ApiKeyInfo & { key: string } {
-    const secret = `fbx_${randomBytes(20).toString('hex')}`
+  /** `format: 'e2b'` issues `e2b_<hex>`, the form the E2B clients are configured with (issue 8). */
+  create(name: string, admin: boolean, format: 'forkbox' | 'e2b' = 'forkbox'): ApiKeyInfo & { key: string } {
+    const secret = `${format === 'e2b' ? 'e2b' : 'fbx'}_${randomBytes(20).toString('hex')}`
     const row: KeyRow = {
       id: `key_${randomBytes(8).toString('hex')}`,
       name,
@@ -53,6 +54,14 @@ export class KeyStore {
       .prepare('select id, admin from api_keys where hash = ? and revoked_at is null')
       .get(hashKey(secret)) as { id: string; admin: number } | undefined
     return row ? { keyId: row.id, admin: row.admin === 1 } : null
+  }
+
+  /** An HMAC of `data` keyed by the key's stored hash: a token that dies with the key (null once revoked). */
+  sign(keyId: string, data: string): string | null {
+    const row = this.db.prepare('select hash from api_keys where id = ? and revoked_at is null').get(keyId) as
+      | { hash: string }
+      | undefined
+    return row ? createHmac('sha256', row.hash).update(data).digest('base64url') : null
   }
 
   list(): ApiKeyInfo[] {

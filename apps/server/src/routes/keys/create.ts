@@ -19,6 +19,7 @@ const route = createRoute({
 export function register(app: App): void {
   app.openapi(route, (c) => {
     requireAdmin(c)
-    return c.json(c.var.services.keys.create(c.req.valid('json').name, false), 201)
+    const body = c.req.valid('json')
+    return c.json(c.var.services.keys.create(body.name, false, body.format), 201)
   })
 }

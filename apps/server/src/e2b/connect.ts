@@ -1,0 +1,105 @@
+// The Connect protocol as the E2B clients use it (JSON codec, no compression): unary calls are
+// plain JSON POSTs; server streams are 5-byte envelopes (flags, big-endian length) of JSON
+// messages, closed by an end-stream envelope (flag 2) that carries the error, if any.
+import { AppError } from '@forkbox/protocol'
+import type { Context } from 'hono'
+import { stream } from 'hono/streaming'
+import type { AppEnv } from '../http/env.ts'
+import { connectError, connectErrorResponse } from './errors.ts'
+import { type SandboxCall, sandboxCall } from './sandbox-call.ts'
+
+const END_STREAM = 0b10
+
+function envelope(flags: number, msg: unknown): Uint8Array {
+  const data = Buffer.from(JSON.stringify(msg))
+  const out = Buffer.alloc(5 + data.length)
+  out.writeUInt8(flags, 0)
+  out.writeUInt32BE(data.length, 1)
+  data.copy(out, 5)
+  return out
+}
+
+function parseJson(text: string): Record<string, unknown> {
+  let msg: unknown
+  try {
+    msg = text.trim() ? JSON.parse(text) : {}
+  } catch {
+    throw new AppError('MALFORMED_JSON', 'request message is not valid JSON')
+  }
+  if (typeof msg !== 'object' || msg === null || Array.isArray(msg))
+    throw new AppError('VALIDATION_FAILED', 'request message must be a JSON object')
+  return msg as Record<string, unknown>
+}
+
+/** The request message of a unary call. */
+export async function unaryRequest(c: Context<AppEnv>): Promise<Record<string, unknown>> {
+  return parseJson(await c.req.text())
+}
+
+/** The one request message of a server-streaming call (the first envelope of the body). */
+export async function streamRequest(c: Context<AppEnv>): Promise<Record<string, unknown>> {
+  const body = Buffer.from(await c.req.arrayBuffer())
+  if (body.length < 5) throw new AppError('VALIDATION_FAILED', 'missing request envelope')
+  if (body.readUInt8(0) & 0b1) throw new AppError('VALIDATION_FAILED', 'compressed messages are not supported')
+  const length = body.readUInt32BE(1)
+  if (body.length < 5 + length) throw new AppError('VALIDATION_FAILED', 'truncated request envelope')
+  return parseJson(body.subarray(5, 5 + length).toString('utf8'))
+}
+
+/** `Connect-Timeout-Ms`, if the client set one. */
+export function deadlineMs(c: Context<AppEnv>): number | undefined {
+  const v = Number(c.req.header('connect-timeout-ms'))
+  return Number.isFinite(v) && v > 0 ? v : undefined
+}
+
+/** Runs a unary handler: its result as the JSON response, anything thrown as a Connect error. */
+export async function unary(c: Context<AppEnv>, fn: () => Promise<unknown>): Promise<Response> {
+  try {
+    return c.json((await fn()) ?? {}, 200)
+  } catch (err) {
+    return connectErrorResponse(c, err)
+  }
+}
+
+/** A unary method of an envd service: `fn` gets the checked call and the request message. */
+export function sandboxUnary(fn: (call: SandboxCall, req: Record<string, unknown>) => Promise<unknown>) {
+  return (c: Context<AppEnv>) => unary(c, async () => fn(sandboxCall(c), await unaryRequest(c)))
+}
+
+export interface ServerStream {
+  send(msg: unknown): Promise<void>
+  /** Aborted when the client goes away (or its deadline passes). */
+  signal: AbortSignal
+}
+
+/**
+ * A server-streaming response. `work` sends messages (each write awaited: a slow client holds the
+ * work back); what it throws ends the stream as a Connect error. `keepalive` is sent every
+ * `Keepalive-Ping-Interval` seconds the client asked for, so proxies keep a quiet stream open.
+ */
+export function serverStream(
+  c: Context<AppEnv>,
+  keepalive: unknown,
+  work: (out: ServerStream) => Promise<void>,
+): Response {
+  c.header('content-type', 'application/connect+json')
+  const intervalSeconds = Number(c.req.header('keepalive-ping-interval'))
+  return stream(c, async (s) => {
+    const aborted = new AbortController()
+    s.onAbort(() => aborted.abort())
+    const send = (msg: unknown) => s.write(envelope(0, msg)).then(() => {})
+    const timer =
+      Number.isFinite(intervalSeconds) && intervalSeconds > 0
+        ? setInterval(() => void send(keepalive).catch(() => {}), intervalSeconds * 1000)
+        : undefined
+    let end: Record<string, unknown> = {}
+    try {
+      await work({ send, signal: aborted.signal })
+    } catch (err) {
+      end = { error: connectError(c, err) }
+    } finally {
+      clearInterval(timer)
+    }
+    if (!aborted.signal.aborted) await s.write(envelope(END_STREAM, end)).catch(() => {})
+  })
+}

@@ -1,0 +1,100 @@
+// envd's `filesystem.Filesystem` Connect service (Stat, MakeDir, Move, ListDir, Remove) over
+// forkbox's file operations; WatchDir is not served.
+import { AppError, type FileEntry, SandboxPath } from '@forkbox/protocol'
+import type { Hono } from 'hono'
+import type { AppEnv } from '../http/env.ts'
+import { sandboxUnary } from './connect.ts'
+import type { SandboxCall } from './sandbox-call.ts'
+
+type Json = Record<string, unknown>
+
+/** A sandbox path from a request field, checked as forkbox checks its own. */
+export function pathOf(value: unknown, field = 'path'): string {
+  const parsed = SandboxPath.safeParse(value)
+  if (!parsed.success) throw new AppError('INVALID_PATH', `${field}: ${parsed.error.issues[0]?.message ?? 'invalid'}`)
+  return parsed.data
+}
+
+// filesystem.FileType
+const FILE_TYPE = { file: 1, dir: 2, symlink: 3, other: 0 } as const
+// the template's users (templates/*: root, and `user` with uid 1000)
+const USER_NAMES: Record<number, string> = { 0: 'root', 1000: 'user' }
+
+/** `ls -l`-style permissions, as Go's FileMode.String() prints them (what envd sends). */
+function permissions(e: FileEntry): string {
+  const kind = e.type === 'dir' ? 'd' : e.type === 'symlink' ? 'L' : '-'
+  let out = kind
+  for (let shift = 6; shift >= 0; shift -= 3) {
+    const bits = (e.mode >> shift) & 7
+    out += `${bits & 4 ? 'r' : '-'}${bits & 2 ? 'w' : '-'}${bits & 1 ? 'x' : '-'}`
+  }
+  return out
+}
+
+/** forkbox's FileEntry as envd's EntryInfo (proto3 JSON). */
+export function entryInfo(e: FileEntry) {
+  return {
+    name: e.name,
+    type: FILE_TYPE[e.type],
+    path: e.path,
+    size: String(e.size),
+    mode: e.mode,
+    permissions: permissions(e),
+    owner: USER_NAMES[e.uid] ?? String(e.uid),
+    group: USER_NAMES[e.gid] ?? String(e.gid),
+    modifiedTime: new Date(e.mtimeMs).toISOString(),
+    ...(e.target !== undefined ? { symlinkTarget: e.target } : {}),
+  }
+}
+
+function fileOp(call: SandboxCall, op: Parameters<SandboxCall['services']['sandboxes']['fileOp']>[2]) {
+  return call.services.sandboxes.fileOp(call.owner, call.sandboxId, op)
+}
+
+async function stat(call: SandboxCall, req: Json) {
+  const e = (await fileOp(call, { op: 'stat', path: pathOf(req.path), user: call.user })) as FileEntry
+  return { entry: entryInfo(e) }
+}
+
+/** envd's MakeDir fails with already_exists when the directory is there (the client returns false). */
+async function makeDir(call: SandboxCall, req: Json) {
+  const path = pathOf(req.path)
+  const existing = await fileOp(call, { op: 'stat', path, user: call.user }).catch((err: unknown) => {
+    if (err instanceof AppError && err.code === 'FILE_NOT_FOUND') return null
+    throw err
+  })
+  if (existing) throw new AppError('FILE_EXISTS', `${path} already exists`)
+  const e = (await fileOp(call, { op: 'mkdir', path, user: call.user })) as FileEntry
+  return { entry: entryInfo(e) }
+}
+
+async function move(call: SandboxCall, req: Json) {
+  const from = pathOf(req.source, 'source')
+  const to = pathOf(req.destination, 'destination')
+  const e = (await fileOp(call, { op: 'rename', from, to, user: call.user })) as FileEntry
+  return { entry: entryInfo(e) }
+}
+
+async function listDir(call: SandboxCall, req: Json) {
+  const depth = Math.min(Math.max(Number(req.depth) || 1, 1), 16)
+  const entries = (await fileOp(call, { op: 'list', path: pathOf(req.path), depth, user: call.user })) as FileEntry[]
+  return { entries: entries.map(entryInfo) }
+}
+
+async function remove(call: SandboxCall, req: Json) {
+  await fileOp(call, { op: 'remove', path: pathOf(req.path), recursive: true, user: call.user })
+  return {}
+}
+
+export function registerFilesystem(app: Hono<AppEnv>): void {
+  const base = '/filesystem.Filesystem'
+  app.post(`${base}/Stat`, sandboxUnary(stat))
+  app.post(`${base}/MakeDir`, sandboxUnary(makeDir))
+  app.post(`${base}/Move`, sandboxUnary(move))
+  app.post(`${base}/ListDir`, sandboxUnary(listDir))
+  app.post(`${base}/Remove`, sandboxUnary(remove))
+  const watch = sandboxUnary(async () => {
+    throw new AppError('NOT_IMPLEMENTED', 'watching directories is not supported by forkbox')
+  })
+  for (const m of ['WatchDir', 'CreateWatcher', 'GetWatcherEvents', 'RemoveWatcher']) app.post(`${base}/${m}`, watch)
+}

@@ -1,0 +1,297 @@
+// envd's `process.Process` Connect service over forkbox's ExecService: every command runs as a
+// forkbox background process (so it has a pid for SendInput/SendSignal/Connect from any
+// client), its output streamed back as it comes; terminals are forkbox PTY sessions.
+import { AppError, ExecRequest, type PtySession } from '@forkbox/protocol'
+import type { Context, Hono } from 'hono'
+import type { AppEnv } from '../http/env.ts'
+import type { OutputSink } from '../services/exec.ts'
+import { deadlineMs, type ServerStream, sandboxUnary, serverStream, streamRequest } from './connect.ts'
+import { type SandboxCall, sandboxCall } from './sandbox-call.ts'
+
+type Json = Record<string, unknown>
+const obj = (v: unknown): Json => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Json) : {})
+const b64 = (v: unknown) => Buffer.from(typeof v === 'string' ? v : '', 'base64')
+
+interface ProcessConfig {
+  cmd: string
+  args: string[]
+  envs: Record<string, string>
+  cwd?: string
+}
+
+/** A terminal a Start opened: whoever is attached gets its output; it lives until it exits. */
+interface Terminal {
+  session: PtySession
+  config: ProcessConfig
+  listeners: Set<(chunk: Uint8Array) => Promise<void>>
+  exited: Promise<{ exitCode: number; signal: string | null }>
+}
+
+/** What the E2B layer started, by `sandbox:pid` (sandbox ids are unique): configs (for List) and terminals. */
+const configs = new Map<string, ProcessConfig>()
+const terminals = new Map<string, Terminal>()
+const keyOf = (sandboxId: string, pid: number) => `${sandboxId}:${pid}`
+const MAX_CONFIGS = 10_000
+
+function configOf(req: Json): ProcessConfig {
+  const p = obj(req.process)
+  const envs: Record<string, string> = {}
+  for (const [k, v] of Object.entries(obj(p.envs))) envs[k] = String(v)
+  return {
+    cmd: typeof p.cmd === 'string' ? p.cmd : '',
+    args: Array.isArray(p.args) ? p.args.map(String) : [],
+    envs,
+    cwd: typeof p.cwd === 'string' && p.cwd ? p.cwd : undefined,
+  }
+}
+
+function selectedPid(req: Json): number {
+  const sel = obj(req.process)
+  if (typeof sel.pid === 'number') return sel.pid
+  if (sel.tag !== undefined) throw new AppError('PROCESS_NOT_FOUND', 'processes are selected by pid; tags are not kept')
+  throw new AppError('VALIDATION_FAILED', 'process.pid is required')
+}
+
+/** How a forkbox process ended, as envd's EndEvent. */
+function endEvent(exit: { exitCode: number; signal: string | null }) {
+  if (exit.signal) {
+    const status = `signal: ${exit.signal === 'SIGKILL' ? 'killed' : exit.signal.toLowerCase()}`
+    return { end: { exitCode: -1, exited: false, status, error: status } }
+  }
+  const status = `exit status ${exit.exitCode}`
+  return { end: { exitCode: exit.exitCode, exited: true, status, ...(exit.exitCode !== 0 ? { error: status } : {}) } }
+}
+
+const KEEPALIVE = { event: { keepalive: {} } }
+
+const dropped = (bytes: number, more: boolean) =>
+  Buffer.from(
+    `\n[forkbox: ${more ? 'in all ' : ''}${bytes} bytes of output dropped: the client read slower than the command wrote]\n`,
+  ).toString('base64')
+
+/**
+ * Output as envd data events. A reader slower than the command falls behind forkbox's bounded
+ * process log (4 MiB); envd has no way to say so, so the loss is said on stderr (once, and the
+ * total at the end) rather than kept silent.
+ */
+function outputSink(out: ServerStream): OutputSink & { flush(): Promise<void> } {
+  const stderr = (data: string) => out.send({ event: { data: { stderr: data } } })
+  let lost = 0
+  let told = 0
+  return {
+    stdout: (data) => out.send({ event: { data: { stdout: data } } }),
+    stderr,
+    gap: (bytes) => {
+      lost += bytes
+      if (told > 0) return
+      told = lost
+      return stderr(dropped(lost, false))
+    },
+    flush: async () => {
+      if (lost > told) await stderr(dropped(lost, true))
+    },
+  }
+}
+
+/** Streams a background process from `offset` to its end; false if the client left first. */
+async function follow(call: SandboxCall, pid: number, offset: number, out: ServerStream): Promise<boolean> {
+  await out.send({ event: { start: { pid } } })
+  const sink = outputSink(out)
+  const exit = await call.services.exec.attach(
+    call.owner,
+    call.sandboxId,
+    pid,
+    { offset, encoding: 'base64', output: true },
+    sink,
+    out.signal,
+  )
+  if (!exit) return false
+  await sink.flush()
+  await out.send({ event: endEvent(exit) })
+  return true
+}
+
+/** Streams a terminal's output to its end (or until the client leaves). */
+async function followTerminal(t: Terminal, pid: number, out: ServerStream): Promise<void> {
+  const listener = (chunk: Uint8Array) => out.send({ event: { data: { pty: Buffer.from(chunk).toString('base64') } } })
+  t.listeners.add(listener)
+  try {
+    await out.send({ event: { start: { pid } } })
+    const gone = new Promise<null>((resolve) => out.signal.addEventListener('abort', () => resolve(null)))
+    const exit = await Promise.race([t.exited, gone])
+    if (exit) await out.send({ event: endEvent(exit) })
+  } finally {
+    t.listeners.delete(listener)
+  }
+}
+
+async function startTerminal(c: Context<AppEnv>, call: SandboxCall, req: Json, out: ServerStream) {
+  const config = configOf(req)
+  const size = obj(obj(req.pty).size)
+  let ready: (s: PtySession) => void = () => {}
+  const opened = new Promise<PtySession>((resolve) => {
+    ready = resolve
+  })
+  const listeners = new Set<(chunk: Uint8Array) => Promise<void>>()
+  const exited = call.services.exec.openPty(
+    call.owner,
+    call.sandboxId,
+    {
+      argv: config.cmd ? [config.cmd, ...config.args] : undefined,
+      cols: Number(size.cols) || 80,
+      rows: Number(size.rows) || 24,
+      env: config.envs,
+      cwd: config.cwd,
+      user: call.user,
+    },
+    // the terminal waits for a slow client (flow control); with nobody attached its output is dropped
+    async (chunk) => {
+      await Promise.all([...listeners].map((l) => l(chunk).catch(() => {})))
+    },
+    ready,
+  )
+  // a terminal that cannot start rejects `exited` (no such sandbox, bad cwd, ...)
+  const session = await Promise.race([opened, exited.then(() => null)])
+  const pid = session ? await Promise.race([session.pid, exited.then(() => 0)]) : 0
+  if (!session || !pid) throw new AppError('EXEC_FAILED', 'the terminal exited before it started')
+  const t: Terminal = { session, config, listeners, exited }
+  const key = keyOf(call.sandboxId, pid)
+  terminals.set(key, t)
+  // envd ends a command at its Start's deadline; a terminal too
+  const deadline = deadlineMs(c)
+  const timer = deadline ? setTimeout(() => t.session.kill('SIGKILL'), deadline) : undefined
+  exited
+    .catch(() => ({ exitCode: -1, signal: 'SIGKILL' }))
+    .finally(() => {
+      clearTimeout(timer)
+      terminals.delete(key)
+    })
+  await followTerminal(t, pid, out)
+}
+
+async function startCommand(c: Context<AppEnv>, call: SandboxCall, req: Json, out: ServerStream) {
+  const config = configOf(req)
+  if (!config.cmd) throw new AppError('VALIDATION_FAILED', 'process.cmd is required')
+  const deadline = deadlineMs(c)
+  const parsed = ExecRequest.safeParse({
+    cmd: [config.cmd, ...config.args],
+    env: config.envs,
+    cwd: config.cwd,
+    user: call.user,
+    // envd ends a command at its Start's deadline (timeoutMs; 0: none)
+    timeoutSeconds: deadline ? deadline / 1000 : undefined,
+    background: true,
+  })
+  if (!parsed.success) throw new AppError('VALIDATION_FAILED', parsed.error.issues.map((i) => i.message).join('; '))
+  const { pid } = await call.services.exec.start(call.owner, call.sandboxId, parsed.data)
+  const key = keyOf(call.sandboxId, pid)
+  configs.set(key, config)
+  // entries of sandboxes nobody lists again go, oldest first, past a bound
+  for (const old of configs.keys()) {
+    if (configs.size <= MAX_CONFIGS) break
+    configs.delete(old)
+  }
+  // envd ≥ 0.3.0: stdin is closed unless asked for
+  if (req.stdin !== true) await call.services.exec.stdin(call.owner, call.sandboxId, pid, Buffer.alloc(0), true)
+  // kept for List while it runs on without this client (List forgets it once it is gone)
+  if (await follow(call, pid, 0, out)) configs.delete(key)
+}
+
+async function connect(_c: Context<AppEnv>, call: SandboxCall, req: Json, out: ServerStream) {
+  const pid = selectedPid(req)
+  const t = terminals.get(keyOf(call.sandboxId, pid))
+  if (t) return followTerminal(t, pid, out)
+  const info = (await call.services.exec.list(call.owner, call.sandboxId)).find((p) => p.pid === pid)
+  if (!info?.running) throw new AppError('PROCESS_NOT_FOUND', `no running process ${pid}`)
+  // like envd, a new connection gets what the process writes from now on
+  await follow(call, pid, info.outputBytes, out)
+}
+
+async function list(call: SandboxCall) {
+  const running = (await call.services.exec.list(call.owner, call.sandboxId)).filter((p) => p.running)
+  const alive = new Set(running.map((p) => keyOf(call.sandboxId, p.pid)))
+  for (const key of configs.keys()) if (key.startsWith(`${call.sandboxId}:`) && !alive.has(key)) configs.delete(key)
+  const processes = running.map((p) => ({
+    pid: p.pid,
+    config: configs.get(keyOf(call.sandboxId, p.pid)) ?? { cmd: p.cmd, args: [], envs: {} },
+  }))
+  for (const [key, t] of terminals)
+    if (key.startsWith(`${call.sandboxId}:`)) processes.push({ pid: Number(key.split(':')[1]), config: t.config })
+  return { processes }
+}
+
+const SIGNALS: Record<string, 'SIGKILL' | 'SIGTERM'> = {
+  SIGNAL_SIGKILL: 'SIGKILL',
+  SIGNAL_SIGTERM: 'SIGTERM',
+  '9': 'SIGKILL',
+  '15': 'SIGTERM',
+}
+
+async function sendSignal(call: SandboxCall, req: Json) {
+  const pid = selectedPid(req)
+  const sig = SIGNALS[String(req.signal)]
+  if (!sig) throw new AppError('VALIDATION_FAILED', `unsupported signal ${String(req.signal)}`)
+  const t = terminals.get(keyOf(call.sandboxId, pid))
+  if (t) t.session.kill(sig)
+  else {
+    // the signal lands before the exit is reaped: a process reported ended had ended already
+    const info = await call.services.exec.signal(call.owner, call.sandboxId, pid, sig)
+    if (!info.running) throw new AppError('PROCESS_NOT_FOUND', `process ${pid} has already ended`)
+  }
+  return {}
+}
+
+async function sendInput(call: SandboxCall, req: Json) {
+  const pid = selectedPid(req)
+  const input = obj(req.input)
+  const t = terminals.get(keyOf(call.sandboxId, pid))
+  if (input.pty !== undefined) {
+    if (!t) throw new AppError('PROCESS_NOT_FOUND', `no terminal ${pid}`)
+    t.session.write(b64(input.pty))
+  } else if (t) t.session.write(b64(input.stdin))
+  else await call.services.exec.stdin(call.owner, call.sandboxId, pid, b64(input.stdin), false)
+  return {}
+}
+
+async function closeStdin(call: SandboxCall, req: Json) {
+  await call.services.exec.stdin(call.owner, call.sandboxId, selectedPid(req), Buffer.alloc(0), true)
+  return {}
+}
+
+async function update(call: SandboxCall, req: Json) {
+  const pid = selectedPid(req)
+  const t = terminals.get(keyOf(call.sandboxId, pid))
+  if (!t) throw new AppError('PROCESS_NOT_FOUND', `no terminal ${pid}`)
+  const size = obj(obj(req.pty).size)
+  if (size.cols !== undefined || size.rows !== undefined) t.session.resize(Number(size.cols), Number(size.rows))
+  return {}
+}
+
+type Stream = (c: Context<AppEnv>, call: SandboxCall, req: Json, out: ServerStream) => Promise<void>
+
+function streaming(fn: Stream) {
+  return (c: Context<AppEnv>) =>
+    serverStream(c, KEEPALIVE, async (out) => fn(c, sandboxCall(c), await streamRequest(c), out))
+}
+
+export function registerProcess(app: Hono<AppEnv>): void {
+  const base = '/process.Process'
+  app.post(
+    `${base}/Start`,
+    streaming((c, call, req, out) =>
+      req.pty !== undefined ? startTerminal(c, call, req, out) : startCommand(c, call, req, out),
+    ),
+  )
+  app.post(`${base}/Connect`, streaming(connect))
+  app.post(`${base}/List`, sandboxUnary(list))
+  app.post(`${base}/SendInput`, sandboxUnary(sendInput))
+  app.post(`${base}/SendSignal`, sandboxUnary(sendSignal))
+  app.post(`${base}/CloseStdin`, sandboxUnary(closeStdin))
+  app.post(`${base}/Update`, sandboxUnary(update))
+  app.post(
+    `${base}/StreamInput`,
+    sandboxUnary(async () => {
+      throw new AppError('NOT_IMPLEMENTED', 'StreamInput is not supported; use SendInput')
+    }),
+  )
+}

@@ -1,0 +1,42 @@
+// A call to a service inside a sandbox (envd, the code interpreter): E2B routes these on the
+// `E2b-Sandbox-Id` / `E2b-Sandbox-Port` headers; the caller proves access with the sandbox's token.
+import { AppError } from '@forkbox/protocol'
+import type { Context } from 'hono'
+import type { AppEnv, Services } from '../http/env.ts'
+import { requireSandboxAccess } from './auth.ts'
+
+export const ENVD_PORT = 49983
+export const INTERPRETER_PORT = 49999
+
+export interface SandboxCall {
+  services: Services
+  owner: string
+  sandboxId: string
+  /** The user envd runs as (HTTP Basic `user:`); undefined: the template's default user. */
+  user: string | undefined
+}
+
+/** Whether a request is addressed to a sandbox service (and so is the compatibility layer's). */
+export function isSandboxCall(c: Context<AppEnv>): boolean {
+  return c.req.header('e2b-sandbox-id') !== undefined
+}
+
+function basicUser(header: string | undefined): string | undefined {
+  const m = /^Basic\s+(\S+)$/i.exec(header ?? '')
+  if (!m) return undefined
+  const user = Buffer.from(m[1] as string, 'base64')
+    .toString('utf8')
+    .split(':')[0]
+  return user || undefined
+}
+
+/** The sandbox and caller of an envd or interpreter call, checked. */
+export function sandboxCall(c: Context<AppEnv>, port = ENVD_PORT): SandboxCall {
+  const sandboxId = c.req.header('e2b-sandbox-id')
+  if (!sandboxId) throw new AppError('VALIDATION_FAILED', 'the E2b-Sandbox-Id header is required')
+  const asked = Number(c.req.header('e2b-sandbox-port') ?? port)
+  if (asked !== port)
+    throw new AppError('NOT_FOUND', `nothing serves ${c.req.method} ${c.req.path} on port ${asked} of the sandbox`)
+  const owner = requireSandboxAccess(c, sandboxId)
+  return { services: c.var.services, owner, sandboxId, user: basicUser(c.req.header('authorization')) }
+}

@@ -1,0 +1,401 @@
+// The published `e2b` and `@e2b/code-interpreter` clients, unchanged, against a real forkbox on
+// real runsc: configured only by E2B_API_URL / E2B_SANDBOX_URL / E2B_API_KEY.
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { Sandbox as CodeInterpreter } from '@e2b/code-interpreter'
+import {
+  AuthenticationError,
+  CommandExitError,
+  FileNotFoundError,
+  NotFoundError,
+  Sandbox,
+  SandboxNotFoundError,
+  TimeoutError,
+} from 'e2b'
+import { useTestHost } from './harness.ts'
+
+const host = useTestHost({
+  async setup(t) {
+    // a key in E2B's form, issued by forkbox's own API
+    const res = await fetch(`${t.conn.url}/v1/keys`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${t.conn.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'e2b-clients', format: 'e2b' }),
+    })
+    const { key } = (await res.json()) as { key: string }
+    assert.match(key, /^e2b_[0-9a-f]{40}$/)
+    process.env.E2B_API_URL = t.conn.url
+    process.env.E2B_SANDBOX_URL = t.conn.url
+    process.env.E2B_API_KEY = key
+  },
+})
+
+const TIMEOUT_MS = 180_000
+const text = new TextDecoder()
+
+/** Polls `check` until it holds (or fails with what it last saw). */
+async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await check())) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
+
+async function withSandbox<T>(fn: (sbx: Sandbox) => Promise<T>): Promise<T> {
+  const sbx = await Sandbox.create({ timeoutMs: TIMEOUT_MS })
+  try {
+    return await fn(sbx)
+  } finally {
+    await sbx.kill()
+  }
+}
+
+describe('e2b clients against forkbox', () => {
+  it('create → commands.run → files.write/read → kill, as the README does', async () => {
+    const sbx = await Sandbox.create({ timeoutMs: TIMEOUT_MS, envs: { FROM_CREATE: 'yes' } })
+    try {
+      const hi = await sbx.commands.run('echo hi')
+      assert.equal(hi.exitCode, 0)
+      assert.equal(hi.stdout, 'hi\n')
+      const who = await sbx.commands.run('whoami; pwd; echo "$HOME"')
+      assert.equal(who.stdout, 'user\n/home/user\n/home/user\n')
+      await sbx.files.write('/home/user/hello.txt', 'hello from e2b')
+      assert.equal(await sbx.files.read('/home/user/hello.txt'), 'hello from e2b')
+      // relative paths are under the user's home
+      await sbx.files.write('notes/rel.txt', 'relative')
+      assert.equal((await sbx.commands.run('cat /home/user/notes/rel.txt')).stdout, 'relative')
+      const bytes = Uint8Array.from({ length: 256 }, (_, i) => i)
+      await sbx.files.write('/tmp/bytes.bin', bytes.buffer)
+      assert.deepEqual(await sbx.files.read('/tmp/bytes.bin', { format: 'bytes' }), bytes)
+      await sbx.files.write('/tmp/streamed.txt', new Blob(['streamed']).stream(), { useOctetStream: true })
+      assert.equal(await sbx.files.read('/tmp/streamed.txt'), 'streamed')
+      await sbx.files.write('/tmp/zipped.txt', 'gzipped on the wire', { gzip: true })
+      assert.equal(await sbx.files.read('/tmp/zipped.txt', { gzip: true }), 'gzipped on the wire')
+      await assert.rejects(sbx.files.read('/home/user/missing.txt'), FileNotFoundError)
+      const out: string[] = []
+      const env = await sbx.commands.run('echo "$GREETING" >&2; echo out', {
+        envs: { GREETING: 'hej' },
+        cwd: '/tmp',
+        onStdout: (d) => void out.push(d),
+      })
+      assert.equal(env.stderr, 'hej\n')
+      assert.equal((await sbx.commands.run('echo "$FROM_CREATE"')).stdout, 'yes\n')
+      assert.deepEqual(out, ['out\n'])
+      await assert.rejects(sbx.commands.run('echo oops >&2; exit 3'), (err: unknown) => {
+        assert.ok(err instanceof CommandExitError, String(err))
+        assert.equal(err.exitCode, 3)
+        assert.equal(err.stderr, 'oops\n')
+        return true
+      })
+      assert.equal((await sbx.commands.run('id -u', { user: 'root' })).stdout, '0\n')
+      assert.equal(await sbx.isRunning(), true)
+    } finally {
+      assert.equal(await sbx.kill(), true)
+    }
+    assert.equal(await sbx.isRunning(), false)
+    assert.equal(await Sandbox.kill(sbx.sandboxId), false)
+    await assert.rejects(Sandbox.connect(sbx.sandboxId), SandboxNotFoundError)
+  })
+
+  it('runs a background command, feeds its stdin and kills it', async () => {
+    await withSandbox(async (sbx) => {
+      const seen: string[] = []
+      const cat = await sbx.commands.run('cat', { background: true, stdin: true, onStdout: (d) => void seen.push(d) })
+      await sbx.commands.sendStdin(cat.pid, 'ping\n')
+      await until('the echo of stdin', () => seen.join('') === 'ping\n')
+      await cat.sendStdin('pong\n')
+      await until('the second echo', () => cat.stdout === 'ping\npong\n')
+      assert.ok((await sbx.commands.list()).some((p) => p.pid === cat.pid))
+      assert.equal(await cat.kill(), true)
+      await assert.rejects(cat.wait(), (err: unknown) => err instanceof CommandExitError && err.exitCode === -1)
+      await until('the killed command to leave the list', async () =>
+        (await sbx.commands.list()).every((p) => p.pid !== cat.pid),
+      )
+      assert.equal(await sbx.commands.kill(999_999), false)
+
+      // closeStdin: EOF reaches the command, which then ends on its own
+      const wc = await sbx.commands.run('wc -c', { background: true, stdin: true })
+      await wc.sendStdin('12345')
+      await wc.closeStdin()
+      assert.equal((await wc.wait()).stdout.trim(), '5')
+      assert.equal(await sbx.commands.kill(wc.pid), false)
+      // without stdin: true, stdin is closed (cat ends at once)
+      assert.equal((await sbx.commands.run('cat; echo done')).stdout, 'done\n')
+
+      // another client attaches to a running command by pid
+      const ticker = await sbx.commands.run('for i in 1 2 3 4 5 6 7 8 9 10; do echo $i; sleep 0.3; done', {
+        background: true,
+      })
+      const again = await sbx.commands.connect(ticker.pid)
+      const result = await again.wait()
+      assert.match(result.stdout, /10\n$/)
+      await ticker.wait()
+
+      // timeoutMs ends the command (and only the command)
+      const started = Date.now()
+      await assert.rejects(sbx.commands.run('sleep 30; echo late', { timeoutMs: 1000 }), TimeoutError)
+      assert.ok(Date.now() - started < 10_000)
+      await until('the timed-out command to end', async () =>
+        (await sbx.commands.list()).every((p) => !p.cmd.includes('sleep 30') && !p.args.join(' ').includes('sleep 30')),
+      )
+      assert.equal((await sbx.commands.run('echo alive')).stdout, 'alive\n')
+    })
+  })
+
+  it('forks a sandbox and snapshots it; both keep its state', async () => {
+    await withSandbox(async (sbx) => {
+      await sbx.files.write('/home/user/mark.txt', 'original')
+      const forks = await sbx.fork({ count: 2, timeoutMs: TIMEOUT_MS })
+      try {
+        const [a, b] = forks
+        assert.ok(a instanceof Sandbox && b instanceof Sandbox, String(forks))
+        assert.notEqual(a.sandboxId, b.sandboxId)
+        assert.equal(await a.files.read('/home/user/mark.txt'), 'original')
+        await a.files.write('/home/user/mark.txt', 'changed in a')
+        assert.equal(await b.files.read('/home/user/mark.txt'), 'original')
+        assert.equal(await sbx.files.read('/home/user/mark.txt'), 'original')
+      } finally {
+        for (const f of forks) if (f instanceof Sandbox) await f.kill()
+      }
+      const snap = await sbx.createSnapshot()
+      assert.ok((await sbx.listSnapshots().nextItems()).some((s) => s.snapshotId === snap.snapshotId))
+      const restored = await Sandbox.create(snap.snapshotId, { timeoutMs: TIMEOUT_MS })
+      try {
+        assert.equal(await restored.files.read('/home/user/mark.txt'), 'original')
+      } finally {
+        await restored.kill()
+      }
+      assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true)
+      assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false)
+    })
+  })
+
+  it('lists, makes, checks and removes files and directories', async () => {
+    await withSandbox(async (sbx) => {
+      assert.equal(await sbx.files.makeDir('/home/user/proj/src'), true)
+      assert.equal(await sbx.files.makeDir('/home/user/proj/src'), false)
+      await sbx.files.write([
+        { path: '/home/user/proj/a.txt', data: 'a' },
+        { path: '/home/user/proj/src/b.txt', data: 'bb' },
+      ])
+      const entries = await sbx.files.list('/home/user/proj')
+      assert.deepEqual(
+        entries.map((e) => [e.name, e.type]),
+        [
+          ['a.txt', 'file'],
+          ['src', 'dir'],
+        ],
+      )
+      const a = entries[0]
+      assert.equal(a?.path, '/home/user/proj/a.txt')
+      assert.equal(a?.owner, 'user')
+      assert.match(a?.permissions ?? '', /^-rw/)
+      assert.equal((await sbx.files.list('/home/user/proj', { depth: 2 })).length, 3)
+      assert.equal((await sbx.files.getInfo('/home/user/proj/src/b.txt')).size, 2)
+      assert.equal(await sbx.files.exists('/home/user/proj/a.txt'), true)
+      const moved = await sbx.files.rename('/home/user/proj/a.txt', '/home/user/proj/c.txt')
+      assert.equal(moved.path, '/home/user/proj/c.txt')
+      await sbx.files.remove('/home/user/proj/c.txt')
+      assert.equal(await sbx.files.exists('/home/user/proj/c.txt'), false)
+      await sbx.files.remove('/home/user/proj')
+      assert.equal(await sbx.files.exists('/home/user/proj'), false)
+      await assert.rejects(sbx.files.list('/home/user/nope'), FileNotFoundError)
+    })
+  })
+
+  it('opens a terminal, types into it and resizes it', async () => {
+    await withSandbox(async (sbx) => {
+      let screen = ''
+      const term = await sbx.pty.create({
+        cols: 80,
+        rows: 24,
+        onData: (d) => {
+          screen += text.decode(d)
+        },
+      })
+      const type = (s: string) => sbx.pty.sendInput(term.pid, new TextEncoder().encode(s))
+      await type('stty size; tty\n')
+      await until('the terminal size and name', () => screen.includes('24 80') && /\/dev\/pts\/\d/.test(screen))
+      await sbx.pty.resize(term.pid, { cols: 100, rows: 30 })
+      await type('stty size\n')
+      await until('the new size', () => screen.includes('30 100'))
+      assert.ok((await sbx.commands.list()).some((p) => p.pid === term.pid))
+      await type('exit\n')
+      assert.equal((await term.wait()).exitCode, 0)
+    })
+  })
+
+  it('lists sandboxes by metadata (paged), sets timeouts and reads info', async () => {
+    const run = `r${Date.now()}`
+    const a = await Sandbox.create({ timeoutMs: TIMEOUT_MS, metadata: { run, role: 'a' } })
+    const b = await Sandbox.create({ timeoutMs: TIMEOUT_MS, metadata: { run, role: 'b' } })
+    try {
+      const onlyA = await Sandbox.list({ query: { metadata: { run, role: 'a' } } }).nextItems()
+      assert.deepEqual(
+        onlyA.map((s) => s.sandboxId),
+        [a.sandboxId],
+      )
+      assert.equal(onlyA[0]?.state, 'running')
+      assert.equal(onlyA[0]?.templateId, 'base')
+      assert.deepEqual(
+        await Sandbox.list({ query: { metadata: { run }, template: 'code-interpreter-v1' } }).nextItems(),
+        [],
+      )
+      const pager = Sandbox.list({ query: { metadata: { run } }, limit: 1 })
+      const seen = [...(await pager.nextItems())]
+      assert.equal(pager.hasNext, true)
+      seen.push(...(await pager.nextItems()))
+      assert.equal(pager.hasNext, false)
+      assert.deepEqual(seen.map((s) => s.sandboxId).sort(), [a.sandboxId, b.sandboxId].sort())
+
+      await a.setTimeout(3_600_000)
+      const info = await a.getInfo()
+      assert.ok(info.endAt.getTime() - Date.now() > 3_000_000, String(info.endAt))
+      assert.deepEqual(info.metadata, { run, role: 'a' })
+      // forkbox samples usage every 5 s
+      await until('a metrics sample', async () => (await a.getMetrics()).length > 0, 20_000)
+      const [m] = await a.getMetrics()
+      assert.ok(m && m.memUsed > 0 && m.memTotal >= m.memUsed && m.cpuCount > 0 && m.diskTotal > 0, JSON.stringify(m))
+      assert.ok(m.timestamp instanceof Date && !Number.isNaN(m.timestamp.getTime()))
+      await b.setTimeout(30_000)
+      assert.ok((await b.getInfo()).endAt.getTime() - Date.now() < 60_000)
+    } finally {
+      await a.kill()
+      await b.kill()
+    }
+    assert.deepEqual(await Sandbox.list({ query: { metadata: { run } } }).nextItems(), [])
+  })
+
+  it("maps E2B's egress settings to forkbox's network policy", async () => {
+    const policy = async (id: string) => {
+      const res = await fetch(`${host().conn.url}/v1/sandboxes/${id}`, {
+        headers: { 'X-API-KEY': process.env.E2B_API_KEY ?? '' },
+      })
+      return ((await res.json()) as { network: unknown }).network
+    }
+    await withSandbox(async (sbx) => {
+      // forkbox's default stays: no network
+      assert.deepEqual(await policy(sbx.sandboxId), { internet: false, allowOut: [], denyOut: [], ports: [] })
+      assert.equal((await sbx.getInfo()).allowInternetAccess, false)
+    })
+    const listed = await Sandbox.create({
+      timeoutMs: TIMEOUT_MS,
+      network: { denyOut: ['0.0.0.0/0'], allowOut: ['203.0.113.7', 'pypi.org'] },
+    })
+    try {
+      assert.deepEqual(await policy(listed.sandboxId), {
+        internet: true,
+        allowOut: ['203.0.113.7', 'pypi.org'],
+        denyOut: [],
+        ports: [],
+      })
+      const info = await listed.getInfo()
+      assert.equal(info.allowInternetAccess, true)
+      assert.deepEqual(info.network?.allowOut, ['203.0.113.7', 'pypi.org'])
+      await listed.updateNetwork({ allowInternetAccess: false })
+      assert.equal(((await policy(listed.sandboxId)) as { internet: boolean }).internet, false)
+      await listed.updateNetwork({ denyOut: ['198.51.100.0/24'] })
+      assert.deepEqual(await policy(listed.sandboxId), {
+        internet: true,
+        allowOut: [],
+        denyOut: ['198.51.100.0/24'],
+        ports: [],
+      })
+    } finally {
+      await listed.kill()
+    }
+  })
+
+  it('pauses a sandbox; connect resumes it with its files and processes', async () => {
+    await withSandbox(async (sbx) => {
+      await sbx.files.write('/home/user/state.txt', 'kept')
+      const sleeper = await sbx.commands.run('sleep 600', { background: true, timeoutMs: 0 })
+      assert.equal(await sbx.pause(), true)
+      assert.equal((await sbx.getInfo()).state, 'paused')
+      assert.equal(await sbx.pause(), false)
+      assert.equal(await sbx.isRunning(), false)
+      const back = await Sandbox.connect(sbx.sandboxId)
+      assert.equal((await back.getInfo()).state, 'running')
+      assert.equal(await back.files.read('/home/user/state.txt'), 'kept')
+      assert.ok((await back.commands.list()).some((p) => p.pid === sleeper.pid))
+      assert.equal((await back.commands.run('echo awake')).stdout, 'awake\n')
+    })
+  })
+
+  it('runs code: state across cells, a plot as PNG, a DataFrame as HTML, an error with its traceback', async () => {
+    const ci = await CodeInterpreter.create({ timeoutMs: TIMEOUT_MS })
+    try {
+      await ci.runCode('x = 21')
+      const answer = await ci.runCode('x * 2')
+      assert.equal(answer.text, '42')
+      assert.equal(answer.error, undefined)
+      const cellEnv = await ci.runCode('import os\nos.environ.get("CELL_VAR")', { envs: { CELL_VAR: 'c' } })
+      assert.equal(cellEnv.text, "'c'")
+      const printed = await ci.runCode('print("hello")')
+      assert.deepEqual(printed.logs.stdout, ['hello\n'])
+      const plot = await ci.runCode(
+        'import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [3, 1, 2])\nplt.title("forkbox")\nplt.show()',
+      )
+      const png = plot.results.find((r) => r.png)?.png
+      assert.ok(png, JSON.stringify(plot.results.map((r) => r.formats())))
+      assert.ok(Buffer.from(png, 'base64').subarray(0, 8).equals(Buffer.from('\x89PNG\r\n\x1a\n', 'latin1')))
+      const df = await ci.runCode('import pandas as pd\npd.DataFrame({"city": ["Oslo", "Lima"], "temp": [3.5, 19.0]})')
+      assert.match(df.results[0]?.html ?? '', /<table[\s\S]*Oslo[\s\S]*Lima/)
+      assert.equal(df.results[0]?.isMainResult, true)
+      const err = await ci.runCode('def f():\n    return 1 / 0\nf()')
+      assert.equal(err.error?.name, 'ZeroDivisionError')
+      assert.equal(err.error?.value, 'division by zero')
+      assert.match(err.error?.traceback ?? '', /ZeroDivisionError/)
+      assert.match(err.error?.traceback ?? '', /return 1 \/ 0/)
+      const streamed: string[] = []
+      await ci.runCode('import sys\nprint("out")\nprint("err", file=sys.stderr)', {
+        onStderr: (m) => void streamed.push(m.line),
+      })
+      assert.deepEqual(streamed, ['err\n'])
+
+      const ctx = await ci.createCodeContext({ cwd: '/tmp' })
+      await ci.runCode('y = "own context"', { context: ctx })
+      assert.equal((await ci.runCode('import os; os.getcwd()', { context: ctx })).text, "'/tmp'")
+      assert.equal((await ci.runCode('y', { context: ctx })).text, "'own context'")
+      assert.equal((await ci.runCode('"y" in globals()')).text, 'False')
+      assert.ok((await ci.listCodeContexts()).some((c) => c.id === ctx.id))
+      await ci.restartCodeContext(ctx)
+      assert.equal((await ci.runCode('"y" in globals()', { context: ctx })).text, 'False')
+      await ci.removeCodeContext(ctx)
+      assert.ok(!(await ci.listCodeContexts()).some((c) => c.id === ctx.id))
+      assert.equal((await ci.runCode('echo from bash', { language: 'bash' })).logs.stdout.join(''), 'from bash\n')
+      // a cell past its timeoutMs is stopped; the kernel and its state live on
+      await assert.rejects(ci.runCode('import time\ntime.sleep(30)', { timeoutMs: 1000 }), TimeoutError)
+      assert.equal((await ci.runCode('x + 1')).text, '22')
+    } finally {
+      await ci.kill()
+    }
+  })
+
+  it('answers errors E2B-shaped, with a stable code', async () => {
+    await assert.rejects(Sandbox.connect('sbx-00000000000000000000'), SandboxNotFoundError)
+    await assert.rejects(Sandbox.create('no-such-template'), (err: unknown) => {
+      assert.match(String(err), /404: no template named no-such-template/)
+      return true
+    })
+    await assert.rejects(Sandbox.list({ apiKey: 'e2b_0000' }).nextItems(), AuthenticationError)
+    const url = host().conn.url
+    const res = await fetch(`${url}/sandboxes/sbx-nope`, { headers: { 'X-API-KEY': process.env.E2B_API_KEY ?? '' } })
+    assert.equal(res.status, 404)
+    assert.deepEqual(Object.keys(await res.json()).sort(), ['code', 'errorCode', 'message', 'requestId'])
+    // envd calls need the sandbox's access token
+    await withSandbox(async (sbx) => {
+      const rpc = await fetch(`${url}/filesystem.Filesystem/Stat`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49983' },
+        body: JSON.stringify({ path: '/tmp' }),
+      })
+      assert.equal(rpc.status, 401)
+      const body = (await rpc.json()) as { code: string; errorCode: string }
+      assert.equal(body.code, 'unauthenticated')
+      assert.equal(body.errorCode, 'UNAUTHENTICATED')
+      await assert.rejects(sbx.files.read('/etc/shadow-nope'), NotFoundError)
+    })
+  })
+})
