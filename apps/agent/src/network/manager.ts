@@ -177,6 +177,12 @@ export class NetworkManager {
 
   /** Puts `policy` in force for the slot's sandbox (names open as the sandbox resolves them). */
   async apply(slot: Slot, policy: NetworkPolicy): Promise<void> {
+    // closed stays closed whatever dormant lists it carries: the rules would be the same (a
+    // create without network, the common case, costs no nft transaction)
+    if (!policy.internet && !slot.policy.internet && slot.learned.allow.size + slot.learned.deny.size === 0) {
+      slot.policy = policy
+      return
+    }
     // addresses learned for names still allowed (or denied) stay: the sandbox may hold them cached
     const keep = (ips: Set<string>, rules: string[]) =>
       rules.some((r) => !isCidrRule(r)) ? [...ips] : ([] as string[])
