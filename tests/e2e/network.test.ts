@@ -5,6 +5,7 @@ import assert from 'node:assert/strict'
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { createSocket } from 'node:dgram'
 import { request } from 'node:http'
+import type { Duplex } from 'node:stream'
 import { after, before, describe, it } from 'node:test'
 import { Sandbox } from '@forkbox/sdk'
 import dnsPacket from 'dns-packet'
@@ -395,8 +396,33 @@ describe('exposed ports', () => {
 
   it('upgrades (WebSocket and the like) pass through to the sandbox', async () => {
     await using sbx = await Sandbox.create({ ...host().conn, network: { ports: [9100] } })
-    // answers any upgrade with 101, then echoes
-    const echo = `
+    const socket = await openEcho(sbx, host().conn.apiKey)
+    assert.equal(await roundTrip(socket, 'ping'), 'PING')
+    socket.destroy()
+  })
+})
+
+describe('exposed ports and the idle reaper', () => {
+  const host = useTestHost({ options: () => ({ idleTimeoutSeconds: 2 }) })
+
+  it('an open upgraded connection keeps the sandbox from idling; once it closes the sandbox hibernates', async () => {
+    await using sbx = await Sandbox.create({ ...host().conn, network: { ports: [9100] } })
+    const socket = await openEcho(sbx, host().conn.apiKey)
+    await new Promise((r) => setTimeout(r, 5000))
+    assert.equal((await sbx.getInfo()).state, 'running')
+    assert.equal(await roundTrip(socket, 'still here'), 'STILL HERE')
+    socket.destroy()
+    let state = ''
+    for (let i = 0; i < 40 && state !== 'hibernated'; i++) {
+      await new Promise((r) => setTimeout(r, 250))
+      state = (await sbx.getInfo()).state
+    }
+    assert.equal(state, 'hibernated')
+  })
+})
+
+/** Answers any upgrade with 101, then echoes in upper case. */
+const ECHO = `
 import socket, threading
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 9100)); s.listen(8)
 def run(c):
@@ -410,35 +436,39 @@ def run(c):
         d = c.recv(4096)
         if not d: break
         c.sendall(d.upper())
+    c.close()
 while True:
     c, _ = s.accept(); threading.Thread(target=run, args=(c,), daemon=True).start()
 `
-    await sbx.files.write('/work/echo.py', echo)
-    await sbx.exec('setsid python3 /work/echo.py > /dev/null 2>&1 < /dev/null &')
-    const [hostPort, ...path] = sbx.getHost(9100).split('/')
-    const [h, p] = (hostPort as string).split(':')
-    let reply = ''
-    for (let i = 0; i < 50 && !reply; i++) {
-      reply = await new Promise<string>((resolve) => {
-        const req = request({
-          host: h,
-          port: Number(p),
-          path: `/${path.join('/')}/socket`,
-          headers: { connection: 'Upgrade', upgrade: 'echo', 'x-api-key': host().conn.apiKey },
-        })
-        req.on('upgrade', (_res, socket) => {
-          socket.write('ping')
-          socket.once('data', (d) => {
-            socket.destroy()
-            resolve(String(d))
-          })
-        })
-        req.on('response', () => resolve(''))
-        req.on('error', () => resolve(''))
-        req.end()
+
+/** Starts ECHO in the sandbox on port 9100 and opens an upgraded connection to it through the proxy. */
+async function openEcho(sbx: Sandbox, apiKey: string): Promise<Duplex> {
+  await sbx.files.write('/work/echo.py', ECHO)
+  await sbx.exec('setsid python3 /work/echo.py > /dev/null 2>&1 < /dev/null &')
+  const [hostPort, ...path] = sbx.getHost(9100).split('/')
+  const [h, p] = (hostPort as string).split(':')
+  for (let i = 0; i < 50; i++) {
+    const socket = await new Promise<Duplex | null>((resolve) => {
+      const req = request({
+        host: h,
+        port: Number(p),
+        path: `/${path.join('/')}/socket`,
+        headers: { connection: 'Upgrade', upgrade: 'echo', 'x-api-key': apiKey },
       })
-      if (!reply) await new Promise((r) => setTimeout(r, 100))
-    }
-    assert.equal(reply, 'PING')
+      req.on('upgrade', (_res, s) => resolve(s))
+      req.on('response', () => resolve(null))
+      req.on('error', () => resolve(null))
+      req.end()
+    })
+    if (socket) return socket
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  throw new Error('the echo server never answered through the proxy')
+}
+
+function roundTrip(socket: Duplex, text: string): Promise<string> {
+  return new Promise((resolve) => {
+    socket.once('data', (d) => resolve(String(d)))
+    socket.write(text)
   })
-})
+}

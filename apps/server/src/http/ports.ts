@@ -23,6 +23,8 @@ interface Target {
   headers: IncomingHttpHeaders
   /** Set when the token came in the query: remember it for the rest of the browser's requests. */
   setCookie?: string
+  /** The exchange is over (the sandbox may count as idle again). */
+  done: () => void
 }
 
 function cookies(header: string | undefined): Map<string, string> {
@@ -56,7 +58,7 @@ export function portProxy(deps: { keys: KeyStore; sandboxes: SandboxService; log
       if (bearer) delete headers.authorization
     } else if (token) credential = { accessToken: token }
     else throw new AppError('UNAUTHENTICATED', 'an API key or the sandbox access token is required')
-    const { host } = await deps.sandboxes.portTarget(credential, id, port)
+    const { host, done } = await deps.sandboxes.portTarget(credential, id, port)
     delete headers['x-api-key']
     delete headers['x-forkbox-access-token']
     if (jar.has(cookieName(id))) {
@@ -75,6 +77,7 @@ export function portProxy(deps: { keys: KeyStore; sandboxes: SandboxService; log
       path: `${m[3] ?? '/'}${url.search}`,
       headers,
       setCookie: queryToken ? `${cookieName(id)}=${queryToken}; Path=${prefix}/; HttpOnly; SameSite=Lax` : undefined,
+      done,
     }
   }
 
@@ -114,7 +117,10 @@ export function portProxy(deps: { keys: KeyStore; sandboxes: SandboxService; log
           },
         )
         upstream.on('error', reply)
-        res.on('close', () => upstream.destroy())
+        res.on('close', () => {
+          upstream.destroy()
+          t.done()
+        })
         req.pipe(upstream)
       })
       .catch(reply)
@@ -135,6 +141,10 @@ export function portProxy(deps: { keys: KeyStore; sandboxes: SandboxService; log
       .then((t) => {
         if (!t) return refuse(new AppError('NOT_FOUND', `no route ${req.url}`))
         const up = connect(t.port, t.host)
+        // over once either side is gone (a client that only half-closes counts as gone)
+        up.once('close', t.done)
+        socket.once('end', t.done)
+        socket.once('close', t.done)
         up.once('error', refuse)
         up.once('connect', () => {
           up.off('error', refuse)

@@ -491,13 +491,15 @@ export class SandboxService {
 
   /**
    * Where the control plane reaches port `port` of a sandbox, for a caller holding the owner's
-   * key (`owner`) or the sandbox's access token. The port must be one the sandbox exposes.
+   * key (`owner`) or the sandbox's access token. The port must be one the sandbox exposes. The
+   * sandbox counts as busy (the idle reaper leaves it) until `done` is called: a proxied request,
+   * or a WebSocket for as long as it is open.
    */
   async portTarget(
     credential: { owner: string } | { accessToken: string },
     id: string,
     port: number,
-  ): Promise<{ host: string; port: number }> {
+  ): Promise<{ host: string; port: number; done: () => void }> {
     const s = this.store.get(id)
     const allowed =
       s && ('owner' in credential ? s.owner === credential.owner : s.accessToken === credential.accessToken)
@@ -505,8 +507,17 @@ export class SandboxService {
     if (!s.network.ports.includes(port))
       throw new AppError('PORT_NOT_EXPOSED', `port ${port} of sandbox ${id} is not exposed (network.ports)`, { port })
     await this.awake(s.owner, id)
-    this.touch(id)
-    return { host: this.agent.sandboxAddress(id), port }
+    const seen = this.touch(id)
+    const host = this.agent.sandboxAddress(id)
+    seen.inFlight += 1
+    let released = false
+    const done = () => {
+      if (released) return
+      released = true
+      seen.inFlight -= 1
+      seen.at = Date.now()
+    }
+    return { host, port, done }
   }
 
   readFile(owner: string, id: string, path: string, user?: string) {
