@@ -54,6 +54,7 @@ import {
 } from './runtime/cgroups.ts'
 import { buildSpec, cgroupLimits } from './runtime/oci-spec.ts'
 import {
+  killAll,
   type RunscOptions,
   runscCheckpoint,
   runscDelete,
@@ -334,13 +335,7 @@ export class LocalAgent implements AgentApi {
     // a start the dead process had begun (a pool restore, say) may not be listed yet and finish
     // later, owned by no one: its runsc processes go now, and any container they registered
     const strays = runscProcesses(this.runsc).filter((p) => p.container && !owned.has(p.container))
-    for (const p of strays) {
-      try {
-        process.kill(p.pid, 'SIGKILL')
-      } catch {
-        // already gone
-      }
-    }
+    killAll(strays.map((p) => p.pid))
     for (const c of new Set(strays.map((p) => p.container as string))) {
       await runscDelete(this.runsc, c)
       removed.add(c)
@@ -561,7 +556,7 @@ export class LocalAgent implements AgentApi {
         await conn.ready
         if (Object.keys(spec.envs).length > 0) await conn.call({ op: 'configure', env: spec.envs })
       }
-      if (spec.network?.internet) await this.setPolicy(sbx, spec.network)
+      await this.setPolicy(sbx, spec.network ?? CLOSED)
       if (opts.limitCpu) limitCpu(cgroup, spec.resources.vcpus)
       return sbx
     } catch (err) {
@@ -1087,13 +1082,11 @@ export class LocalAgent implements AgentApi {
     // OOM) may never answer `kill`: then its processes go by PID.
     const forced = setTimeout(() => {
       sbx.proc?.kill('SIGKILL')
-      for (const p of runscProcesses(this.runsc).filter((p) => p.container === sbx.container)) {
-        try {
-          process.kill(p.pid, 'SIGKILL')
-        } catch {
-          // already gone
-        }
-      }
+      killAll(
+        runscProcesses(this.runsc)
+          .filter((p) => p.container === sbx.container)
+          .map((p) => p.pid),
+      )
     }, 5_000)
     sbx.exited.finally(() => clearTimeout(forced))
     await runscKill(this.runsc, sbx.container)
@@ -1120,14 +1113,8 @@ export class LocalAgent implements AgentApi {
     // runsc processes a crashed predecessor started (re-attached sandboxes) are not our children:
     // they end on their own once their containers are deleted
     const strays = await waitForRunscProcesses(this.runsc)
-    for (const pid of strays) {
-      // still working on our state dir with every sandbox gone: a stray; it goes too
-      try {
-        process.kill(pid, 'SIGKILL')
-      } catch {
-        // already gone
-      }
-    }
+    // still working on our state dir with every sandbox gone: a stray; it goes too
+    killAll(strays)
     if (strays.length > 0) {
       await waitForRunscProcesses(this.runsc)
       for (const name of listCgroups(this.config.cgroupParent)) removeCgroup(`${this.config.cgroupParent}/${name}`)

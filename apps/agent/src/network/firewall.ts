@@ -126,10 +126,10 @@ export function policyScript(b: FirewallNames, r: SlotRules): string {
   const lines = [
     `flush chain ${t} ${n.chain}`,
     ...[n.allow, n.deny, n.allowDns, n.denyDns].map((s) => `flush set ${t} ${s}`),
-    r.internet ? `add element ${t} dns { "${r.iface}" }` : `delete element ${t} dns { "${r.iface}" }`,
+    // added either way: a `delete element` of an absent one would fail the transaction
+    `add element ${t} dns { "${r.iface}" }`,
   ]
-  // `delete element` of an absent one fails the transaction: add it first
-  if (!r.internet) lines.splice(lines.length - 1, 0, `add element ${t} dns { "${r.iface}" }`)
+  if (!r.internet) lines.push(`delete element ${t} dns { "${r.iface}" }`)
   const add = (set: string, items: string[]) => {
     if (items.length) lines.push(`add element ${t} ${set} { ${items.join(', ')} }`)
   }
@@ -187,11 +187,5 @@ export function nft(script: string): Promise<void> {
       else resolve()
     })
     child.stdin?.end(script)
-  })
-}
-
-export async function tableExists(table: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    execFile('nft', ['list', 'table', 'inet', table], (err) => resolve(!err))
   })
 }

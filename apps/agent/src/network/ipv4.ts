@@ -29,10 +29,6 @@ export function parseCidr(text: string): Cidr | null {
   return { base: (ipToNumber(ip) & mask(prefix)) >>> 0, prefix }
 }
 
-export function formatCidr(c: Cidr): string {
-  return `${numberToIp(c.base)}/${c.prefix}`
-}
-
 export function cidrContains(c: Cidr, ip: number): boolean {
   return (ip & mask(c.prefix)) >>> 0 === c.base
 }

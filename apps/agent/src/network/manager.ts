@@ -79,10 +79,6 @@ export class NetworkManager {
     this.subnetSize = 2 ** (32 - c.prefix) / 4
   }
 
-  get ifacePrefix(): string {
-    return this.names.ifacePrefix
-  }
-
   /** Routing on, the resolver up, the agent's table made anew (empty: re-attached sandboxes re-add theirs). */
   async init(): Promise<void> {
     // the host forwards sandbox traffic; our rules decide which
@@ -122,6 +118,10 @@ export class NetworkManager {
     }
   }
 
+  private newSlot(index: number): Slot {
+    return { ...this.address(index), policy: CLOSED, learned: { allow: new Set(), deny: new Set() } }
+  }
+
   private freeIndex(): number {
     const taken = new Set([...this.used.keys(), ...this.spares.map((s) => s.slot)])
     for (let i = 0; i < this.subnetSize; i++) if (!taken.has(i)) return i
@@ -129,14 +129,13 @@ export class NetworkManager {
   }
 
   private async make(index: number): Promise<Slot> {
-    const a = this.address(index)
-    const slot: Slot = { ...a, policy: CLOSED, learned: { allow: new Set(), deny: new Set() } }
+    const slot = this.newSlot(index)
     this.used.set(index, slot) // reserved while it is made
     try {
-      await createSlot(a)
-      await nft(addSlotScript(this.base, index, a.iface, a.sandboxIp))
+      await createSlot(slot)
+      await nft(addSlotScript(this.base, index, slot.iface, slot.sandboxIp))
     } catch (err) {
-      await destroySlot(a)
+      await destroySlot(slot)
       throw err
     } finally {
       this.used.delete(index)
@@ -237,30 +236,28 @@ export class NetworkManager {
 
   /** After a restart: takes back the slot a re-attached sandbox runs in, with its policy. */
   async adopt(index: number, policy: NetworkPolicy): Promise<Slot> {
-    const a = this.address(index)
-    const slot: Slot = { ...a, policy: CLOSED, learned: { allow: new Set(), deny: new Set() } }
+    const slot = this.newSlot(index)
     this.used.set(index, slot)
-    this.byAddress.set(a.sandboxIp, slot)
-    await nft(addSlotScript(this.base, index, a.iface, a.sandboxIp))
+    this.byAddress.set(slot.sandboxIp, slot)
+    await nft(addSlotScript(this.base, index, slot.iface, slot.sandboxIp))
     await this.apply(slot, policy)
     return slot
   }
 
   /** Removes namespaces and interfaces of this agent that no slot owns (a crashed predecessor's). */
   async sweep(): Promise<string[]> {
-    const owned = [...this.used.values(), ...this.spares]
-    const ns = new Set(owned.map((s) => s.netns))
-    const ifs = new Set(owned.map((s) => s.iface))
+    const owned = new Set([...this.used.keys(), ...this.spares.map((s) => s.slot)])
+    // a slot left behind shows as its namespace, its host interface, or both
+    const left = new Set([
+      ...listNetns(this.names.netnsPrefix).map((n) => Number(n.slice(this.names.netnsPrefix.length))),
+      ...listIfaces(this.names.ifacePrefix).map((i) => Number(i.slice(this.names.ifacePrefix.length))),
+    ])
     const removed: string[] = []
-    for (const n of listNetns(this.names.netnsPrefix)) {
-      if (ns.has(n)) continue
-      await destroySlot({ netns: n, iface: `${this.names.ifacePrefix}${n.slice(this.names.netnsPrefix.length)}` })
-      removed.push(n)
-    }
-    for (const i of listIfaces(this.names.ifacePrefix)) {
-      if (ifs.has(i)) continue
-      await destroySlot({ netns: `${this.names.netnsPrefix}${i.slice(this.names.ifacePrefix.length)}`, iface: i })
-      removed.push(i)
+    for (const index of left) {
+      if (!Number.isInteger(index) || owned.has(index)) continue
+      const a = this.address(index)
+      await destroySlot(a)
+      removed.push(a.netns)
     }
     return removed
   }

@@ -81,6 +81,17 @@ export function runscProcesses(o: RunscOptions): { pid: number; container: strin
   return found
 }
 
+/** SIGKILLs these processes (runsc's own, found by `runscProcesses`); ones already gone are skipped. */
+export function killAll(pids: number[]): void {
+  for (const pid of pids) {
+    try {
+      process.kill(pid, 'SIGKILL')
+    } catch {
+      // already gone
+    }
+  }
+}
+
 /** Waits (up to `timeoutMs`) until no process works on this state dir any more. */
 export async function waitForRunscProcesses(o: RunscOptions, timeoutMs = 5000): Promise<number[]> {
   const deadline = Date.now() + timeoutMs

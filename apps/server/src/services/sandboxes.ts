@@ -421,8 +421,7 @@ export class SandboxService {
 
   /** Runs `fn` against the running sandbox (woken first if hibernated); a sandbox that stopped meanwhile is reported as such. */
   async onSandbox<T>(owner: string, id: string, fn: () => Promise<T>): Promise<T> {
-    const seen = this.touch(id)
-    seen.inFlight += 1
+    const release = this.hold(id)
     try {
       await this.awake(owner, id)
       return await fn()
@@ -431,6 +430,18 @@ export class SandboxService {
         this.running(owner, id)
       throw err
     } finally {
+      release()
+    }
+  }
+
+  /** Marks the sandbox busy (the idle reaper leaves it) until the returned release is called. */
+  private hold(id: string): () => void {
+    const seen = this.touch(id)
+    seen.inFlight += 1
+    let released = false
+    return () => {
+      if (released) return
+      released = true
       seen.inFlight -= 1
       seen.at = Date.now()
     }
@@ -506,18 +517,14 @@ export class SandboxService {
     if (!s || !allowed) throw new AppError('SANDBOX_NOT_FOUND', `no sandbox ${id}`)
     if (!s.network.ports.includes(port))
       throw new AppError('PORT_NOT_EXPOSED', `port ${port} of sandbox ${id} is not exposed (network.ports)`, { port })
-    await this.awake(s.owner, id)
-    const seen = this.touch(id)
-    const host = this.agent.sandboxAddress(id)
-    seen.inFlight += 1
-    let released = false
-    const done = () => {
-      if (released) return
-      released = true
-      seen.inFlight -= 1
-      seen.at = Date.now()
+    const done = this.hold(id)
+    try {
+      await this.awake(s.owner, id)
+      return { host: this.agent.sandboxAddress(id), port, done }
+    } catch (err) {
+      done()
+      throw err
     }
-    return { host, port, done }
   }
 
   readFile(owner: string, id: string, path: string, user?: string) {
