@@ -248,6 +248,9 @@ describe('network isolation', () => {
     assert.match(await probe(byName, 'other.test'), /^refused/)
     assert.match(await probe(byName, PUBLIC_B), /^refused/)
     assert.match(await probe(byName, 'rebind.test'), /^refused gaierror/)
+    // dropping a name rule closes what was opened through it, even to a sandbox that cached the address
+    await byName.updateNetwork({ allowOut: ['rebind.test'] })
+    assert.match(await probe(byName, PUBLIC_A), /^refused/)
   })
 
   it('updateNetwork takes effect on a running sandbox, and changes only what it is given', async () => {

@@ -37,7 +37,7 @@ export interface NetworkConfig {
   spareSlots: number
 }
 
-/** Most addresses learned from DNS per sandbox and set. */
+/** Most addresses learned from DNS per sandbox and kind (allow, deny). */
 const MAX_LEARNED = 4096
 
 export function networkNames(tag: string): { table: string; ifacePrefix: string; netnsPrefix: string } {
@@ -47,7 +47,8 @@ export function networkNames(tag: string): { table: string; ifacePrefix: string;
 
 export interface Slot extends SlotAddress {
   policy: NetworkPolicy
-  learned: { allow: Set<string>; deny: Set<string> }
+  /** Addresses the resolver opened (allow) or closed (deny), by the name rule that matched. */
+  learned: { allow: Map<string, Set<string>>; deny: Map<string, Set<string>> }
 }
 
 function isCidrRule(rule: string): boolean {
@@ -119,7 +120,7 @@ export class NetworkManager {
   }
 
   private newSlot(index: number): Slot {
-    return { ...this.address(index), policy: CLOSED, learned: { allow: new Set(), deny: new Set() } }
+    return { ...this.address(index), policy: CLOSED, learned: { allow: new Map(), deny: new Map() } }
   }
 
   private freeIndex(): number {
@@ -182,12 +183,14 @@ export class NetworkManager {
       slot.policy = policy
       return
     }
-    // addresses learned for names still allowed (or denied) stay: the sandbox may hold them cached
-    const keep = (ips: Set<string>, rules: string[]) =>
-      rules.some((r) => !isCidrRule(r)) ? [...ips] : ([] as string[])
-    const allowResolved = keep(slot.learned.allow, policy.allowOut)
-    const denyResolved = keep(slot.learned.deny, policy.denyOut)
-    slot.learned = { allow: new Set(allowResolved), deny: new Set(denyResolved) }
+    // addresses learned for a name rule the new policy still has stay (the sandbox may hold them
+    // cached); those of a rule it dropped go with it
+    const keep = (learned: Map<string, Set<string>>, rules: string[]) =>
+      new Map([...learned].filter(([rule]) => rules.includes(rule)))
+    slot.learned = { allow: keep(slot.learned.allow, policy.allowOut), deny: keep(slot.learned.deny, policy.denyOut) }
+    const union = (learned: Map<string, Set<string>>) => [...new Set([...learned.values()].flatMap((ips) => [...ips]))]
+    const allowResolved = union(slot.learned.allow)
+    const denyResolved = union(slot.learned.deny)
     slot.policy = policy
     await nft(
       policyScript(this.base, {
@@ -219,16 +222,23 @@ export class NetworkManager {
     return {
       internet: policy.internet,
       ruleFor: (name) => {
-        if (policy.denyOut.some((r) => !isCidrRule(r) && nameMatches(name, r))) return 'deny'
-        if (policy.allowOut.some((r) => !isCidrRule(r) && nameMatches(name, r))) return 'allow'
-        return 'none'
+        const matching = (rules: string[]) => rules.find((r) => !isCidrRule(r) && nameMatches(name, r))
+        const deny = matching(policy.denyOut)
+        if (deny) return { kind: 'deny', rule: deny }
+        const allow = matching(policy.allowOut)
+        return allow ? { kind: 'allow', rule: allow } : null
       },
       reachable: (ip) => this.reachable(ip),
-      learned: async (kind, ips) => {
-        const set = slot.learned[kind]
-        const fresh = ips.filter((ip) => !set.has(ip) && set.size < MAX_LEARNED)
-        if (fresh.length === 0 || slot.policy !== policy) return
+      learned: async (kind, rule, ips) => {
+        if (slot.policy !== policy) return
+        const byRule = slot.learned[kind]
+        let total = 0
+        for (const set of byRule.values()) total += set.size
+        const set = byRule.get(rule) ?? new Set<string>()
+        const fresh = ips.filter((ip) => !set.has(ip)).slice(0, Math.max(0, MAX_LEARNED - total))
+        if (fresh.length === 0) return
         for (const ip of fresh) set.add(ip)
+        byRule.set(rule, set)
         await nft(resolvedScript(this.base, slot.slot, kind, fresh))
       },
     }

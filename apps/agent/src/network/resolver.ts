@@ -10,12 +10,13 @@ import dnsPacket from 'dns-packet'
 export interface ResolverPolicy {
   /** Whether it may resolve at all. */
   internet: boolean
-  /** What the name's rules say: 'deny' (refuse it), 'allow' (open its addresses) or 'none'. */
-  ruleFor(name: string): 'allow' | 'deny' | 'none'
+  /** The name rule that matches: deny (refuse it) or allow (open its addresses); null: none. */
+  ruleFor(name: string): { kind: 'allow' | 'deny'; rule: string } | null
   /** Whether an answer may carry this address (false for blocked ranges). */
   reachable(ip: string): boolean
-  /** Opens (or, for denied names, closes) these addresses for the sandbox; resolves once in force. */
-  learned(kind: 'allow' | 'deny', ips: string[]): Promise<void>
+  /** Opens (or, for denied names, closes) these addresses for the sandbox, as learned through
+   * `rule`; resolves once in force. */
+  learned(kind: 'allow' | 'deny', rule: string, ips: string[]): Promise<void>
 }
 
 export interface ResolverOptions {
@@ -116,11 +117,11 @@ export class Resolver {
       return a.type !== 'AAAA'
     })
     const ips = answers.filter((a) => a.type === 'A').map(dataOf)
-    if (rule === 'deny') {
-      if (ips.length) await policy.learned('deny', ips)
+    if (rule?.kind === 'deny') {
+      if (ips.length) await policy.learned('deny', rule.rule, ips)
       return this.reply(query, rinfo, 'NXDOMAIN')
     }
-    if (rule === 'allow' && ips.length) await policy.learned('allow', ips)
+    if (rule?.kind === 'allow' && ips.length) await policy.learned('allow', rule.rule, ips)
     const rcode = ((upstream.flags ?? 0) & 15) === 3 ? 'NXDOMAIN' : 'NOERROR'
     this.reply(query, rinfo, rcode, answers)
   }
