@@ -90,12 +90,12 @@ def update_network(sandbox_id: str, network: Dict[str, Any]) -> Op:
     return SandboxInfo.from_json((yield Call("PATCH", f"{sandbox_path(sandbox_id)}/network", json=network_body(network))))
 
 
-def host_of(url: str, sandbox_id: str, port: int) -> str:
-    """`host[:port]/s/ID/PORT`: where an exposed port is served (see network.ports)."""
+def host_of(url: str, sandbox_id: str, domain: str, port: int) -> str:
+    """`PORT-ID.DOMAIN[:apiPort]`: where an exposed port is served, its own origin (see network.ports)."""
     from urllib.parse import urlsplit
 
     u = urlsplit(url)
-    return f"{u.netloc}{u.path.rstrip('/')}/s/{sandbox_id}/{port}"
+    return f"{port}-{sandbox_id}.{domain}" + (f":{u.port}" if u.port else "")
 
 
 def get(sandbox_id: str) -> Op:

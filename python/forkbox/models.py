@@ -21,6 +21,7 @@ class SandboxInfo:
     persistent: bool = False
     network: Dict[str, Any] = field(default_factory=dict)
     access_token: str = ""
+    domain: str = "localhost"
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "SandboxInfo":
@@ -38,6 +39,7 @@ class SandboxInfo:
             persistent=bool(d.get("persistent")),
             network=d.get("network") or {},
             access_token=d.get("accessToken", ""),
+            domain=d.get("domain", "localhost"),
         )
 
 

@@ -139,7 +139,7 @@ class Sandbox:
 
     def get_host(self, port: int) -> str:
         """Where an exposed port is served: `http://{get_host(p)}/` with the key or `access_token`."""
-        return core.host_of(self._t.url, self.id, port)
+        return core.host_of(self._t.url, self.id, self.info.domain, port)
 
     @property
     def access_token(self) -> str:
@@ -336,7 +336,7 @@ class AsyncSandbox:
 
     def get_host(self, port: int) -> str:
         """Where an exposed port is served: `http://{get_host(p)}/` with the key or `access_token`."""
-        return core.host_of(self._t.url, self.id, port)
+        return core.host_of(self._t.url, self.id, self.info.domain, port)
 
     @property
     def access_token(self) -> str:

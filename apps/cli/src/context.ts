@@ -3,6 +3,7 @@
 import { Buffer } from 'node:buffer'
 import type { ConfigSourceOptions, ConnectionOptions } from '@forkbox/sdk'
 import { type HostModule, importHost } from './host.ts'
+import { keepServingOnUncaught, SUPERVISED_ENV, supervise } from './supervisor.ts'
 
 export interface Output {
   write(chunk: string | Uint8Array): unknown
@@ -24,6 +25,17 @@ export interface CliContext {
   now(): number
   /** The process exit code a command asks for when it finishes normally. */
   exitCode: number
+  /** Whether stdout is a terminal (a secret is shown only there, never into a log file). */
+  stdoutIsTerminal: boolean
+  /** How `up` keeps the host alive; absent in tests (the host then runs in this process, unsupervised). */
+  supervisor?: {
+    /** This process is the supervised host. */
+    inChild: boolean
+    /** Runs the host in a child process, started again if it dies; resolves with the exit code. */
+    run(): Promise<number>
+    /** In the host process: errors nothing caught are logged, and it keeps serving. */
+    lastResort(): void
+  }
 }
 
 async function readAll(stream: NodeJS.ReadableStream): Promise<Uint8Array> {
@@ -59,5 +71,15 @@ export function processContext(): CliContext {
     onInterrupt: onProcessInterrupt,
     now: () => Date.now(),
     exitCode: 0,
+    stdoutIsTerminal: process.stdout.isTTY === true,
+    supervisor: {
+      inChild: process.env[SUPERVISED_ENV] === '1',
+      run: () =>
+        supervise({
+          argv: [...process.execArgv, ...process.argv.slice(1)],
+          log: (line) => process.stderr.write(`${line}\n`),
+        }),
+      lastResort: () => keepServingOnUncaught((line) => process.stderr.write(`${line}\n`)),
+    },
   }
 }

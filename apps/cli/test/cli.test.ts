@@ -271,6 +271,19 @@ describe('forkbox up', () => {
     assert.equal(await done, 0)
   })
 
+  it('does not print the admin key when stdout is not a terminal (it would land in a log file)', async () => {
+    const { host } = fakeHost('fbx_boot_secret')
+    const h = harness(() => json(500, {}), { loadHost: async () => host, stdoutIsTerminal: false })
+    const done = h.run('up')
+    await waitFor(() => h.stdout().includes('press Ctrl-C'))
+    assert.doesNotMatch(h.stdout() + h.stderr(), /fbx_boot_secret/)
+    assert.match(h.stdout(), /admin API key: saved to .*credentials\.json/)
+    const path = join(h.configDir, 'forkbox', 'credentials.json')
+    assert.equal(JSON.parse(readFileSync(path, 'utf8')).apiKey, 'fbx_boot_secret')
+    h.interrupt()
+    assert.equal(await done, 0)
+  })
+
   it('reports a host that fails to start', async () => {
     const h = harness(() => json(500, {}), {
       loadHost: async () => ({

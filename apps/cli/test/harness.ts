@@ -69,6 +69,7 @@ export function harness(route: Route, extra: Partial<CliContext> = {}): Harness 
     },
     now: () => Date.parse('2025-01-01T00:01:00Z'),
     exitCode: 0,
+    stdoutIsTerminal: true,
     ...extra,
   }
   const concat = (parts: Uint8Array[]) => Buffer.concat(parts)

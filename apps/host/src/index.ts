@@ -1,5 +1,6 @@
 // One host: the control plane and the local agent in one process, served over HTTP.
 
+import { chmodSync, mkdirSync } from 'node:fs'
 import { createServer } from 'node:http'
 import { join } from 'node:path'
 import { defaultAgentConfig, LocalAgent } from '@forkbox/agent'
@@ -21,6 +22,9 @@ export async function startHost(
 ): Promise<Host> {
   const { onTemplateProgress, ...rest } = opts
   const config = loadHostConfig(rest)
+  // the owner's only: the database, the server secret, snapshots and hibernated sandboxes' memory
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 })
+  chmodSync(config.dataDir, 0o700)
   const agent = new LocalAgent(
     defaultAgentConfig({
       dataDir: config.dataDir,

@@ -3,6 +3,19 @@ import { z } from 'zod'
 
 export const ServerConfig = z.object({
   dbPath: z.string(),
+  /** The server secret (tokens' HMAC key); default: `server.secret` beside the database. */
+  secretPath: z.string().optional(),
+  /**
+   * Exposed ports are served on their own origins, `{port}-{sandboxId}.{portsDomain}` (any port
+   * of this server). `localhost` works on one box: browsers and curl resolve `*.localhost` to
+   * loopback. Set a wildcard DNS name for a server other machines reach.
+   */
+  portsDomain: z
+    .string()
+    .regex(/^[a-z0-9.-]+$/i)
+    .default('localhost'),
+  /** Also serve exposed ports at `/s/{id}/{port}/` on the API's origin (all sandboxes then share one browser origin). */
+  portsPathRoute: z.boolean().default(false),
   /** Largest JSON body (exec requests carry stdin). */
   maxJsonBodyBytes: z
     .number()

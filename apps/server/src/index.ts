@@ -1,10 +1,12 @@
 // The control plane: store, services and HTTP app over an agent it is handed.
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import { dirname, join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import type { AgentApi } from '@forkbox/protocol'
 import pino, { type Logger } from 'pino'
 import { ServerConfig, type ServerConfigInput } from './config.ts'
 import { createApp } from './http/app.ts'
+import { Authenticator } from './http/auth.ts'
 import type { App } from './http/env.ts'
 import { portProxy } from './http/ports.ts'
 import { ptyUpgrade } from './http/pty.ts'
@@ -15,6 +17,7 @@ import { SandboxService } from './services/sandboxes.ts'
 import { openDb } from './store/db.ts'
 import { KeyStore } from './store/keys.ts'
 import { SandboxStore } from './store/sandboxes.ts'
+import { loadServerSecret } from './store/secret.ts'
 import { SnapshotStore } from './store/snapshots.ts'
 
 export interface ControlPlane {
@@ -39,6 +42,10 @@ export async function createControlPlane(opts: {
   const log = opts.log ?? pino({ level: config.logLevel })
   const db = openDb(config.dbPath)
   const keys = new KeyStore(db)
+  const auth = new Authenticator(
+    keys,
+    loadServerSecret(config.secretPath ?? join(dirname(config.dbPath), 'server.secret')),
+  )
   const store = new SandboxStore(db)
   const metrics = new Metrics(store, opts.agent)
   const sandboxes = new SandboxService(
@@ -49,15 +56,27 @@ export async function createControlPlane(opts: {
       maxSandboxes: config.maxSandboxes,
       idleTimeoutMs: config.idleTimeoutSeconds * 1000,
       idleAction: config.idleAction,
+      portsDomain: config.portsDomain,
     },
     new SnapshotStore(db),
+    auth,
     metrics,
   )
   await sandboxes.recover()
   const bootstrapKey = keys.count() === 0 ? keys.create('admin', true).key : null
   const code = new CodeService(sandboxes, opts.agent, metrics)
   const exec = new ExecService(sandboxes, opts.agent, metrics)
-  const app = createApp({ sandboxes, code, exec, metrics, keys, config, log, templates: () => opts.agent.templates() })
+  const app = createApp({
+    sandboxes,
+    code,
+    exec,
+    metrics,
+    keys,
+    auth,
+    config,
+    log,
+    templates: () => opts.agent.templates(),
+  })
   const sampler = setInterval(() => {
     try {
       metrics.sample()
@@ -79,8 +98,8 @@ export async function createControlPlane(opts: {
     }
   }, config.reaperIntervalMs)
   reaper.unref()
-  const pty = ptyUpgrade({ keys, exec, log })
-  const ports = portProxy({ keys, sandboxes, log })
+  const pty = ptyUpgrade({ auth, exec, log })
+  const ports = portProxy({ auth, sandboxes, log, domain: config.portsDomain, pathRoute: config.portsPathRoute })
   return {
     app,
     upgrade: (req, socket, head) => ports.upgrade(req, socket, head) || pty(req, socket, head),

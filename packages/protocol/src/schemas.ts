@@ -115,6 +115,8 @@ export const Sandbox = z.object({
   network: NetworkPolicy,
   /** Opens the sandbox's exposed ports to whoever holds it (instead of an API key). */
   accessToken: z.string(),
+  /** Exposed ports are served at `{port}-{id}.{domain}` on the API's port: each its own browser origin. */
+  domain: z.string(),
 })
 export type Sandbox = z.infer<typeof Sandbox>
 

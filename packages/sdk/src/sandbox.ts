@@ -369,14 +369,14 @@ export class Sandbox {
   }
 
   /**
-   * Where port `port` of the sandbox is served (`host[:port]/s/ID/PORT`): `http://${getHost(p)}/...`
-   * answers with the owner's API key or the sandbox's `accessToken` (header
-   * `X-Forkbox-Access-Token`, or `?forkbox_token=` once from a browser). The port must be in
-   * `network.ports`.
+   * Where port `port` of the sandbox is served (`PORT-ID.DOMAIN[:apiPort]`, its own browser
+   * origin): `http://${getHost(p)}/...` answers with the owner's API key or the sandbox's
+   * `accessToken` (header `X-Forkbox-Access-Token`, or `?forkbox_token=` once from a browser).
+   * The port must be in `network.ports`.
    */
   getHost(port: number): string {
     const base = new URL(this.#http.url)
-    return `${base.host}${base.pathname.replace(/\/$/, '')}/s/${this.id}/${port}`
+    return `${port}-${this.id}.${this.#info.domain}${base.port ? `:${base.port}` : ''}`
   }
 
   /** Opens the sandbox's exposed ports to whoever holds it, instead of an API key. */

@@ -66,6 +66,7 @@ export function sandboxInfo(overrides: Partial<SandboxInfo> = {}): SandboxInfo {
     errorMessage: null,
     network: { internet: false, allowOut: [], denyOut: [], ports: [] },
     accessToken: 'fbt_test',
+    domain: 'localhost',
     ...overrides,
   }
 }

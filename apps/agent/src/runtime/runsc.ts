@@ -1,6 +1,7 @@
 // Thin wrappers over the runsc command line, all against forkbox's own --root state dir.
 import { execFile } from 'node:child_process'
-import { readdirSync, readFileSync } from 'node:fs'
+import { chmodSync, readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { promisify } from 'node:util'
 
 const run = promisify(execFile)
@@ -59,7 +60,10 @@ export async function runscCheckpoint(
 ): Promise<void> {
   const args = [`--root=${o.stateDir}`, 'checkpoint', '--compression=none', `--image-path=${imagePath}`]
   if (opts.leaveRunning) args.push('--leave-running')
+  // a sandbox's memory, secrets included: the owner's only
+  chmodSync(imagePath, 0o700)
   await run(o.runscPath, [...args, id])
+  for (const f of readdirSync(imagePath)) chmodSync(join(imagePath, f), 0o600)
 }
 
 /** Processes (runsc CLIs, sandboxes, gofers) working on this state dir, with the container each

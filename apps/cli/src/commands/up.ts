@@ -8,6 +8,7 @@ import { barReporter, lineReporter } from '../progress.ts'
 interface UpFlags {
   port?: number
   host?: string
+  supervise: boolean
 }
 
 export function registerUp(program: Command, ctx: CliContext): void {
@@ -16,7 +17,13 @@ export function registerUp(program: Command, ctx: CliContext): void {
     .description('start forkbox on this machine and stay in the foreground')
     .option('-p, --port <port>', 'port to listen on (default 7411; 0 picks a free one)', parsePort)
     .option('--host <host>', 'address to listen on (default 127.0.0.1)')
+    .option('--no-supervise', 'run the host in this process, not restarted if it dies')
     .action(async (flags: UpFlags) => {
+      if (flags.supervise && ctx.supervisor && !ctx.supervisor.inChild) {
+        ctx.exitCode = await ctx.supervisor.run()
+        return
+      }
+      ctx.supervisor?.lastResort()
       const { startHost } = await ctx.loadHost()
       const progress = ctx.progressStream ? barReporter(ctx.progressStream) : lineReporter(ctx.stderr, ctx.now)
       let running: Awaited<ReturnType<typeof startHost>>
@@ -34,9 +41,12 @@ export function registerUp(program: Command, ctx: CliContext): void {
       try {
         const path = writeCredentials({ url: running.url, apiKey: running.bootstrapKey ?? undefined }, ctx.configSource)
         ctx.stdout.write(`forkbox is up at ${running.url}\n`)
-        if (running.bootstrapKey) {
+        if (running.bootstrapKey && ctx.stdoutIsTerminal) {
           ctx.stdout.write(`admin API key: ${running.bootstrapKey}\n`)
           ctx.stdout.write(`(saved to ${path}; it is not shown again)\n`)
+        } else if (running.bootstrapKey) {
+          // not a terminal: stdout may be a log file, which must not hold the key
+          ctx.stdout.write(`admin API key: saved to ${path} (shown only on a terminal)\n`)
         } else {
           ctx.stdout.write(`credentials: ${path}\n`)
         }

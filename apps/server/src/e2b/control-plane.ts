@@ -81,8 +81,8 @@ function info(s: Sandbox) {
 }
 
 /** What create, connect and fork return: how to reach the sandbox's envd. */
-function connection(c: Context<AppEnv>, owner: string, s: Sandbox) {
-  const token = accessToken(c, owner, s.id)
+function connection(c: Context<AppEnv>, s: Sandbox) {
+  const token = accessToken(c, s.id)
   return {
     sandboxID: s.id,
     templateID: e2bTemplateId(s.template),
@@ -124,7 +124,7 @@ const create: Handler = async (c, owner) => {
   })
   if (!parsed.success) throw validationError(parsed.error)
   const sbx = await c.var.services.sandboxes.create(owner, parsed.data, c.req.raw.signal)
-  return c.json(connection(c, owner, sbx), 201)
+  return c.json(connection(c, sbx), 201)
 }
 
 /** Connect: resumes a paused sandbox; a timeout only ever extends a running one. */
@@ -137,7 +137,7 @@ const connect: Handler = async (c, owner) => {
   let s = sandboxes.get(owner, id)
   if (req.timeout && Date.now() + req.timeout * 1000 > Date.parse(s.expiresAt))
     s = sandboxes.setTimeout(owner, id, req.timeout)
-  return c.json(connection(c, owner, s), before.state === 'hibernated' ? 201 : 200)
+  return c.json(connection(c, s), before.state === 'hibernated' ? 201 : 200)
 }
 
 /** E2B's nextToken: an opaque offset. */
@@ -178,7 +178,7 @@ const list: Handler = async (c, owner) => c.json(listed(c, owner).map(info), 200
 
 const get: Handler = async (c, owner) => {
   const s = live(c, owner, c.req.param('id') as string)
-  return c.json({ ...info(s), envdAccessToken: accessToken(c, owner, s.id), domain: null }, 200)
+  return c.json({ ...info(s), envdAccessToken: accessToken(c, s.id), domain: null }, 200)
 }
 
 const kill: Handler = async (c, owner) => {
@@ -208,7 +208,7 @@ const fork: Handler = async (c, owner) => {
     ttlSeconds: req.timeout ?? 300,
   })
   return c.json(
-    forks.map((f) => ({ sandbox: connection(c, owner, f) })),
+    forks.map((f) => ({ sandbox: connection(c, f) })),
     201,
   )
 }

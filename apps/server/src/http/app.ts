@@ -42,16 +42,11 @@ import * as snapshotCreate from '../routes/snapshots/create.ts'
 import * as snapshotDelete from '../routes/snapshots/delete.ts'
 import * as snapshotList from '../routes/snapshots/list.ts'
 import * as templates from '../routes/templates.ts'
+import { apiKeyIn } from './auth.ts'
 import type { App, AppEnv, Services } from './env.ts'
 import { errorResponse, validationError } from './errors.ts'
 
 const PUBLIC = new Set(['/healthz'])
-
-function bearer(header: string | undefined): string | null {
-  if (!header) return null
-  const m = /^Bearer\s+(\S+)$/i.exec(header)
-  return m ? (m[1] ?? null) : null
-}
 
 export function createApp(services: Services): App {
   const app: App = new OpenAPIHono<AppEnv>({
@@ -84,11 +79,7 @@ export function createApp(services: Services): App {
   app.route('/', e2bApi(services.config))
   app.use('*', async (c, next) => {
     if (PUBLIC.has(c.req.path)) return next()
-    const secret = bearer(c.req.header('authorization')) ?? c.req.header('x-api-key') ?? null
-    if (!secret) throw new AppError('UNAUTHENTICATED', 'an API key is required (Authorization: Bearer <key>)')
-    const principal = services.keys.authenticate(secret)
-    if (!principal) throw new AppError('UNAUTHENTICATED', 'unknown or revoked API key')
-    c.set('principal', principal)
+    c.set('principal', services.auth.require(apiKeyIn((name) => c.req.header(name))))
     return next()
   })
   const jsonLimit = bodyLimit({

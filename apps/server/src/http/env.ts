@@ -7,6 +7,7 @@ import type { CodeService } from '../services/code.ts'
 import type { ExecService } from '../services/exec.ts'
 import type { SandboxService } from '../services/sandboxes.ts'
 import type { KeyStore, Principal } from '../store/keys.ts'
+import type { Authenticator } from './auth.ts'
 
 export interface Services {
   sandboxes: SandboxService
@@ -14,6 +15,7 @@ export interface Services {
   exec: ExecService
   metrics: Metrics
   keys: KeyStore
+  auth: Authenticator
   config: ServerConfig
   log: Logger
   templates: () => import('@forkbox/protocol').TemplateInfo[]

@@ -6,12 +6,12 @@
 // (SIGHUP) the program. Output is flow controlled: the program waits while the socket is slow.
 import type { IncomingMessage } from 'node:http'
 import type { Duplex } from 'node:stream'
-import { AppError } from '@forkbox/protocol'
+import { AppError, SIGNALS } from '@forkbox/protocol'
 import type { Logger } from 'pino'
 import { type RawData, type WebSocket, WebSocketServer } from 'ws'
 import { z } from 'zod'
 import type { ExecService } from '../services/exec.ts'
-import type { KeyStore } from '../store/keys.ts'
+import { type Authenticator, apiKeyIn } from './auth.ts'
 
 const PATH = /^\/v1\/sandboxes\/([A-Za-z0-9_-]{1,64})\/pty$/
 const START_TIMEOUT_MS = 10_000
@@ -35,11 +35,20 @@ const Control = z.discriminatedUnion('type', [
     cols: z.number().int().min(1).max(1000),
     rows: z.number().int().min(1).max(1000),
   }),
-  z.object({ type: z.literal('kill'), signal: z.string().max(16).default('SIGKILL') }),
+  z.object({ type: z.literal('kill'), signal: z.enum(SIGNALS).default('SIGKILL') }),
 ])
 
 function refuse(socket: Duplex, status: number, message: string): void {
   socket.end(`HTTP/1.1 ${status} ${message}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`)
+}
+
+/** A client's text message as JSON; undefined when it is not JSON (never throws). */
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return undefined
+  }
 }
 
 function sendJson(ws: WebSocket, msg: unknown): void {
@@ -47,18 +56,14 @@ function sendJson(ws: WebSocket, msg: unknown): void {
 }
 
 /** Returns the `upgrade` handler: true when the request was a terminal request (handled). */
-export function ptyUpgrade(deps: { keys: KeyStore; exec: ExecService; log: Logger }) {
+export function ptyUpgrade(deps: { auth: Authenticator; exec: ExecService; log: Logger }) {
   const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024 })
   return (req: IncomingMessage, socket: Duplex, head: Buffer): boolean => {
     const url = new URL(req.url ?? '/', 'http://x')
     const m = PATH.exec(url.pathname)
     if (!m) return false
-    const header = req.headers.authorization
-    const secret =
-      (header && /^Bearer\s+(\S+)$/i.exec(header)?.[1]) ||
-      (req.headers['x-api-key'] as string | undefined) ||
-      url.searchParams.get('key')
-    const principal = secret ? deps.keys.authenticate(secret) : null
+    // browsers cannot set headers on a WebSocket: `?key=` is accepted here (and only here)
+    const principal = deps.auth.principal(apiKeyIn(req.headers) ?? url.searchParams.get('key'))
     if (!principal) {
       refuse(socket, 401, 'Unauthorized')
       return true
@@ -81,7 +86,7 @@ function serve(ws: WebSocket, owner: string, sandboxId: string, deps: { exec: Ex
     let start: z.infer<typeof Start>
     try {
       if (isBinary) throw new Error('binary')
-      start = Start.parse(JSON.parse(data.toString()))
+      start = Start.parse(parseJson(data.toString()))
     } catch {
       return fail(new AppError('VALIDATION_FAILED', 'the first message must be {"type":"start", cols, rows, ...}'))
     }
@@ -108,8 +113,12 @@ function serve(ws: WebSocket, owner: string, sandboxId: string, deps: { exec: Ex
           session.pid.then((pid) => sendJson(ws, { type: 'started', pid })).catch(() => {})
           ws.on('message', (msg: RawData, binary: boolean) => {
             if (binary) return session.write(msg as Buffer)
-            const parsed = Control.safeParse(JSON.parse(msg.toString() || 'null'))
-            if (!parsed.success) return
+            const parsed = Control.safeParse(parseJson(msg.toString()))
+            if (!parsed.success)
+              return sendJson(ws, {
+                type: 'error',
+                error: { code: 'VALIDATION_FAILED', message: 'a text message must be {"type":"resize"|"kill", ...}' },
+              })
             if (parsed.data.type === 'resize') session.resize(parsed.data.cols, parsed.data.rows)
             else session.kill(parsed.data.signal)
           })

@@ -15,6 +15,7 @@ import {
   type Snapshot,
 } from '@forkbox/protocol'
 import type { Logger } from 'pino'
+import type { Authenticator } from '../http/auth.ts'
 import type { Metrics } from '../metrics.ts'
 import { type SandboxEvent, type SandboxRecord, type SandboxStore, toPublic } from '../store/sandboxes.ts'
 import type { SnapshotRecord, SnapshotStore } from '../store/snapshots.ts'
@@ -66,8 +67,15 @@ export class SandboxService {
     private readonly store: SandboxStore,
     private readonly agent: AgentApi,
     private readonly log: Logger,
-    private readonly limits: { maxSandboxes: number; idleTimeoutMs?: number; idleAction?: 'hibernate' | 'kill' },
+    private readonly limits: {
+      maxSandboxes: number
+      idleTimeoutMs?: number
+      idleAction?: 'hibernate' | 'kill'
+      /** Exposed ports are served under it (see `Sandbox.domain`). */
+      portsDomain?: string
+    },
     private readonly snapshots: SnapshotStore,
+    private readonly auth: Authenticator,
     private readonly metrics?: Metrics,
   ) {
     agent.onExit((id, reason, message) => {
@@ -158,7 +166,6 @@ export class SandboxService {
       expiresAt: new Date(Date.now() + req.ttlSeconds * 1000),
       persistent: req.persistent,
       network: req.network,
-      accessToken: `fbt_${randomBytes(20).toString('hex')}`,
     })
     const started = performance.now()
     try {
@@ -192,7 +199,7 @@ export class SandboxService {
       ms / 1000,
     )
     this.log.info({ sandboxId: id, template: req.template, ms: Math.round(ms) }, 'sandbox started')
-    return toPublic(this.own(owner, id))
+    return this.public(this.own(owner, id))
   }
 
   private ownSnapshot(owner: string, id: string): SnapshotRecord {
@@ -279,6 +286,20 @@ export class SandboxService {
     if (s.state !== 'hibernated') this.mustRun(s)
   }
 
+  /** The API's view of a sandbox, with its exposed-port token (derived, never stored). */
+  private public(s: SandboxRecord): Sandbox {
+    return {
+      ...toPublic(s),
+      accessToken: this.auth.token('port', s.id),
+      domain: this.limits.portsDomain ?? 'localhost',
+    }
+  }
+
+  /** The key that owns sandbox `id`, or null when there is no such sandbox. */
+  ownerOf(id: string): string | null {
+    return this.store.get(id)?.owner ?? null
+  }
+
   private own(owner: string, id: string): SandboxRecord {
     const s = this.store.get(id)
     if (!s || s.owner !== owner) throw new AppError('SANDBOX_NOT_FOUND', `no sandbox ${id}`)
@@ -286,11 +307,12 @@ export class SandboxService {
   }
 
   get(owner: string, id: string): Sandbox {
-    return toPublic(this.own(owner, id))
+    return this.public(this.own(owner, id))
   }
 
-  list(owner: string, filter: { state?: SandboxState; metadata?: Record<string, string> }): Sandbox[] {
-    return this.store.list(owner, filter).map(toPublic)
+  /** `owner` null: every key's (an admin's view). */
+  list(owner: string | null, filter: { state?: SandboxState; metadata?: Record<string, string> }): Sandbox[] {
+    return this.store.list(owner, filter).map((s) => this.public(s))
   }
 
   private running(owner: string, id: string): SandboxRecord {
@@ -513,7 +535,10 @@ export class SandboxService {
   ): Promise<{ host: string; port: number; done: () => void }> {
     const s = this.store.get(id)
     const allowed =
-      s && ('owner' in credential ? s.owner === credential.owner : s.accessToken === credential.accessToken)
+      s &&
+      ('owner' in credential
+        ? s.owner === credential.owner
+        : this.auth.verify('port', id, s.owner, credential.accessToken))
     if (!s || !allowed) throw new AppError('SANDBOX_NOT_FOUND', `no sandbox ${id}`)
     if (!s.network.ports.includes(port))
       throw new AppError('PORT_NOT_EXPOSED', `port ${port} of sandbox ${id} is not exposed (network.ports)`, { port })

@@ -1,4 +1,5 @@
 // SQLite store: the truth about which sandboxes and keys exist.
+import { chmodSync, closeSync, existsSync, openSync } from 'node:fs'
 import Database from 'better-sqlite3'
 
 export type Db = Database.Database
@@ -26,9 +27,19 @@ const MIGRATIONS = [
   `create index sandbox_events_at on sandbox_events(at);`,
   `alter table sandboxes add column network text not null default '{"internet":false,"allowOut":[],"denyOut":[],"ports":[]}';
    alter table sandboxes add column access_token text not null default '';`,
+  // tokens are derived from the server secret now: the plain ones stored before go
+  `update sandboxes set access_token = '';`,
 ]
 
+/** The database and its WAL files are the owner's only (keys' hashes, tenants' metadata). */
+function restrict(path: string): void {
+  if (path === ':memory:') return
+  closeSync(openSync(path, 'a', 0o600))
+  for (const f of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(f)) chmodSync(f, 0o600)
+}
+
 export function openDb(path: string): Db {
+  restrict(path)
   const db = new Database(path)
   db.pragma('journal_mode = WAL')
   db.pragma('synchronous = NORMAL')

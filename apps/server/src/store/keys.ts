@@ -1,5 +1,5 @@
 // API keys: only a SHA-256 of each secret is stored (the secrets are 160 random bits).
-import { createHash, createHmac, randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import type { ApiKeyInfo } from '@forkbox/protocol'
 import type { Db } from './db.ts'
 
@@ -56,12 +56,9 @@ export class KeyStore {
     return row ? { keyId: row.id, admin: row.admin === 1 } : null
   }
 
-  /** An HMAC of `data` keyed by the key's stored hash: a token that dies with the key (null once revoked). */
-  sign(keyId: string, data: string): string | null {
-    const row = this.db.prepare('select hash from api_keys where id = ? and revoked_at is null').get(keyId) as
-      | { hash: string }
-      | undefined
-    return row ? createHmac('sha256', row.hash).update(data).digest('base64url') : null
+  /** Whether the key exists and is not revoked (tokens derived for its sandboxes die with it). */
+  active(keyId: string): boolean {
+    return this.db.prepare('select 1 from api_keys where id = ? and revoked_at is null').get(keyId) !== undefined
   }
 
   list(): ApiKeyInfo[] {

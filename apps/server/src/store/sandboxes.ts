@@ -19,10 +19,10 @@ interface SandboxRow {
   hibernate_snapshot: string | null
   persistent: number
   network: string
-  access_token: string
 }
 
-export interface SandboxRecord extends Sandbox {
+/** A sandbox as stored; its access token is derived from the server secret, never stored; its domain is the server's. */
+export interface SandboxRecord extends Omit<Sandbox, 'accessToken' | 'domain'> {
   owner: string
   /** While hibernated: the snapshot it wakes from. */
   hibernateSnapshot: string | null
@@ -44,11 +44,10 @@ function toRecord(r: SandboxRow): SandboxRecord {
     hibernateSnapshot: r.hibernate_snapshot,
     persistent: r.persistent === 1,
     network: JSON.parse(r.network),
-    accessToken: r.access_token,
   }
 }
 
-export function toPublic(r: SandboxRecord): Sandbox {
+export function toPublic(r: SandboxRecord): Omit<Sandbox, 'accessToken' | 'domain'> {
   const { owner: _owner, hibernateSnapshot: _snapshot, ...rest } = r
   return rest
 }
@@ -80,14 +79,13 @@ export class SandboxStore {
     expiresAt: Date
     persistent: boolean
     network: NetworkPolicy
-    accessToken: string
   }): SandboxRecord {
     const now = new Date().toISOString()
     this.db
       .prepare(
         `insert into sandboxes (id, owner, template, state, metadata, resources, created_at, expires_at, persistent,
-           network, access_token)
-         values (?, ?, ?, 'starting', ?, ?, ?, ?, ?, ?, ?)`,
+           network)
+         values (?, ?, ?, 'starting', ?, ?, ?, ?, ?, ?)`,
       )
       .run(
         s.id,
@@ -99,7 +97,6 @@ export class SandboxStore {
         s.expiresAt.toISOString(),
         s.persistent ? 1 : 0,
         JSON.stringify(s.network),
-        s.accessToken,
       )
     this.event(s.id, 'created')
     return this.get(s.id) as SandboxRecord
@@ -114,9 +111,9 @@ export class SandboxStore {
     return row ? toRecord(row) : null
   }
 
-  list(owner: string, filter: { state?: SandboxState; metadata?: Record<string, string> }): SandboxRecord[] {
-    const where = ['owner = ?']
-    const args: unknown[] = [owner]
+  list(owner: string | null, filter: { state?: SandboxState; metadata?: Record<string, string> }): SandboxRecord[] {
+    const where = owner === null ? ['1 = 1'] : ['owner = ?']
+    const args: unknown[] = owner === null ? [] : [owner]
     if (filter.state) {
       where.push('state = ?')
       args.push(filter.state)

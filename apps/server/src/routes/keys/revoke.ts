@@ -7,9 +7,13 @@ import { requireAdmin } from './admin.ts'
 const route = createRoute({
   method: 'delete',
   path: '/v1/keys/{id}',
-  summary: 'Revoke an API key (admin)',
+  summary:
+    "Revoke an API key (admin): its sandboxes' access tokens stop working at once; `killSandboxes=true` also kills its sandboxes",
   security,
-  request: { params: z.object({ id: z.string().min(1).max(64) }) },
+  request: {
+    params: z.object({ id: z.string().min(1).max(64) }),
+    query: z.object({ killSandboxes: z.enum(['true', 'false']).optional() }),
+  },
   responses: { 204: { description: 'Revoked' }, ...errorResponses },
 })
 
@@ -19,6 +23,11 @@ export function register(app: App): void {
     const { id } = c.req.valid('param')
     if (id === c.var.principal.keyId) throw new AppError('VALIDATION_FAILED', 'a key cannot revoke itself')
     if (!c.var.services.keys.revoke(id)) throw new AppError('KEY_NOT_FOUND', `no active key ${id}`)
+    if (c.req.valid('query').killSandboxes === 'true') {
+      const { sandboxes } = c.var.services
+      for (const s of sandboxes.list(id, {}))
+        if (s.state === 'running' || s.state === 'hibernated' || s.state === 'starting') sandboxes.kill(id, s.id)
+    }
     return c.body(null, 204)
   })
 }

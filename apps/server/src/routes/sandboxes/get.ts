@@ -2,6 +2,7 @@ import { Sandbox } from '@forkbox/protocol'
 import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { actingOwner } from '../keys/admin.ts'
 
 const route = createRoute({
   method: 'get',
@@ -16,5 +17,7 @@ const route = createRoute({
 })
 
 export function register(app: App): void {
-  app.openapi(route, (c) => c.json(c.var.services.sandboxes.get(c.var.principal.keyId, c.req.valid('param').id), 200))
+  app.openapi(route, (c) =>
+    c.json(c.var.services.sandboxes.get(actingOwner(c, c.req.valid('param').id), c.req.valid('param').id), 200),
+  )
 }

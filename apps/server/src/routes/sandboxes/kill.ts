@@ -1,11 +1,12 @@
 import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { actingOwner } from '../keys/admin.ts'
 
 const route = createRoute({
   method: 'delete',
   path: '/v1/sandboxes/{id}',
-  summary: 'Kill a sandbox (returns at once; idempotent)',
+  summary: "Kill a sandbox (returns at once; idempotent); an admin key may kill any tenant's",
   security,
   request: { params: SandboxIdParam },
   responses: { 204: { description: 'Killed' }, ...errorResponses },
@@ -13,7 +14,8 @@ const route = createRoute({
 
 export function register(app: App): void {
   app.openapi(route, (c) => {
-    c.var.services.sandboxes.kill(c.var.principal.keyId, c.req.valid('param').id)
+    const { id } = c.req.valid('param')
+    c.var.services.sandboxes.kill(actingOwner(c, id), id)
     return c.body(null, 204)
   })
 }
