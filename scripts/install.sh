@@ -17,6 +17,9 @@ command -v ip >/dev/null || need_apt+=(iproute2)
 command -v nft >/dev/null || need_apt+=(nftables)
 command -v unshare >/dev/null || need_apt+=(util-linux)
 command -v python3 >/dev/null || need_apt+=(python3)
+# exposed ports are served at PORT-ID.localhost (each its own browser origin): *.localhost must
+# resolve to loopback for every program on this host, not only browsers and curl
+getent hosts forkbox-check.localhost >/dev/null || need_apt+=(libnss-myhostname)
 # the Python SDK's tests run on Debian's python3 with its httpx (PyPI is not reachable here)
 if [[ $for_tests -eq 1 ]]; then
   /usr/bin/python3 -c 'import httpx' 2>/dev/null || need_apt+=(python3-httpx)
@@ -48,6 +51,11 @@ if [[ ${#need_apt[@]} -gt 0 ]]; then
   apt_update
   say "installing ${need_apt[*]}"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >&2
+fi
+
+if ! getent hosts forkbox-check.localhost >/dev/null && ! grep -qE '^hosts:.*myhostname' /etc/nsswitch.conf; then
+  say "resolving *.localhost to loopback (nss myhostname)"
+  sed -i -E 's/^(hosts:[[:space:]]*files)/\1 myhostname/' /etc/nsswitch.conf
 fi
 
 if [[ ! -f node_modules/.package-lock.json ]] || [[ package-lock.json -nt node_modules/.package-lock.json ]]; then

@@ -137,7 +137,7 @@ def network_policy():
         assert sbx.info.network["internet"] is False, sbx.info.network
         info = sbx.update_network(internet=True, ports=[8000])
         assert info.network == {"internet": True, "allowOut": [], "denyOut": [], "ports": [8000]}, info.network
-        assert sbx.get_host(8000).endswith(f"/s/{sbx.id}/8000")
+        assert sbx.get_host(8000).startswith(f"8000-{sbx.id}.localhost:")
         assert sbx.access_token.startswith("fbt_")
 
 

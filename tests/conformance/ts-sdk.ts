@@ -103,7 +103,7 @@ export async function runTsBehaviours(conn: ConnectionOptions): Promise<Results>
       assert.equal(sbx.info.network.internet, false)
       const info = await sbx.updateNetwork({ internet: true, ports: [8000] })
       assert.deepEqual(info.network, { internet: true, allowOut: [], denyOut: [], ports: [8000] })
-      assert.ok(sbx.getHost(8000).endsWith(`/s/${sbx.id}/8000`))
+      assert.ok(sbx.getHost(8000).startsWith(`8000-${sbx.id}.localhost:`))
       assert.ok(sbx.accessToken.startsWith('fbt_'))
     },
     async kill_on_exit() {

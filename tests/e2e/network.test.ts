@@ -448,14 +448,13 @@ while True:
 async function openEcho(sbx: Sandbox, apiKey: string): Promise<Duplex> {
   await sbx.files.write('/work/echo.py', ECHO)
   await sbx.exec('setsid python3 /work/echo.py > /dev/null 2>&1 < /dev/null &')
-  const [hostPort, ...path] = sbx.getHost(9100).split('/')
-  const [h, p] = (hostPort as string).split(':')
+  const [h, p] = sbx.getHost(9100).split(':')
   for (let i = 0; i < 50; i++) {
     const socket = await new Promise<Duplex | null>((resolve) => {
       const req = request({
         host: h,
         port: Number(p),
-        path: `/${path.join('/')}/socket`,
+        path: '/socket',
         headers: { connection: 'Upgrade', upgrade: 'echo', 'x-api-key': apiKey },
       })
       req.on('upgrade', (_res, s) => resolve(s))
