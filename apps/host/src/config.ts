@@ -47,6 +47,15 @@ export const HostConfig = z.object({
   networkAllowPrivate: list.default([]),
   /** DNS servers (`ip` or `ip:port`) the sandboxes' resolver asks; default: the host's resolv.conf. */
   dnsUpstreams: list.default([]),
+  /** Exposed ports are served at `{port}-{id}.{portsDomain}` on this server's port, each its own origin. */
+  portsDomain: z
+    .string()
+    .regex(/^[a-z0-9.-]+$/i)
+    .default('localhost'),
+  /** Also serve exposed ports at `/s/{id}/{port}/` on the API's origin (one origin for all sandboxes). */
+  portsPathRoute: z
+    .union([z.boolean(), z.enum(['1', 'true', '0', 'false']).transform((v) => v === '1' || v === 'true')])
+    .default(false),
 })
 export type HostConfig = z.infer<typeof HostConfig>
 export type HostOptions = z.input<typeof HostConfig>
@@ -68,6 +77,8 @@ const ENV: Record<string, keyof HostConfig> = {
   FORKBOX_NETWORK_SUBNET: 'networkSubnet',
   FORKBOX_NETWORK_ALLOW_PRIVATE: 'networkAllowPrivate',
   FORKBOX_DNS_UPSTREAMS: 'dnsUpstreams',
+  FORKBOX_PORTS_DOMAIN: 'portsDomain',
+  FORKBOX_PORTS_PATH_ROUTE: 'portsPathRoute',
 }
 
 /** Explicit options win over env vars, which win over defaults. */

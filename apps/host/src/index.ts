@@ -49,6 +49,8 @@ export async function startHost(
       maxSandboxes: config.maxSandboxes,
       idleTimeoutSeconds: config.idleTimeoutSeconds,
       idleAction: config.idleAction,
+      portsDomain: config.portsDomain,
+      portsPathRoute: config.portsPathRoute,
     },
   })
   const api = getRequestListener(cp.app.fetch)
