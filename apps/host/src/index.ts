@@ -59,6 +59,9 @@ export async function startHost(
   })
   server.listen(config.port, config.host)
   server.on('upgrade', (req, socket, head) => {
+    // Node hands an upgrade's socket over without its error listener: a client resetting it
+    // must not become an uncaught 'error'
+    socket.on('error', () => {})
     if (!cp.upgrade(req, socket, head)) socket.destroy()
   })
   const port = await new Promise<number>((resolve, reject) => {
