@@ -256,15 +256,20 @@ export class Resolver {
       const refuse = (rcode: Rcode) => {
         if (budget.refusals.take(now)) this.reply(query, rinfo, rcode)
       }
-      if (!policy.internet) return refuse('REFUSED')
+      if (!policy.internet) {
+        refuse('REFUSED')
+        return
+      }
       const l = this.limits
       if (
         budget.inFlight >= l.inFlightPerSandbox ||
         this.inFlight >= l.inFlightTotal ||
         !budget.queries.take(now) ||
         this.closed
-      )
-        return refuse('SERVFAIL')
+      ) {
+        refuse('SERVFAIL')
+        return
+      }
       budget.inFlight++
       this.inFlight++
       this.answer(query, rinfo, policy)
@@ -293,8 +298,8 @@ export class Resolver {
       })
     } catch (err) {
       // a record the encoder cannot write: say so rather than leave the sandbox waiting
-      if (answers.length > 0) return this.reply(query, rinfo, 'SERVFAIL')
-      this.warn(`cannot encode an answer: ${String(err)}`)
+      if (answers.length > 0) this.reply(query, rinfo, 'SERVFAIL')
+      else this.warn(`cannot encode an answer: ${String(err)}`)
       return
     }
     try {
