@@ -1,14 +1,15 @@
 // envd's REST side: GET /files (raw bytes), POST /files (multipart, or octet-stream with
-// optional gzip) and GET /health (204 running, 502 not: what `isRunning()` reads).
-import { Readable } from 'node:stream'
+// optional gzip; either streamed to the sandbox as it arrives) and GET /health (204 running,
+// 502 not: what `isRunning()` reads).
+import { pipeline, Readable } from 'node:stream'
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web'
 import { createGunzip } from 'node:zlib'
 import { AppError, type FileEntry } from '@forkbox/protocol'
 import type { Context, Hono } from 'hono'
-import { bodyLimit } from 'hono/body-limit'
 import type { AppEnv } from '../http/env.ts'
 import { pathOf } from './filesystem.ts'
 import { type SandboxCall, sandboxCall } from './sandbox-call.ts'
+import { bodyError, capped, eachFilePart } from './upload.ts'
 
 /** `?username=` wins over the Basic auth user, as in envd. */
 function userOf(c: Context<AppEnv>, call: SandboxCall): string | undefined {
@@ -30,7 +31,28 @@ async function read(c: Context<AppEnv>): Promise<Response> {
   })
 }
 
-async function write(c: Context<AppEnv>): Promise<Response> {
+/** Most files in one multipart upload (the clients send one part per file). */
+const MAX_UPLOAD_FILES = 1000
+
+/**
+ * The request body as it arrives: at most `maxBytes` on the wire, gunzipped if so encoded (and
+ * at most `maxBytes` after that too). Nothing is buffered beyond the streams' own windows.
+ */
+function bodyOf(c: Context<AppEnv>, maxBytes: number): Readable {
+  const encoding = c.req.header('content-encoding')
+  if (encoding && encoding !== 'gzip' && encoding !== 'identity')
+    throw new AppError('VALIDATION_FAILED', `unsupported Content-Encoding ${encoding}`)
+  const declared = Number(c.req.header('content-length') ?? 0)
+  if (declared > maxBytes) throw new AppError('PAYLOAD_TOO_LARGE', `upload is larger than ${maxBytes} bytes`)
+  const raw = c.req.raw.body ? Readable.fromWeb(c.req.raw.body as NodeReadableStream) : Readable.from([])
+  // the callback form hands back the last stream; an error anywhere destroys them all and reaches it
+  const done = () => {}
+  return encoding === 'gzip'
+    ? pipeline(raw, capped(maxBytes), createGunzip(), capped(maxBytes, 'decompressed upload'), done)
+    : pipeline(raw, capped(maxBytes), done)
+}
+
+async function write(c: Context<AppEnv>, maxBytes: number): Promise<Response> {
   const call = sandboxCall(c)
   const user = userOf(c, call)
   const queryPath = c.req.query('path')
@@ -38,29 +60,21 @@ async function write(c: Context<AppEnv>): Promise<Response> {
     call.services.sandboxes.writeFile(call.owner, call.sandboxId, pathOf(path), body, { user })
   const type = c.req.header('content-type') ?? ''
   if (type.startsWith('multipart/form-data')) {
-    const form = await c.req.raw.formData()
-    const files = form.getAll('file').filter((f): f is File => typeof f !== 'string')
-    if (files.length === 0) throw new AppError('VALIDATION_FAILED', 'no `file` part in the upload')
-    const out: ReturnType<typeof written>[] = []
-    // one file: the path query names it; several: each part's filename is its path
-    for (const f of files)
-      out.push(
-        written(
-          await put(
-            files.length === 1 && queryPath ? queryPath : f.name,
-            Readable.fromWeb(f.stream() as NodeReadableStream),
-          ),
-        ),
-      )
-    return c.json(out, 200)
+    const files = await eachFilePart(
+      bodyOf(c, maxBytes),
+      { contentType: type, maxFileBytes: maxBytes, maxFiles: MAX_UPLOAD_FILES, firstPath: queryPath },
+      async (path, data) => written(await put(path, data)),
+    )
+    return c.json(files, 200)
   }
   if (!queryPath) throw new AppError('INVALID_PATH', 'path: required for an octet-stream upload')
-  const raw = c.req.raw.body ? Readable.fromWeb(c.req.raw.body as NodeReadableStream) : Readable.from([])
-  const encoding = c.req.header('content-encoding')
-  if (encoding && encoding !== 'gzip' && encoding !== 'identity')
-    throw new AppError('VALIDATION_FAILED', `unsupported Content-Encoding ${encoding}`)
-  const body = encoding === 'gzip' ? raw.pipe(createGunzip()) : raw
-  return c.json([written(await put(queryPath, body))], 200)
+  const body = bodyOf(c, maxBytes)
+  try {
+    return c.json([written(await put(queryPath, body))], 200)
+  } catch (err) {
+    body.destroy()
+    throw bodyError(err) ?? err
+  }
 }
 
 /** 204 running; 502 for anything else, an unknown sandbox included (what E2B's proxy answers). */
@@ -76,13 +90,8 @@ async function health(c: Context<AppEnv>): Promise<Response> {
 }
 
 export function registerFiles(app: Hono<AppEnv>, maxUploadBytes: number): void {
-  const limit = bodyLimit({
-    maxSize: maxUploadBytes,
-    onError: () => {
-      throw new AppError('PAYLOAD_TOO_LARGE', `upload is larger than ${maxUploadBytes} bytes`)
-    },
-  })
   app.get('/files', read)
-  app.post('/files', limit, write)
+  // no body-limit middleware: hono's reads a body without Content-Length whole into memory
+  app.post('/files', (c) => write(c, maxUploadBytes))
   app.get('/health', health)
 }
