@@ -376,7 +376,8 @@ function issue(err: z.ZodError): string {
   const first = err.issues[0]
   if (!first) return 'invalid'
   const path = first.path.length > 0 ? `${first.path.join('.')}: ` : ''
-  return `${path}${first.message}`.slice(0, 200)
+  // names in it are the guest's: no control characters into our logs
+  return `${path}${first.message}`.slice(0, 200).replace(/[^\x20-\x7e]/g, '?')
 }
 
 function describe(err: unknown): string {
