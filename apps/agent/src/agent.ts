@@ -19,15 +19,25 @@ import type { EgressPolicy as NetworkPolicy, ResolvedResources, SandboxUsage } f
 import {
   type AgentApi,
   AppError,
+  CodeContext,
   type FileEntry,
+  GuestAttachEnd,
+  GuestCellResult,
+  GuestContextList,
   type GuestContextOp,
+  GuestEmpty,
   type GuestExecOutput,
   type GuestExecRequest,
+  GuestExit,
   type GuestFileOp,
+  GuestProcessList,
   type GuestProcessOp,
+  GuestProcessStarted,
+  GuestResult,
   type GuestRunCodeOutput,
   type GuestRunCodeRequest,
   type ProcessExit,
+  ProcessInfo,
   type PtySession,
   type PtySpec,
   type RunCodeHandlers,
@@ -39,7 +49,7 @@ import {
   type TemplateProgress,
 } from '@forkbox/protocol'
 import type { AgentConfig } from './config.ts'
-import { GuestConnection } from './guest/connection.ts'
+import { type DataFrameType, GuestConnection } from './guest/connection.ts'
 import { createGuestFifos, type GuestPipes, hasGuestFifos, openGuestPipes } from './guest/fifo.ts'
 import { FrameType } from './guest/frames.ts'
 import { CLOSED, NetworkManager, type Slot } from './network/manager.ts'
@@ -78,6 +88,11 @@ function processAlive(pid: number): boolean {
   }
 }
 
+/** The per-stream cap of output that is buffered until the request ends (0 asks for none: the most). */
+function bufferCap(maxOutputBytes: number): number {
+  return maxOutputBytes > 0 ? Math.min(maxOutputBytes, MAX_BUFFERED_OUTPUT_BYTES) : MAX_BUFFERED_OUTPUT_BYTES
+}
+
 function sameResources(a: ResolvedResources, b: ResolvedResources): boolean {
   return a.vcpus === b.vcpus && a.memoryMB === b.memoryMB && a.diskMB === b.diskMB && a.pids === b.pids
 }
@@ -101,6 +116,13 @@ const STDIN_CHUNK = 256 * 1024
 const STREAM_WINDOW = 1024 * 1024
 /** Extra time the agent gives the guest to report a timed-out exec before giving up on it. */
 const EXEC_GRACE_MS = 10_000
+/** Output a command or cell that is waited on may buffer per stream when its request sets no cap. */
+const MAX_BUFFERED_OUTPUT_BYTES = 64 * 1024 * 1024
+/** The guest cuts output at the request's cap itself; past the cap and this, it is broken (or forged). */
+const OUTPUT_SLACK_BYTES = 64 * 1024
+/** Rich outputs (plots, HTML) of one cell; past this they are dropped and the cell is `truncated`. */
+const MAX_DISPLAY_BYTES = 64 * 1024 * 1024
+const OUTPUT_TYPES: readonly DataFrameType[] = [FrameType.stdout, FrameType.stderr]
 const REFILL_DELAY_MS = 250
 const BAKE_RETRY_MS = 10 * 60_000
 
@@ -138,7 +160,7 @@ class AckedDelivery {
       .then(deliver)
       .catch(() => {})
       .then(() => {
-        if (bytes > 0) this.conn.sendJson(this.channel(), { op: 'ack', bytes })
+        if (bytes > 0) this.conn.ack(this.channel(), bytes)
       })
   }
 
@@ -596,7 +618,11 @@ export class LocalAgent implements AgentApi {
       vcpus,
       slot,
       proc: proc ?? null,
-      conn: new GuestConnection(pipes.input, pipes.output, opts),
+      conn: new GuestConnection(pipes.input, pipes.output, {
+        resync: opts.resync,
+        onProtocolError: (_err, detail) => this.onGuestBroken(sbx, detail),
+        log: (m) => this.log(`${sbx.id}: ${m}`),
+      }),
       pipes,
       stopping: false,
       exited: new Promise((r) => {
@@ -674,6 +700,28 @@ export class LocalAgent implements AgentApi {
     }
   }
 
+  /**
+   * The guest sent what the protocol does not allow (root in the sandbox controls it): the sandbox
+   * is reported errored and stopped; every other sandbox carries on.
+   */
+  private onGuestBroken(sbx: LiveSandbox, detail: string): void {
+    if (sbx.stopping) return
+    const message = `the sandbox's guest daemon broke the protocol (${detail}); the sandbox was stopped`
+    this.log(`${sbx.id}: ${message}`)
+    this.report(sbx.id, 'guest_protocol_error', message)
+    void this.halt(sbx)
+  }
+
+  private report(id: string, reason: SandboxErrorReason | null, message: string | null): void {
+    for (const l of this.listeners) {
+      try {
+        l(id, reason, message)
+      } catch (err) {
+        this.log(`an exit listener failed for ${id}: ${String(err)}`)
+      }
+    }
+  }
+
   private onContainerExit(sbx: LiveSandbox, code: number | null, sig: NodeJS.Signals | null): void {
     let reason: SandboxErrorReason | null = null
     let message: string | null = null
@@ -691,7 +739,7 @@ export class LocalAgent implements AgentApi {
         ? new AppError('SANDBOX_ERRORED', message ?? 'sandbox errored', { reason })
         : new AppError('SANDBOX_NOT_RUNNING', 'sandbox was stopped'),
     )
-    for (const l of this.listeners) l(sbx.id, reason, message)
+    this.report(sbx.id, reason, message)
     this.track(this.cleanup(sbx))
   }
 
@@ -719,6 +767,8 @@ export class LocalAgent implements AgentApi {
     const { conn } = this.live(id)
     const stdout: Buffer[] = []
     const stderr: Buffer[] = []
+    // output that is waited on is buffered here: always under a cap, whatever the guest sends
+    const cap = stream ? req.maxOutputBytes : bufferCap(req.maxOutputBytes)
     return new Promise((resolve, reject) => {
       let channel = 0
       const onAbort = () => conn.sendJson(channel, { op: 'signal', signal: 'SIGKILL' })
@@ -727,7 +777,7 @@ export class LocalAgent implements AgentApi {
       }, req.timeoutMs + EXEC_GRACE_MS)
       // streamed output is handed on in order; each chunk is acked once its handler is done
       const delivery = new AckedDelivery(conn, () => channel)
-      const onData = (type: number, payload: Buffer) => {
+      const onData = (type: DataFrameType, payload: Buffer) => {
         if (!stream) {
           ;(type === FrameType.stdout ? stdout : stderr).push(payload)
           return
@@ -745,10 +795,14 @@ export class LocalAgent implements AgentApi {
           user: req.user,
           stdin: req.stdin !== undefined,
           timeoutMs: req.timeoutMs,
-          maxOutputBytes: req.maxOutputBytes,
+          maxOutputBytes: cap,
           window: stream ? STREAM_WINDOW : undefined,
         },
         {
+          dataTypes: OUTPUT_TYPES,
+          ...(stream ? { window: STREAM_WINDOW } : { maxBytesPerStream: cap + OUTPUT_SLACK_BYTES }),
+          events: ['started'],
+          terminal: GuestExit,
           onData,
           settle: async (err, msg) => {
             await delivery.done()
@@ -756,11 +810,11 @@ export class LocalAgent implements AgentApi {
             signal?.removeEventListener('abort', onAbort)
             if (err || !msg) return reject(err)
             resolve({
-              exitCode: Number(msg.exitCode),
-              signal: (msg.signal as string | null) ?? null,
-              timedOut: Boolean(msg.timedOut),
-              truncated: Boolean(msg.truncated),
-              durationMs: Number(msg.durationMs),
+              exitCode: msg.exitCode,
+              signal: msg.signal,
+              timedOut: msg.timedOut,
+              truncated: msg.truncated ?? false,
+              durationMs: msg.durationMs,
               stdout: Buffer.concat(stdout),
               stderr: Buffer.concat(stderr),
             })
@@ -774,16 +828,19 @@ export class LocalAgent implements AgentApi {
 
   startProcess(id: string, req: GuestExecRequest): Promise<{ pid: number }> {
     const { conn } = this.live(id)
-    return conn.call<{ pid: number }>({
-      op: 'exec',
-      background: true,
-      argv: req.argv,
-      cmd: req.cmd,
-      env: req.env,
-      cwd: req.cwd,
-      user: req.user,
-      timeoutMs: req.timeoutMs,
-    })
+    return conn.call(
+      {
+        op: 'exec',
+        background: true,
+        argv: req.argv,
+        cmd: req.cmd,
+        env: req.env,
+        cwd: req.cwd,
+        user: req.user,
+        timeoutMs: req.timeoutMs,
+      },
+      GuestProcessStarted,
+    )
   }
 
   attachProcess(
@@ -802,10 +859,14 @@ export class LocalAgent implements AgentApi {
       channel = conn.open(
         { op: 'proc_attach', pid, offset: opts.offset ?? 0, output: opts.output ?? true, window: STREAM_WINDOW },
         {
+          dataTypes: OUTPUT_TYPES,
+          window: STREAM_WINDOW,
+          events: ['attached', 'gap'],
+          terminal: GuestAttachEnd,
           onData: (type, payload) =>
             then(() => (type === FrameType.stdout ? handlers.onStdout : handlers.onStderr)?.(payload), payload.length),
           onMessage: (msg) => {
-            if (msg.type === 'gap') then(() => handlers.onGap?.(Number(msg.bytes)), 0)
+            if (msg.type === 'gap') then(() => handlers.onGap?.(msg.bytes), 0)
           },
           settle: async (err, msg) => {
             signal?.removeEventListener('abort', onAbort)
@@ -813,11 +874,11 @@ export class LocalAgent implements AgentApi {
             if (err || !msg) return reject(err)
             if (msg.type === 'result') return resolve(null) // detached
             resolve({
-              exitCode: Number(msg.exitCode),
-              signal: (msg.signal as string | null) ?? null,
-              timedOut: Boolean(msg.timedOut),
-              durationMs: Number(msg.durationMs),
-              offset: Number(msg.offset),
+              exitCode: msg.exitCode,
+              signal: msg.signal,
+              timedOut: msg.timedOut,
+              durationMs: msg.durationMs,
+              offset: msg.offset,
             })
           },
         },
@@ -854,8 +915,12 @@ export class LocalAgent implements AgentApi {
           window: STREAM_WINDOW,
         },
         {
+          dataTypes: OUTPUT_TYPES,
+          window: STREAM_WINDOW,
+          events: ['started'],
+          terminal: GuestExit,
           onMessage: (msg) => {
-            if (msg.type === 'started') started(Number(msg.pid))
+            if (msg.type === 'started') started(msg.pid)
           },
           onData: (_type, payload) => delivery.push(() => onData(payload), payload.length),
           settle: async (err, msg) => {
@@ -864,7 +929,7 @@ export class LocalAgent implements AgentApi {
               failed(err ?? new AppError('GUEST_ERROR', 'terminal ended without an exit'))
               return reject(err)
             }
-            resolve({ exitCode: Number(msg.exitCode), signal: (msg.signal as string | null) ?? null })
+            resolve({ exitCode: msg.exitCode, signal: msg.signal })
           },
         },
       )
@@ -881,7 +946,10 @@ export class LocalAgent implements AgentApi {
   }
 
   processOp(id: string, op: GuestProcessOp): Promise<unknown> {
-    return this.live(id).conn.call({ ...op })
+    const { conn } = this.live(id)
+    if (op.op === 'proc_list') return conn.call({ ...op }, GuestProcessList)
+    if (op.op === 'proc_stdin') return conn.call({ ...op }, GuestEmpty)
+    return conn.call({ ...op }, ProcessInfo)
   }
 
   private async sendStream(
@@ -960,6 +1028,10 @@ export class LocalAgent implements AgentApi {
     signal?: AbortSignal,
   ): Promise<GuestRunCodeOutput> {
     const { conn } = this.live(id)
+    // its output is collected by the caller: always under a cap, whatever the guest sends
+    const cap = bufferCap(req.maxOutputBytes)
+    let displayBytes = 0
+    let displayDropped = false
     return new Promise((resolve, reject) => {
       let channel = 0
       const onAbort = () => conn.sendJson(channel, { op: 'interrupt' })
@@ -971,28 +1043,38 @@ export class LocalAgent implements AgentApi {
           context: req.context,
           env: req.env,
           timeoutMs: req.timeoutMs,
-          maxOutputBytes: req.maxOutputBytes,
+          maxOutputBytes: cap,
           silent: req.silent,
         },
         {
+          dataTypes: OUTPUT_TYPES,
+          maxBytesPerStream: cap + OUTPUT_SLACK_BYTES,
+          events: ['display'],
+          terminal: GuestResult.extend({ value: GuestCellResult }),
           onData: (type, payload) => {
             if (type === FrameType.stdout) handlers.onStdout?.(payload)
-            else if (type === FrameType.stderr) handlers.onStderr?.(payload)
+            else handlers.onStderr?.(payload)
           },
-          onMessage: (msg) => {
+          onMessage: (msg, bytes) => {
             if (msg.type !== 'display') return
-            handlers.onResult?.({ isMainResult: Boolean(msg.main), ...(msg.data as Record<string, unknown>) })
+            // the guest does not cap rich outputs: here they are
+            displayBytes += bytes
+            if (displayBytes > MAX_DISPLAY_BYTES) {
+              displayDropped = true
+              return
+            }
+            handlers.onResult?.({ isMainResult: msg.main, ...msg.data })
           },
           settle: (err, msg) => {
             signal?.removeEventListener('abort', onAbort)
             if (err || !msg) return reject(err)
-            const v = msg.value as GuestRunCodeOutput
+            const v = msg.value
             resolve({
-              executionCount: v.executionCount ?? null,
-              error: v.error ?? null,
-              timedOut: Boolean(v.timedOut),
-              truncated: Boolean(v.truncated),
-              durationMs: Number(v.durationMs),
+              executionCount: v.executionCount,
+              error: v.error,
+              timedOut: v.timedOut,
+              truncated: v.truncated || displayDropped,
+              durationMs: v.durationMs,
             })
           },
         },
@@ -1002,7 +1084,10 @@ export class LocalAgent implements AgentApi {
   }
 
   codeContext(id: string, op: GuestContextOp): Promise<unknown> {
-    return this.live(id).conn.call({ ...op })
+    const { conn } = this.live(id)
+    if (op.op === 'context_list') return conn.call({ ...op }, GuestContextList)
+    if (op.op === 'context_remove') return conn.call({ ...op }, GuestEmpty)
+    return conn.call({ ...op }, CodeContext)
   }
 
   private get snapshotsDir(): string {
@@ -1075,7 +1160,11 @@ export class LocalAgent implements AgentApi {
 
   async stop(id: string): Promise<void> {
     const sbx = this.sandboxes.get(id)
-    if (!sbx || sbx.stopping) return
+    if (sbx) await this.halt(sbx)
+  }
+
+  private async halt(sbx: LiveSandbox): Promise<void> {
+    if (sbx.stopping) return
     sbx.stopping = true
     sbx.pipes.input.destroy()
     // If the container never came up runsc may not know it, and a wedged one (seen once after an

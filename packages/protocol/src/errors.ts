@@ -63,5 +63,13 @@ export class AppError extends Error {
 }
 
 /** Why a sandbox stopped on its own; surfaced as `errorReason` and in SANDBOX_ERRORED details. */
-export const sandboxErrorReasons = ['out_of_memory', 'pids_limit', 'guest_exited', 'runtime_failed', 'lost'] as const
+export const sandboxErrorReasons = [
+  'out_of_memory',
+  'pids_limit',
+  'guest_exited',
+  'runtime_failed',
+  'lost',
+  /** The guest daemon sent what the protocol does not allow (forged or corrupt frames): stopped. */
+  'guest_protocol_error',
+] as const
 export type SandboxErrorReason = (typeof sandboxErrorReasons)[number]

@@ -1,51 +1,119 @@
-// One multiplexed conversation with a sandbox's guest daemon over its init process's stdio.
+// One multiplexed conversation with a sandbox's guest daemon over its init process's stdio. What the
+// guest sends is untrusted (root in the sandbox can write to it): every frame is checked, each
+// channel's bytes are capped, and a guest that breaks the protocol fails the whole conversation.
 import type { Readable, Writable } from 'node:stream'
-import { AppError, type ErrorCode, isErrorCode } from '@forkbox/protocol'
+import {
+  AppError,
+  GuestChannelMessage,
+  GuestDaemonMessage,
+  type GuestEventMessage,
+  GuestResult,
+  isGuestErrorCode,
+} from '@forkbox/protocol'
+import type { z } from 'zod'
 import { encodeFrame, FrameDecoder, FrameType, findResyncFrame } from './frames.ts'
 
-export interface GuestMessage {
-  type: string
-  [key: string]: unknown
+/** Thrown by a channel's handler when what the guest sent breaks the protocol: fails the connection. */
+export class GuestProtocolError extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'GuestProtocolError'
+  }
 }
+
+export type DataFrameType = typeof FrameType.stdout | typeof FrameType.stderr | typeof FrameType.file
+const DATA_TYPES: readonly number[] = [FrameType.stdout, FrameType.stderr, FrameType.file]
+const FRAME_NAMES: Record<number, string> = { 1: 'json', 2: 'stdout', 3: 'stderr', 4: 'stdin', 5: 'file' }
+
+/** How far past its window a flow-controlled guest may run: the one read it sends before pausing. */
+export const WINDOW_SLACK_BYTES = 1024 * 1024
+/** An error message from the guest is cut to this many characters. */
+const MAX_ERROR_MESSAGE = 8 * 1024
+
+type GuestResultMessage = z.infer<typeof GuestResult>
 
 /** What a request's channel receives until its terminal message. */
-export interface ChannelHandler {
-  onData?(type: number, payload: Buffer): void
-  onMessage?(msg: GuestMessage): void
-  /** Called once with the terminal `result` / `exit` message, or with the failure. */
-  settle(err: Error | null, msg?: GuestMessage): void
+export interface ChannelHandler<T = GuestResultMessage> {
+  /** Data frames this request takes (default: stdout, stderr and file when `onData` is given, else none). */
+  dataTypes?: readonly DataFrameType[]
+  /** Flow control: bytes the guest may have sent that `ack` has not given back yet. */
+  window?: number
+  /** Without flow control: bytes of each data frame type the guest may send in all. */
+  maxBytesPerStream?: number
+  /** Messages this request takes before its end (default: any when `onMessage` is given, else none). */
+  events?: readonly GuestEventMessage['type'][]
+  /** What its `result` or `exit` must look like (default: a `result`); an `error` may always end it. */
+  terminal?: z.ZodType<T>
+  onData?(type: DataFrameType, payload: Buffer): void
+  /** `bytes`: the size of the message's frame. */
+  onMessage?(msg: GuestEventMessage, bytes: number): void
+  /** Called once with the terminal message, or with the failure. */
+  settle(err: Error | null, msg?: T): void
 }
 
-const TERMINAL = new Set(['result', 'exit', 'error'])
+export interface GuestConnectionOptions {
+  /** Re-attaching: bytes are skipped up to the guest's `resynced` frame. */
+  resync?: boolean
+  /** The guest broke the protocol; the connection has failed with `err` (SANDBOX_ERRORED, reason
+   * guest_protocol_error). Called once. */
+  onProtocolError?: (err: AppError, detail: string) => void
+  log?: (message: string) => void
+}
+
+interface OpenChannel {
+  handler: ChannelHandler<unknown>
+  /** Bytes received per data frame type (without flow control). */
+  received: Map<number, number>
+  /** Bytes received and not acked yet (with flow control). */
+  unacked: number
+}
 
 export class GuestConnection {
   private readonly decoder = new FrameDecoder()
-  private readonly channels = new Map<number, ChannelHandler>()
+  private readonly channels = new Map<number, OpenChannel>()
   private nextChannel = 1
   private failure: Error | null = null
-  readonly ready: Promise<GuestMessage>
-  private resolveReady!: (msg: GuestMessage) => void
+  readonly ready: Promise<GuestDaemonMessage>
+  private resolveReady!: (msg: GuestDaemonMessage) => void
   private rejectReady!: (err: Error) => void
+  private readonly log: (message: string) => void
 
   /** Re-attaching: bytes are skipped up to the guest's `resynced` frame. */
   private skipping: Buffer | null = null
+  /** A `resynced` is the answer to our own resync only; any other is the guest (or root in it) acting alone. */
+  private awaitingResync = false
 
   constructor(
     private readonly input: Writable,
     output: Readable,
-    opts: { resync?: boolean } = {},
+    private readonly opts: GuestConnectionOptions = {},
   ) {
+    this.log = opts.log ?? (() => {})
     this.ready = new Promise((resolve, reject) => {
       this.resolveReady = resolve
       this.rejectReady = reject
     })
     this.ready.catch(() => {})
-    if (opts.resync) this.skipping = Buffer.alloc(0)
+    if (opts.resync) {
+      this.skipping = Buffer.alloc(0)
+      this.awaitingResync = true
+    }
     output.on('data', (chunk: Buffer) => this.onBytes(chunk))
     input.on('error', () => {})
   }
 
   private onBytes(chunk: Buffer): void {
+    if (this.failure) return
+    try {
+      this.receive(chunk)
+    } catch (err) {
+      // a fault of ours, not the guest's; still it never reaches the stream's 'data' event
+      this.log(`guest connection: cannot handle the guest's bytes: ${describe(err)}`)
+      this.broken(`the agent could not handle its frames (${describe(err)})`)
+    }
+  }
+
+  private receive(chunk: Buffer): void {
     if (this.skipping) {
       const seen = Buffer.concat([this.skipping, chunk])
       const at = findResyncFrame(seen)
@@ -61,53 +129,192 @@ export class GuestConnection {
     try {
       frames = this.decoder.push(chunk)
     } catch (err) {
-      this.fail(err as Error)
+      this.broken(describe(err))
       return
     }
     for (const frame of frames) {
-      if (frame.channel === 0) {
-        if (frame.type === FrameType.json) {
-          const msg = JSON.parse(frame.payload.toString('utf8')) as GuestMessage
-          if (msg.type === 'ready') this.resolveReady(msg)
-          if (msg.type === 'resynced') {
-            // channels the old agent used may still carry output: start past them
-            this.nextChannel = Math.max(this.nextChannel, Number(msg.nextChannel) || 1)
-            this.resolveReady(msg)
-          }
+      if (this.failure) return
+      this.dispatch(frame.type, frame.channel, frame.payload)
+    }
+  }
+
+  private dispatch(type: number, channel: number, payload: Buffer): void {
+    const kind = FRAME_NAMES[type]
+    if (!kind || type === FrameType.stdin) {
+      this.broken(`a frame of type ${type} on channel ${channel}`)
+      return
+    }
+    if (channel === 0) {
+      if (type !== FrameType.json) {
+        this.broken(`a ${kind} frame on channel 0`)
+        return
+      }
+      const msg = this.parse(payload, GuestDaemonMessage, 0)
+      if (!msg) return
+      if (msg.type === 'resynced') {
+        if (!this.awaitingResync) {
+          this.broken('a resync the agent did not ask for')
+          return
         }
-        continue
+        this.awaitingResync = false
+        // channels the old agent used may still carry output: start past them
+        this.nextChannel = Math.max(this.nextChannel, msg.nextChannel)
       }
-      const handler = this.channels.get(frame.channel)
-      if (!handler) continue
-      if (frame.type !== FrameType.json) {
-        handler.onData?.(frame.type, frame.payload)
-        continue
+      this.resolveReady(msg)
+      return
+    }
+    if (type !== FrameType.json) {
+      const open = this.channels.get(channel)
+      // output of a request that ended or was given up on (or an old agent's, after a resync)
+      if (!open) return
+      this.onData(channel, open, type as DataFrameType, payload)
+      return
+    }
+    const msg = this.parse(payload, GuestChannelMessage, channel)
+    if (!msg) return
+    const open = this.channels.get(channel)
+    if (!open) return
+    const { handler } = open
+    if (msg.type === 'error') {
+      this.channels.delete(channel)
+      this.settle(channel, open, guestError(msg.code, msg.message))
+      return
+    }
+    if (msg.type === 'result' || msg.type === 'exit') {
+      const end = (handler.terminal ?? GuestResult).safeParse(msg)
+      if (!end.success) {
+        this.broken(`channel ${channel} ended with a malformed ${msg.type} (${issue(end.error)})`)
+        return
       }
-      const msg = JSON.parse(frame.payload.toString('utf8')) as GuestMessage
-      if (!TERMINAL.has(msg.type)) {
-        handler.onMessage?.(msg)
-        continue
+      this.channels.delete(channel)
+      this.settle(channel, open, null, end.data)
+      return
+    }
+    const allowed = handler.events ? handler.events.includes(msg.type) : Boolean(handler.onMessage)
+    if (!allowed) {
+      this.broken(`a ${msg.type} message on channel ${channel}, whose request takes none`)
+      return
+    }
+    this.invoke(channel, () => handler.onMessage?.(msg, payload.length))
+  }
+
+  private onData(channel: number, open: OpenChannel, type: DataFrameType, payload: Buffer): void {
+    const { handler } = open
+    const kind = FRAME_NAMES[type]
+    const allowed = handler.dataTypes ? handler.dataTypes.includes(type) : Boolean(handler.onData)
+    if (!allowed || !DATA_TYPES.includes(type)) {
+      this.broken(`a ${kind} frame on channel ${channel}, whose request takes none`)
+      return
+    }
+    if (handler.window !== undefined) {
+      open.unacked += payload.length
+      if (open.unacked > handler.window + WINDOW_SLACK_BYTES) {
+        this.broken(`${open.unacked} bytes unacked on channel ${channel}, past its window of ${handler.window}`)
+        return
       }
-      this.channels.delete(frame.channel)
-      if (msg.type === 'error') handler.settle(guestError(msg))
-      else handler.settle(null, msg)
+    } else if (handler.maxBytesPerStream !== undefined) {
+      const total = (open.received.get(type) ?? 0) + payload.length
+      open.received.set(type, total)
+      if (total > handler.maxBytesPerStream) {
+        this.broken(`more than ${handler.maxBytesPerStream} bytes of ${kind} on channel ${channel}`)
+        return
+      }
+    }
+    this.invoke(channel, () => handler.onData?.(type, payload))
+  }
+
+  /** The JSON message in `payload` as `schema` has it, or null when the connection failed on it. */
+  private parse<S extends z.ZodType>(payload: Buffer, schema: S, channel: number): z.infer<S> | null {
+    let value: unknown
+    try {
+      value = JSON.parse(payload.toString('utf8'))
+    } catch {
+      this.broken(`malformed JSON on channel ${channel}`)
+      return null
+    }
+    const msg = schema.safeParse(value)
+    if (!msg.success) {
+      this.broken(`an invalid message on channel ${channel} (${issue(msg.error)})`)
+      return null
+    }
+    return msg.data
+  }
+
+  /** Runs a handler; what it throws (or its promise rejects with) fails its channel, not the process. */
+  private invoke(channel: number, fn: () => unknown): void {
+    let out: unknown
+    try {
+      out = fn()
+    } catch (err) {
+      this.handlerFailed(channel, err)
+      return
+    }
+    if (isThenable(out)) out.then(undefined, (err: unknown) => this.handlerFailed(channel, err))
+  }
+
+  private handlerFailed(channel: number, err: unknown): void {
+    if (err instanceof GuestProtocolError) {
+      this.broken(err.message)
+      return
+    }
+    this.log(`guest connection: the handler of channel ${channel} failed: ${describe(err)}`)
+    const open = this.channels.get(channel)
+    if (!open) return
+    // the request is given up on; what the guest still sends on its channel is dropped
+    this.channels.delete(channel)
+    this.settle(channel, open, new AppError('INTERNAL', `the request failed in the agent: ${describe(err)}`))
+  }
+
+  private settle(channel: number, open: OpenChannel, err: Error | null, msg?: unknown): void {
+    let out: unknown
+    try {
+      out = open.handler.settle(err, msg)
+    } catch (e) {
+      this.log(`guest connection: settling channel ${channel} failed: ${describe(e)}`)
+      return
+    }
+    if (isThenable(out))
+      out.then(undefined, (e: unknown) =>
+        this.log(`guest connection: settling channel ${channel} failed: ${describe(e)}`),
+      )
+  }
+
+  /** The guest broke the protocol: the connection fails and the owner is told. */
+  private broken(detail: string): void {
+    if (this.failure) return
+    const err = new AppError('SANDBOX_ERRORED', `the sandbox's guest daemon broke the protocol: ${detail}`, {
+      reason: 'guest_protocol_error',
+    })
+    this.fail(err)
+    try {
+      this.opts.onProtocolError?.(err, detail)
+    } catch (e) {
+      this.log(`guest connection: reporting a protocol error failed: ${describe(e)}`)
     }
   }
 
   /** Opens a channel and sends its first request. */
-  open(request: Record<string, unknown>, handler: ChannelHandler): number {
+  open<T = GuestResultMessage>(request: Record<string, unknown>, handler: ChannelHandler<T>): number {
+    const open: OpenChannel = { handler: handler as ChannelHandler<unknown>, received: new Map(), unacked: 0 }
     if (this.failure) {
-      handler.settle(this.failure)
+      this.settle(0, open, this.failure)
       return 0
     }
     const channel = this.nextChannel++
-    this.channels.set(channel, handler)
+    this.channels.set(channel, open)
     this.sendJson(channel, request)
     return channel
   }
 
   sendJson(channel: number, msg: Record<string, unknown>): boolean {
     return this.send(FrameType.json, channel, Buffer.from(JSON.stringify(msg)))
+  }
+
+  /** Gives a flow-controlled channel `bytes` of its window back. */
+  ack(channel: number, bytes: number): void {
+    const open = this.channels.get(channel)
+    if (open) open.unacked = Math.max(0, open.unacked - bytes)
+    this.sendJson(channel, { op: 'ack', bytes })
   }
 
   /** Returns false when the pipe is full; wait for `drained()` before sending more. */
@@ -129,10 +336,11 @@ export class GuestConnection {
     })
   }
 
-  /** Simple request → `result.value`. */
-  call<T = unknown>(request: Record<string, unknown>): Promise<T> {
+  /** Simple request → `result.value`, checked against `value` when given. */
+  call<T = unknown>(request: Record<string, unknown>, value?: z.ZodType<T>): Promise<T> {
     return new Promise((resolve, reject) => {
       this.open(request, {
+        terminal: value ? GuestResult.extend({ value }) : GuestResult,
         settle: (err, msg) => (err ? reject(err) : resolve(msg?.value as T)),
       })
     })
@@ -143,18 +351,39 @@ export class GuestConnection {
     if (this.failure) return
     this.failure = err
     this.rejectReady(err)
-    const pending = [...this.channels.values()]
+    const pending = [...this.channels]
     this.channels.clear()
-    for (const handler of pending) handler.settle(err)
+    for (const [channel, open] of pending) this.settle(channel, open, err)
     this.input.destroy()
   }
 
   get failed(): boolean {
     return this.failure !== null
   }
+
+  /** Why it failed, if it did. */
+  get error(): Error | null {
+    return this.failure
+  }
 }
 
-function guestError(msg: GuestMessage): AppError {
-  const code: ErrorCode = isErrorCode(msg.code) ? msg.code : 'GUEST_ERROR'
-  return new AppError(code, String(msg.message ?? 'guest error'))
+function guestError(code: string, message: string): AppError {
+  const text = message.length > MAX_ERROR_MESSAGE ? `${message.slice(0, MAX_ERROR_MESSAGE)}…` : message
+  return new AppError(isGuestErrorCode(code) ? code : 'GUEST_ERROR', text)
+}
+
+function issue(err: z.ZodError): string {
+  const first = err.issues[0]
+  if (!first) return 'invalid'
+  const path = first.path.length > 0 ? `${first.path.join('.')}: ` : ''
+  // names in it are the guest's: no control characters into our logs
+  return `${path}${first.message}`.slice(0, 200).replace(/[^\x20-\x7e]/g, '?')
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err)
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof value === 'object' && value !== null && typeof (value as { then?: unknown }).then === 'function'
 }
