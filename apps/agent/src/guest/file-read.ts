@@ -60,27 +60,38 @@ export class FileReadStream {
   data(chunk: Buffer): void {
     if (this.finished || chunk.length === 0) return
     this.received += chunk.length
-    if (this.size !== null && this.received > this.size)
-      return this.stop(new AppError('GUEST_ERROR', `the guest sent more than the file's ${this.size} bytes`))
-    if (this.size === null && this.received > UNKNOWN_SIZE_MAX_BYTES)
-      return this.stop(
-        new AppError('PAYLOAD_TOO_LARGE', `a file that reports no size sent more than ${UNKNOWN_SIZE_MAX_BYTES} bytes`),
-      )
-    if (this.received - this.handed > this.windowBytes)
-      return this.stop(new AppError('GUEST_ERROR', 'the guest sent past its flow-control window'))
-    this.channel.push(() => this.handOver(chunk), chunk.length)
+    const overrun = this.overrun()
+    if (overrun) this.stop(overrun)
+    else this.channel.push(() => this.handOver(chunk), chunk.length)
   }
 
   /** The guest's terminal message: null after a clean end of file. */
   end(err: Error | null): void {
     if (this.finished) return
-    if (err) return this.stop(err, false)
+    if (err) {
+      this.stop(err, false)
+      return
+    }
     this.channel.push(async () => {
       if (this.finished) return
       if (this.size !== null && this.received !== this.size)
-        return this.stop(new AppError('GUEST_ERROR', `the file ended after ${this.received} of ${this.size} bytes`))
-      this.finish(() => this.controller.close())
+        this.stop(new AppError('GUEST_ERROR', `the file ended after ${this.received} of ${this.size} bytes`))
+      else this.finish(() => this.controller.close())
     }, 0)
+  }
+
+  /** What is wrong with the bytes received so far, if anything. */
+  private overrun(): AppError | null {
+    if (this.size !== null && this.received > this.size)
+      return new AppError('GUEST_ERROR', `the guest sent more than the file's ${this.size} bytes`)
+    if (this.size === null && this.received > UNKNOWN_SIZE_MAX_BYTES)
+      return new AppError(
+        'PAYLOAD_TOO_LARGE',
+        `a file that reports no size sent more than ${UNKNOWN_SIZE_MAX_BYTES} bytes`,
+      )
+    if (this.received - this.handed > this.windowBytes)
+      return new AppError('GUEST_ERROR', 'the guest sent past its flow-control window')
+    return null
   }
 
   private async handOver(chunk: Buffer): Promise<void> {
