@@ -76,6 +76,8 @@ ERRNO_CODES = {
     errno.ENOTEMPTY: "DIRECTORY_NOT_EMPTY",
     errno.EINVAL: "VALIDATION_FAILED",
     errno.ENAMETOOLONG: "VALIDATION_FAILED",
+    errno.EXDEV: "VALIDATION_FAILED",
+    errno.EROFS: "PERMISSION_DENIED",
 }
 
 
@@ -1291,10 +1293,13 @@ def identity_of(req):
 
 
 class ThreadCredentials:
-    """Switches the calling thread's uid, gid and groups, that thread's alone (raw syscalls: glibc's
-    wrappers would switch every thread). The saved uid stays 0 so the thread can switch back; with a
-    non-zero effective uid it has no capabilities, so the kernel checks everything it opens. A thread
-    keeps the identity of its last job until a job needs another (a switch costs ~0.2 ms here)."""
+    """Switches the calling thread's effective uid, gid and groups, that thread's alone (raw
+    syscalls: glibc's wrappers would switch every thread). With a non-zero effective uid the thread
+    has no capabilities, so the kernel checks everything it opens as that user, and what it creates
+    is that user's. Real and saved ids stay 0: the thread can switch back, and the user's own
+    processes cannot signal or ptrace it (with a real uid of theirs they could tgkill it, and so the
+    whole daemon). A thread keeps the identity of its last job until a job needs another (a switch
+    costs ~0.2 ms here)."""
 
     def __init__(self):
         import ctypes
@@ -1325,13 +1330,13 @@ class ThreadCredentials:
         # "?" until a switch completes: a failed one is retried from the top next time
         self._local.held = "?"
         if held is not None:
-            self._ids("setresuid", 0, 0, 0)
-            self._ids("setresgid", 0, 0, 0)
+            self._ids("setresuid", -1, 0, -1)
+            self._ids("setresgid", -1, 0, -1)
             self._groups(self._root_groups)
         if want is not None:
             self._groups(ident.groups)
-            self._ids("setresgid", ident.gid, ident.gid, 0)
-            self._ids("setresuid", ident.uid, ident.uid, 0)
+            self._ids("setresgid", -1, ident.gid, -1)
+            self._ids("setresuid", -1, ident.uid, -1)
         self._local.held = want
 
     def on_pseudo_fs(self, fd):

@@ -272,6 +272,31 @@ describe('file operations run as their user', () => {
     await assert.rejects(sbx.files.read('/etc/hostname', { user: 'nosuchuser' }), withCode('VALIDATION_FAILED'))
   })
 
+  it("the guest's threads acting as `user` cannot be signalled by the user's own processes", async () => {
+    await using sbx = await Sandbox.create(host().conn)
+    await sbx.files.stat('/home/user', { user: 'user' })
+    // threads of PID 1 whose effective uid is the user's (Uid: real effective saved fs)
+    const tids = (await root(sbx, 'grep -lE "^Uid:\\s+0\\s+1000\\s+0\\s+1000" /proc/1/task/*/status || true'))
+      .split('\n')
+      .filter(Boolean)
+      .map((p) => Number(p.split('/')[4]))
+    assert.ok(tids.length > 0, 'no guest thread holds the user identity after a file op as user')
+    // none has the user's real uid: that would let the user's processes kill the daemon through it
+    assert.equal(await root(sbx, 'grep -cE "^Uid:\\s+1000\\s" /proc/1/task/*/status | grep -v ":0$" || true'), '')
+    const probe = `
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+for tid in map(int, sys.argv[1:]):
+    r = libc.syscall(234, 1, tid, 0)  # tgkill(1, tid, 0): may this process signal that thread?
+    print("allowed" if r == 0 else ctypes.get_errno())
+`
+    const r = await sbx.exec(['python3', '-c', probe, ...tids.map(String)], { user: 'user' })
+    assert.equal(r.exitCode, 0, r.stderr)
+    // EPERM (1), or ESRCH (3) where user commands cannot see PID 1 at all
+    for (const line of r.stdout.trim().split('\n')) assert.ok(['1', '3'].includes(line), `tgkill: ${line}`)
+    await stillWorking(sbx)
+  })
+
   it('a listing too big for one answer gets a clear error and the sandbox keeps working', async () => {
     await using sbx = await Sandbox.create(host().conn)
     // 40k entries with 200-character names: ~20 MB of listing, over the 16 MiB frame limit

@@ -30,9 +30,18 @@ function fakeChannel() {
 const tick = () => new Promise((r) => setImmediate(r))
 const bytes = (n: number, fill = 1) => Buffer.alloc(n, fill)
 
+async function* chunksOf(stream: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
+  const reader = stream.getReader()
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) return
+    yield value
+  }
+}
+
 async function readAll(stream: ReadableStream<Uint8Array>): Promise<Buffer> {
   const out: Uint8Array[] = []
-  for await (const chunk of stream) out.push(chunk)
+  for await (const chunk of chunksOf(stream)) out.push(chunk)
   return Buffer.concat(out)
 }
 
@@ -164,7 +173,7 @@ describe('file read stream', () => {
     }
     const running = guest()
     let got = 0
-    for await (const chunk of file.stream) {
+    for await (const chunk of chunksOf(file.stream)) {
       got += chunk.length
       await tick()
     }
