@@ -33,7 +33,6 @@ VERSION = "0.1.0"
 HEADER = struct.Struct(">IBI")
 T_JSON, T_STDOUT, T_STDERR, T_STDIN, T_FILE = 1, 2, 3, 4, 5
 CHUNK = 256 * 1024
-INLINE_READ_BYTES = 1024 * 1024
 MAX_FRAME = 16 * 1024 * 1024
 DEFAULT_USER = "user"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -77,6 +76,8 @@ ERRNO_CODES = {
     errno.ENOTEMPTY: "DIRECTORY_NOT_EMPTY",
     errno.EINVAL: "VALIDATION_FAILED",
     errno.ENAMETOOLONG: "VALIDATION_FAILED",
+    errno.EXDEV: "VALIDATION_FAILED",
+    errno.EROFS: "PERMISSION_DENIED",
 }
 
 
@@ -1224,22 +1225,178 @@ CONTEXT_OPS = {
 
 
 # ---- files -----------------------------------------------------------------------------------
+# Every file op runs on a file worker thread that holds the requesting user's uid, gid and groups
+# (that thread's alone, switched with raw syscalls as the spawner does): the kernel decides what the
+# user may read and write, and what they create is theirs without a chown. Nothing here runs on the
+# main loop. Reads stream under the exec window/ack scheme, can be aborted, never send more than the
+# size they declared, and refuse anything but regular files. An upload goes to a temp file with a
+# random name (O_CREAT|O_EXCL|O_NOFOLLOW) in the target's directory, held open by descriptor, gets
+# its mode with fchmod, and is renamed over the target at the end.
+
+FILE_WORKERS = 3
+# upload chunks queued for the upload thread before the main loop waits for it
+UPLOAD_QUEUE_CHUNKS = 16
+READ_WINDOW = 1024 * 1024
+# a file whose size the kernel does not know (procfs, sysfs) is read up to this, then refused
+UNKNOWN_SIZE_MAX = 16 * 1024 * 1024
+# a listing is answered in one frame, which must stay under MAX_FRAME
+MAX_LIST_ENTRIES = 100_000
+MAX_LIST_BYTES = 15 * 1024 * 1024
+# filesystems whose files report a size that is not their content's (0 in procfs, 4096 in sysfs):
+# proc, sysfs, cgroup, cgroup2, debugfs, tracefs, securityfs, bpf
+PSEUDO_FS = {0x9FA0, 0x62656572, 0x27E0EB, 0x63677270, 0x64626720, 0x74726163, 0x73636673, 0xCAFE4A11}
+NO_REPLY = object()  # an op that answered its channel itself
 
 
-def owner_of(req):
+class OpError(Exception):
+    """A refusal with a forkbox error code."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+class Identity:
+    __slots__ = ("name", "uid", "gid", "groups", "home")
+
+    def __init__(self, name, uid, gid, groups, home):
+        self.name, self.uid, self.gid, self.groups, self.home = name, uid, gid, groups, home
+
+
+_identities = {}
+
+
+def _mtime(path):
     try:
-        pw = getpw(req.get("user") or DEFAULT_USER)
-        return pw.pw_uid, pw.pw_gid, pw.pw_dir
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
+def identity_of(req):
+    """Who a file op acts as: its `user`, else the default user (as for exec)."""
+    name = req.get("user") or DEFAULT_USER
+    if not isinstance(name, str):
+        raise ValueError("invalid user")
+    try:
+        pw = getpw(name)
     except KeyError:
-        return 0, 0, "/root"
+        raise ValueError(f"unknown user: {name}") from None
+    stamp = (_mtime("/etc/group"), tuple(pw))
+    hit = _identities.get(name)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    groups = () if pw.pw_uid == 0 else tuple(sorted(set(os.getgrouplist(name, pw.pw_gid))))
+    ident = Identity(name, pw.pw_uid, pw.pw_gid, groups, pw.pw_dir)
+    _identities[name] = (stamp, ident)
+    return ident
 
 
-def resolve(req, key="path"):
+class ThreadCredentials:
+    """Switches the calling thread's effective uid, gid and groups, that thread's alone (raw
+    syscalls: glibc's wrappers would switch every thread). With a non-zero effective uid the thread
+    has no capabilities, so the kernel checks everything it opens as that user, and what it creates
+    is that user's. Real and saved ids stay 0: the thread can switch back, and the user's own
+    processes cannot signal or ptrace it (with a real uid of theirs they could tgkill it, and so the
+    whole daemon). A thread keeps the identity of its last job until a job needs another (a switch
+    costs ~0.2 ms here)."""
+
+    def __init__(self):
+        import ctypes
+
+        self._c = ctypes
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self._root_groups = os.getgroups()
+        self._local = threading.local()
+
+    def _call(self, name, *args):
+        if self._libc.syscall(self._c.c_long(_SYSCALLS[name]), *args) != 0:
+            err = self._c.get_errno()
+            raise OSError(err, f"{name}: {os.strerror(err)}")
+
+    def _ids(self, name, a, b, c):
+        self._call(name, self._c.c_long(a), self._c.c_long(b), self._c.c_long(c))
+
+    def _groups(self, groups):
+        arr = (self._c.c_uint * max(1, len(groups)))(*groups)
+        self._call("setgroups", self._c.c_long(len(groups)), arr)
+
+    def act_as(self, ident):
+        """On a file worker: from here on this thread acts as `ident` (root: the daemon's own)."""
+        want = None if ident.uid == 0 else (ident.uid, ident.gid, ident.groups)
+        held = getattr(self._local, "held", None)
+        if held == want:
+            return
+        # "?" until a switch completes: a failed one is retried from the top next time
+        self._local.held = "?"
+        if held is not None:
+            self._ids("setresuid", -1, 0, -1)
+            self._ids("setresgid", -1, 0, -1)
+            self._groups(self._root_groups)
+        if want is not None:
+            self._groups(ident.groups)
+            self._ids("setresgid", -1, ident.gid, -1)
+            self._ids("setresuid", -1, ident.uid, -1)
+        self._local.held = want
+
+    def on_pseudo_fs(self, fd):
+        """Whether fd's file lives where sizes are made up (procfs, sysfs, ...); unknown: yes."""
+        buf = self._c.create_string_buffer(256)
+        if self._libc.fstatfs(self._c.c_int(fd), buf) != 0:
+            return True
+        return struct.unpack_from("l", buf.raw)[0] in PSEUDO_FS
+
+
+class FileWorkers:
+    """Threads running file jobs in arrival order (one thread: strictly one after another)."""
+
+    def __init__(self, name, count, maxsize=0):
+        self.jobs = queue.Queue(maxsize)
+        for i in range(count):
+            threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True).start()
+
+    def submit(self, fn):
+        self.jobs.put(fn)
+
+    def _run(self):
+        while True:
+            fn = self.jobs.get()
+            try:
+                fn()
+            except BaseException as e:  # noqa: BLE001 - a job reports its own errors; never die here
+                print(f"forkbox-guest: file job failed: {e!r}", file=sys.stderr)
+
+
+creds = None
+files = None  # stat, list, mkdir, remove, rename, reads
+uploads = None  # one thread: an upload's open, chunks and end stay in order
+
+
+def start_files():
+    global creds, files, uploads
+    creds = ThreadCredentials()
+    files = FileWorkers("files", FILE_WORKERS)
+    uploads = FileWorkers("upload", 1, UPLOAD_QUEUE_CHUNKS)
+
+
+def count_of(value):
+    """A byte count from the agent; 0 when it is not one."""
+    return value if isinstance(value, int) and value > 0 else 0
+
+
+def acting_as(req):
+    """On a file worker: switches to the request's user; returns its identity."""
+    ident = identity_of(req)
+    creds.act_as(ident)
+    return ident
+
+
+def resolve(req, ident, key="path"):
     path = req.get(key)
     if not isinstance(path, str) or not path or "\0" in path:
         raise ValueError(f"invalid {key}")
     if not path.startswith("/"):
-        path = os.path.join(owner_of(req)[2], path)
+        path = os.path.join(ident.home, path)
     return os.path.normpath(path)
 
 
@@ -1272,8 +1429,10 @@ def entry(path, st=None):
     return out
 
 
-def makedirs_owned(path, uid, gid):
-    """mkdir -p, giving each directory it creates to the requesting user."""
+def makedirs_owned(path, uid=None, gid=None):
+    """mkdir -p. With uid/gid (a root caller), each directory it creates is given to them through a
+    descriptor opened without following links: one swapped for a symlink meanwhile is refused, not
+    chowned. File ops pass none: they run as their user, whose directories are theirs already."""
     missing = []
     p = path
     while not os.path.exists(p):
@@ -1285,47 +1444,188 @@ def makedirs_owned(path, uid, gid):
     for d in reversed(missing):
         try:
             os.mkdir(d, 0o755)
-            os.chown(d, uid, gid)
         except FileExistsError:
-            pass
+            continue
+        if uid is not None:
+            fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                os.fchown(fd, uid, gid)
+            finally:
+                os.close(fd)
     if not os.path.isdir(path):
         raise NotADirectoryError(errno.ENOTDIR, "not a directory", path)
 
 
-def op_read(channel, req):
-    path = resolve(req)
-    with open(path, "rb") as f:
-        st = os.fstat(f.fileno())
-        if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(errno.EISDIR, "is a directory", path)
-        send_json(channel, {"type": "file", "size": st.st_size})
-        total = 0
-        while True:
-            data = f.read(CHUNK)
-            if not data:
-                break
-            total += len(data)
-            send(T_FILE, channel, data)
-    send(T_FILE, channel, b"")
-    return {"size": total}
+def check_regular(st, path):
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory", path)
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a FIFO or socket"
+        raise OpError("NOT_A_REGULAR_FILE", f"{path} is {kind}, not a regular file: only regular files can be read")
 
 
-class Upload:
-    """A file write in progress: chunks land in a temp file that replaces the target at the end."""
+def open_regular(path):
+    """Opens a regular file to read. Anything else (a device, a FIFO, a socket, the guest's own
+    channel through /proc/1/fd) is refused before it is opened and again after (it may have been
+    swapped meanwhile), and never read from. O_NONBLOCK: opening a FIFO cannot hang."""
+    check_regular(os.stat(path), path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        check_regular(os.fstat(fd), path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+_reads = {}  # channel -> FileRead
+
+
+class FileRead:
+    """A file streamed to the agent, flow-controlled like exec output: at most `window` bytes sent
+    and not yet acked, past that it waits for acks. Its work runs as file-worker jobs, one at a time
+    (`busy`); acks and an abort come from the main loop."""
 
     def __init__(self, channel, req):
         self.channel = channel
         self.req = req
-        self.path = resolve(req)
-        uid, gid, _ = owner_of(req)
-        parent = os.path.dirname(self.path)
-        makedirs_owned(parent, uid, gid)
-        if os.path.isdir(self.path):
+        self.window = max(CHUNK, count_of(req.get("window")) or READ_WINDOW)
+        self.fd = None
+        self.size = None  # None: unknown (read up to UNKNOWN_SIZE_MAX)
+        self.sent = 0
+        self.unacked = 0
+        self.lock = threading.Lock()
+        self.busy = True  # a job of this read is queued or running
+        self.cancelled = False
+        self.finished = False
+
+    def open(self):
+        """The first job: opens the file as the request's user."""
+        try:
+            path = resolve(self.req, acting_as(self.req))
+            self.fd = open_regular(path)
+            st = os.fstat(self.fd)
+            if st.st_size > 0 and not creds.on_pseudo_fs(self.fd):
+                self.size = st.st_size
+        except Exception as e:  # noqa: BLE001 - reported to the caller
+            return self.end(lambda: op_failure(self.channel, self.req, e))
+        send_json(self.channel, {"type": "file", "size": self.size})
+        self.pump()
+
+    def pump(self):
+        """Sends what the window allows, then waits for acks (ends the job) or ends the read."""
+        while True:
+            with self.lock:
+                cancelled = self.cancelled
+                room = self.window - self.unacked
+                if not cancelled and room <= 0:
+                    self.busy = False
+                    return
+            if cancelled:
+                return self.end(lambda: send_error(self.channel, "CANCELLED", "the read was cancelled"))
+            # a declared size is a hard stop; an unknown one is read one byte past its cap
+            left = (self.size if self.size is not None else UNKNOWN_SIZE_MAX + 1) - self.sent
+            if left <= 0:
+                return self.end(self.done)
+            try:
+                data = os.read(self.fd, min(CHUNK, room, left))
+            except BlockingIOError:
+                return self.end(lambda: send_error(self.channel, "NOT_A_REGULAR_FILE", "the file has no data to read now (it would block)"))
+            except OSError as e:
+                return self.end(lambda: op_failure(self.channel, self.req, e))
+            if not data:
+                if self.size is not None:
+                    msg = f"the file shrank while it was read ({self.sent} of {self.size} bytes)"
+                    return self.end(lambda: send_error(self.channel, "GUEST_ERROR", msg))
+                return self.end(self.done)
+            self.sent += len(data)
+            if self.size is None and self.sent > UNKNOWN_SIZE_MAX:
+                msg = f"the file reports no size and holds more than {UNKNOWN_SIZE_MAX} bytes"
+                return self.end(lambda: send_error(self.channel, "PAYLOAD_TOO_LARGE", msg))
+            with self.lock:
+                self.unacked += len(data)
+            send(T_FILE, self.channel, data)
+
+    def done(self):
+        send(T_FILE, self.channel)
+        send_json(self.channel, {"type": "result", "value": {"size": self.sent}})
+
+    def end(self, report):
+        with self.lock:
+            self.finished = True
+            self.busy = False
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        _reads.pop(self.channel, None)
+        report()
+
+    # -- from the main loop --
+    def on_ack(self, n):
+        with self.lock:
+            self.unacked = max(0, self.unacked - n)
+            if self.busy or self.finished or self.unacked > self.window // 2:
+                return
+            self.busy = True
+        files.submit(self.pump)
+
+    def cancel(self):
+        with self.lock:
+            self.cancelled = True
+            if self.busy or self.finished:
+                return  # the running job sees it
+            self.busy = True
+        files.submit(self.pump)
+
+
+_uploads = {}  # channel -> Upload, or None for a refused one whose chunks are dropped (upload thread)
+
+
+class Upload:
+    """A file write in progress, on the upload thread as its user: chunks land in a temp file beside
+    the target, which replaces the target at the end. The directory is held by descriptor, so a path
+    swapped for a symlink meanwhile cannot move the temp file or the final rename elsewhere."""
+
+    def __init__(self, channel, req, ident):
+        self.channel = channel
+        self.req = req
+        self.ident = ident
+        self.path = resolve(req, ident)
+        parent, self.name = os.path.split(self.path)
+        if not self.name:
             raise IsADirectoryError(errno.EISDIR, "is a directory", self.path)
-        self.tmp = os.path.join(parent, f".forkbox-upload-{os.getpid()}-{channel}")
-        self.fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        self.uid, self.gid = uid, gid
+        makedirs_owned(parent)
+        self.fd = None
+        self.tmp = None
         self.failed = None
+        self.dir_fd = os.open(parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            try:
+                target = os.stat(self.name, dir_fd=self.dir_fd)
+            except (FileNotFoundError, NotADirectoryError):
+                target = None
+            if target is not None and stat.S_ISDIR(target.st_mode):
+                raise IsADirectoryError(errno.EISDIR, "is a directory", self.path)
+            self.create_temp()
+        except BaseException:
+            self.abort()
+            raise
+
+    def create_temp(self):
+        # O_EXCL|O_NOFOLLOW: a name planted in advance (a symlink, a file) is never opened
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        for _ in range(8):
+            name = f".forkbox-upload-{os.urandom(8).hex()}"
+            try:
+                self.fd = os.open(name, flags, 0o600, dir_fd=self.dir_fd)
+            except FileExistsError:
+                continue
+            except OSError as e:
+                e.filename = self.path  # the caller knows the target, not the temp name
+                raise
+            self.tmp = name
+            return
+        raise FileExistsError(errno.EEXIST, "no free temp file name", os.path.dirname(self.path))
 
     def chunk(self, data):
         if self.failed is not None:
@@ -1333,45 +1633,112 @@ class Upload:
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(self.fd, view):]
+                view = view[os.write(self.fd, view) :]
         except OSError as e:
             self.failed = e
 
     def finish(self):
-        os.close(self.fd)
-        if self.failed is not None:
-            os.unlink(self.tmp)
-            raise self.failed
-        mode = self.req.get("mode")
-        os.chmod(self.tmp, int(mode) if mode is not None else 0o644)
-        os.chown(self.tmp, self.uid, self.gid)
-        os.rename(self.tmp, self.path)
-        return entry(self.path)
+        creds.act_as(self.ident)
+        try:
+            if self.failed is not None:
+                raise self.failed
+            mode = self.req.get("mode")
+            os.fchmod(self.fd, int(mode) if mode is not None else 0o644)
+            os.close(self.fd)
+            self.fd = None
+            os.rename(self.tmp, self.name, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
+            self.tmp = None
+            return entry(self.path, os.stat(self.name, dir_fd=self.dir_fd, follow_symlinks=False))
+        finally:
+            self.abort()
 
     def abort(self):
-        try:
+        """Closes what is open and removes the temp file if it is still there."""
+        if self.fd is not None:
             os.close(self.fd)
-        except OSError:
-            pass
-        try:
-            os.unlink(self.tmp)
-        except OSError:
-            pass
+            self.fd = None
+        if self.tmp is not None:
+            try:
+                creds.act_as(self.ident)
+                os.unlink(self.tmp, dir_fd=self.dir_fd)
+            except OSError:
+                pass
+            self.tmp = None
+        if self.dir_fd is not None:
+            os.close(self.dir_fd)
+            self.dir_fd = None
 
 
-def op_list(channel, req):
-    root = resolve(req)
+def upload_open(channel, req):
+    try:
+        _uploads[channel] = Upload(channel, req, acting_as(req))
+    except Exception as e:  # noqa: BLE001 - reported to the caller
+        _uploads[channel] = None
+        op_failure(channel, req, e)
+
+
+def upload_data(channel, data):
+    if channel not in _uploads:
+        return
+    up = _uploads[channel]
+    if data:
+        if up is not None:
+            up.chunk(data)
+        return
+    del _uploads[channel]
+    if up is not None:
+        run_op(lambda _c, _r: up.finish(), channel, up.req)
+
+
+def upload_abort(channel, reply=True):
+    """The agent's caller went away: the temp file goes, the target is untouched."""
+    up = _uploads.pop(channel, None)
+    if up is None:
+        return
+    up.abort()
+    if reply:
+        send_error(channel, "CANCELLED", "the upload was cancelled")
+
+
+def forget_files():
+    """After a resync: the old agent's reads stop, its uploads go with their temp files."""
+    for rd in list(_reads.values()):
+        rd.cancel()
+    uploads.submit(lambda: [upload_abort(ch, reply=False) for ch in list(_uploads)])
+
+
+def op_list(channel, req, ident):
+    """Answers in one frame built here: entries are capped so it stays under the frame limit."""
+    root = resolve(req, ident)
     depth = max(1, int(req.get("depth") or 1))
-    out = []
+    parts = []
+    size = 0
+
+    def too_large():
+        return OpError(
+            "RESOURCE_LIMIT_EXCEEDED",
+            f"the listing of {root} (depth {depth}) has more than {MAX_LIST_ENTRIES} entries or "
+            f"{MAX_LIST_BYTES >> 20} MiB: list a subdirectory, or fewer levels",
+        )
 
     def walk(d, level):
+        nonlocal size
+        items = []
         with os.scandir(d) as it:
-            items = sorted(it, key=lambda e: e.name)
+            for e in it:
+                items.append(e)
+                if len(parts) + len(items) > MAX_LIST_ENTRIES:
+                    raise too_large()
+        items.sort(key=lambda e: e.name)
         for e in items:
             try:
-                out.append(entry(e.path, e.stat(follow_symlinks=False)))
+                part = json.dumps(entry(e.path, e.stat(follow_symlinks=False)), separators=(",", ":"))
             except FileNotFoundError:
                 continue
+            size += len(part) + 1
+            if size > MAX_LIST_BYTES:
+                raise too_large()
+            parts.append(part)
             if level < depth and e.is_dir(follow_symlinks=False):
                 try:
                     walk(e.path, level + 1)
@@ -1381,32 +1748,30 @@ def op_list(channel, req):
     if not os.path.isdir(root):
         raise NotADirectoryError(errno.ENOTDIR, "not a directory", root) if os.path.exists(root) else FileNotFoundError(errno.ENOENT, "no such file or directory", root)
     walk(root, 1)
-    return out
+    send(T_JSON, channel, ('{"type":"result","value":[' + ",".join(parts) + "]}").encode())
+    return NO_REPLY
 
 
-def op_stat(channel, req):
-    return entry(resolve(req))
+def op_stat(channel, req, ident):
+    return entry(resolve(req, ident))
 
 
-def op_mkdir(channel, req):
-    path = resolve(req)
-    uid, gid, _ = owner_of(req)
+def op_mkdir(channel, req, ident):
+    path = resolve(req, ident)
     if os.path.exists(path) and not os.path.isdir(path):
         raise FileExistsError(errno.EEXIST, "exists and is not a directory", path)
-    makedirs_owned(path, uid, gid)
+    makedirs_owned(path)
     return entry(path)
 
 
-def op_remove(channel, req):
-    path = resolve(req)
+def op_remove(channel, req, ident):
+    path = resolve(req, ident)
     if path == "/":
         raise PermissionError(errno.EPERM, "refusing to remove /", path)
     st = os.lstat(path)
     if stat.S_ISDIR(st.st_mode):
         if req.get("recursive", True):
-            import shutil
-
-            shutil.rmtree(path)
+            shutil.rmtree(path)  # fd-based: it does not follow symlinks planted in the tree
         else:
             os.rmdir(path)
     else:
@@ -1414,13 +1779,20 @@ def op_remove(channel, req):
     return {}
 
 
-def op_rename(channel, req):
-    src = resolve(req, "from")
-    dst = resolve(req, "to")
-    uid, gid, _ = owner_of(req)
-    makedirs_owned(os.path.dirname(dst), uid, gid)
+def op_rename(channel, req, ident):
+    src = resolve(req, ident, "from")
+    dst = resolve(req, ident, "to")
+    makedirs_owned(os.path.dirname(dst))
     os.rename(src, dst)
     return entry(dst)
+
+
+FILE_OPS = {"stat": op_stat, "list": op_list, "mkdir": op_mkdir, "remove": op_remove, "rename": op_rename}
+
+
+def run_file_op(fn, channel, req):
+    """A file op as a worker job, as the request's user."""
+    run_op(lambda c, r: fn(c, r, acting_as(r)), channel, req)
 
 
 def op_usage(channel, req):
@@ -1452,44 +1824,36 @@ def op_configure(channel, req):
     return {}
 
 
-def small_file(req):
-    try:
-        return os.stat(resolve(req)).st_size <= INLINE_READ_BYTES
-    except (OSError, ValueError):
-        return True  # the error is reported by op_read itself
-
-
 SIMPLE_OPS = {
-    "stat": op_stat,
-    "mkdir": op_mkdir,
-    "remove": op_remove,
-    "rename": op_rename,
     "ping": op_ping,
     "usage": op_usage,
     "configure": op_configure,
-    "list": op_list,
 }
-THREADED_OPS = {"read": op_read}
+
+
+def op_failure(channel, req, e):
+    """Answers a failed request with the error's code."""
+    if isinstance(e, OpError):
+        send_error(channel, e.code, str(e))
+    elif isinstance(e, OSError):
+        send_error(channel, os_error_code(e), f"{e.strerror or e}: {e.filename or req.get('path', '')}")
+    elif isinstance(e, ValueError):
+        send_error(channel, "VALIDATION_FAILED", str(e))
+    else:
+        send_error(channel, "GUEST_ERROR", f"{type(e).__name__}: {e}")
 
 
 def run_op(fn, channel, req):
     try:
         value = fn(channel, req)
-    except OSError as e:
-        send_error(channel, os_error_code(e), f"{e.strerror or e}: {e.filename or req.get('path', '')}")
-        return
-    except ValueError as e:
-        send_error(channel, "VALIDATION_FAILED", str(e))
-        return
     except Exception as e:  # noqa: BLE001 - the daemon must outlive any single request
-        send_error(channel, "GUEST_ERROR", f"{type(e).__name__}: {e}")
+        op_failure(channel, req, e)
         return
-    send_json(channel, {"type": "result", "value": value})
+    if value is not NO_REPLY:
+        send_json(channel, {"type": "result", "value": value})
 
 
 # ---- main loop -------------------------------------------------------------------------------
-
-_uploads = {}
 
 
 def dispatch(ftype, channel, payload):
@@ -1503,18 +1867,7 @@ def dispatch(ftype, channel, payload):
             ex.stdin(payload)
         return
     if ftype == T_FILE:
-        if channel not in _uploads:
-            return
-        up = _uploads[channel]
-        if up is None:  # the write was refused; drop its chunks
-            if not payload:
-                del _uploads[channel]
-            return
-        if payload:
-            up.chunk(payload)
-        else:
-            del _uploads[channel]
-            run_op(lambda _c, _r: up.finish(), channel, up.req)
+        uploads.submit(lambda: upload_data(channel, payload))
         return
     if ftype != T_JSON:
         return
@@ -1543,6 +1896,10 @@ def dispatch(ftype, channel, payload):
                 set_winsize(ex.stdin_fd, int(req.get("cols") or 80), int(req.get("rows") or 24))
             except (OSError, ValueError):
                 pass
+    elif op == "ack" and channel in _reads:
+        rd = _reads.get(channel)
+        if rd is not None:
+            rd.on_ack(count_of(req.get("bytes")))
     elif op == "ack":
         with _execs_lock:
             ex = _execs.get(channel)
@@ -1555,28 +1912,24 @@ def dispatch(ftype, channel, payload):
         fn = PROC_OPS[op]
         loop.call(lambda: fn(channel, req))
     elif op == "write":
-        try:
-            _uploads[channel] = Upload(channel, req)
-        except OSError as e:
-            send_error(channel, os_error_code(e), f"{e.strerror or e}: {e.filename or req.get('path', '')}")
-            _uploads[channel] = None  # swallow the chunks that follow
-        except ValueError as e:
-            send_error(channel, "VALIDATION_FAILED", str(e))
-            _uploads[channel] = None
+        uploads.submit(lambda: upload_open(channel, req))
+    elif op == "read":
+        rd = _reads[channel] = FileRead(channel, req)
+        files.submit(rd.open)
     elif op == "abort":
-        up = _uploads.pop(channel, None)
-        if up is not None:
-            up.abort()
+        rd = _reads.get(channel)
+        if rd is not None:
+            rd.cancel()
+        else:
+            uploads.submit(lambda: upload_abort(channel))
+    elif op in FILE_OPS:
+        fn = FILE_OPS[op]
+        files.submit(lambda: run_file_op(fn, channel, req))
     elif op in CONTEXT_OPS:
         fn = CONTEXT_OPS[op]
         loop.call(lambda: fn(channel, req))
     elif op in SIMPLE_OPS:
         run_op(SIMPLE_OPS[op], channel, req)
-    elif op == "read" and small_file(req):
-        # a thread costs ~2 ms to start under gVisor; small reads are cheaper done right here
-        run_op(op_read, channel, req)
-    elif op in THREADED_OPS:
-        threading.Thread(target=run_op, args=(THREADED_OPS[op], channel, req), daemon=True).start()
     else:
         send_error(channel, "VALIDATION_FAILED", f"unknown op: {op}")
 
@@ -1625,9 +1978,7 @@ def resync(buf):
         _execs.clear()
     for ex in execs:
         ex.kill(signal.SIGKILL)
-    for up in [u for u in _uploads.values() if u is not None]:
-        up.abort()
-    _uploads.clear()
+    forget_files()
     loop.call(forget_cells)
     send_json(0, {"type": "resynced", "nextChannel": _max_channel + 1, "version": VERSION})
 
@@ -1681,6 +2032,7 @@ def main():
     global loop, spawner
     loop = IOLoop()
     spawner = Spawner()
+    start_files()
     try:
         prepare_home()
     except OSError as e:

@@ -51,6 +51,7 @@ import {
 import type { AgentConfig } from './config.ts'
 import { type DataFrameType, GuestConnection } from './guest/connection.ts'
 import { createGuestFifos, type GuestPipes, hasGuestFifos, openGuestPipes } from './guest/fifo.ts'
+import { FileReadStream } from './guest/file-read.ts'
 import { FrameType } from './guest/frames.ts'
 import { CLOSED, NetworkManager, type Slot } from './network/manager.ts'
 import {
@@ -957,8 +958,10 @@ export class LocalAgent implements AgentApi {
     type: typeof FrameType.stdin | typeof FrameType.file,
     channel: number,
     body: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+    stop: () => boolean = () => false,
   ): Promise<void> {
     for await (const chunk of body) {
+      if (stop()) break
       for (let off = 0; off < chunk.length; off += STDIN_CHUNK) {
         if (!conn.send(type, channel, chunk.subarray(off, off + STDIN_CHUNK))) await conn.drained()
       }
@@ -966,31 +969,44 @@ export class LocalAgent implements AgentApi {
     conn.send(type, channel)
   }
 
-  readFile(id: string, path: string, user?: string): Promise<{ size: number; stream: ReadableStream<Uint8Array> }> {
+  readFile(
+    id: string,
+    path: string,
+    user?: string,
+  ): Promise<{ size: number | null; stream: ReadableStream<Uint8Array> }> {
     const { conn } = this.live(id)
     return new Promise((resolve, reject) => {
-      let controller!: ReadableStreamDefaultController<Uint8Array>
-      const stream = new ReadableStream<Uint8Array>({
-        start(c) {
-          controller = c
+      let channel = 0
+      // the guest reads ahead by one window; each chunk is acked once the consumer has pulled it
+      const delivery = new AckedDelivery(conn, () => channel)
+      const file = new FileReadStream(
+        {
+          push: (deliver, bytes) => delivery.push(deliver, bytes),
+          abort: () => conn.sendJson(channel, { op: 'abort' }),
         },
-      })
+        STREAM_WINDOW,
+      )
       let opened = false
-      conn.open(
-        { op: 'read', path, user },
+      channel = conn.open(
+        { op: 'read', path, user, window: STREAM_WINDOW },
         {
           onMessage: (msg) => {
-            if (msg.type !== 'file') return
+            if (msg.type !== 'file' || opened) return
+            const size = msg.size === null ? null : Number(msg.size)
+            if (size !== null && !(Number.isSafeInteger(size) && size >= 0)) {
+              conn.sendJson(channel, { op: 'abort' })
+              return reject(new AppError('GUEST_ERROR', 'the guest declared an invalid file size'))
+            }
             opened = true
-            resolve({ size: Number(msg.size), stream })
+            file.open(size)
+            resolve({ size, stream: file.stream })
           },
           onData: (_type, payload) => {
-            if (payload.length > 0) controller.enqueue(new Uint8Array(payload))
+            if (opened) file.data(payload)
           },
           settle: (err) => {
             if (!opened) return reject(err ?? new AppError('GUEST_ERROR', 'read ended without a file'))
-            if (err) controller.error(err)
-            else controller.close()
+            file.end(err)
           },
         },
       )
@@ -1005,12 +1021,21 @@ export class LocalAgent implements AgentApi {
   ): Promise<FileEntry> {
     const { conn } = this.live(id)
     return new Promise((resolve, reject) => {
+      let settled = false
       const channel = conn.open(
         { op: 'write', path, mode: opts.mode, user: opts.user },
-        { settle: (err, msg) => (err ? reject(err) : resolve(msg?.value as FileEntry)) },
+        {
+          settle: (err, msg) => {
+            settled = true
+            if (err) reject(err)
+            else resolve(msg?.value as FileEntry)
+          },
+        },
       )
       if (!channel) return
-      this.sendStream(conn, FrameType.file, channel, body).catch((err) => {
+      // a refused write stops taking the body; a body that fails (the client went away) aborts
+      // the guest side, which removes its temp file and leaves the target untouched
+      this.sendStream(conn, FrameType.file, channel, body, () => settled).catch((err) => {
         conn.sendJson(channel, { op: 'abort' })
         reject(err)
       })

@@ -170,8 +170,15 @@ export interface AgentApi {
   processOp(id: string, op: GuestProcessOp): Promise<unknown>
   /** Starts a program on a new terminal; its output (one stream) goes to `onData`, flow controlled. */
   openPty(id: string, spec: PtySpec, onData: (chunk: Uint8Array) => void | Promise<void>): PtySession
-  /** Resolves once the guest has opened the file; the stream then carries its bytes. */
-  readFile(id: string, path: string, user?: string): Promise<{ size: number; stream: ReadableStream<Uint8Array> }>
+  /** Resolves once the guest has opened the file; the stream then carries its bytes (pulled: the
+   * guest reads ahead by a window only; cancelling it stops the guest's read). `size` is null when
+   * the kernel does not know it (procfs, sysfs): such a file is cut off past 16 MiB. Only regular
+   * files are read (else NOT_A_REGULAR_FILE). */
+  readFile(
+    id: string,
+    path: string,
+    user?: string,
+  ): Promise<{ size: number | null; stream: ReadableStream<Uint8Array> }>
   writeFile(
     id: string,
     path: string,

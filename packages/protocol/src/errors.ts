@@ -21,6 +21,8 @@ export const errorStatus = {
   FILE_EXISTS: 409,
   NOT_A_DIRECTORY: 409,
   IS_A_DIRECTORY: 409,
+  /** A read of a device, FIFO or socket: only regular files are read. */
+  NOT_A_REGULAR_FILE: 409,
   DIRECTORY_NOT_EMPTY: 409,
   PERMISSION_DENIED: 403,
   PAYLOAD_TOO_LARGE: 413,

@@ -47,6 +47,7 @@ const connectCodeOf = {
   FILE_EXISTS: 'already_exists',
   NOT_A_DIRECTORY: 'invalid_argument',
   IS_A_DIRECTORY: 'invalid_argument',
+  NOT_A_REGULAR_FILE: 'invalid_argument',
   DIRECTORY_NOT_EMPTY: 'failed_precondition',
   PERMISSION_DENIED: 'permission_denied',
   PAYLOAD_TOO_LARGE: 'invalid_argument',

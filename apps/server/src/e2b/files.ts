@@ -25,7 +25,7 @@ async function read(c: Context<AppEnv>): Promise<Response> {
   return new Response(file.stream, {
     headers: {
       'content-type': 'application/octet-stream',
-      'content-length': String(file.size),
+      ...(file.size === null ? {} : { 'content-length': String(file.size) }),
       'content-disposition': `attachment; filename="${encodeURIComponent(path.split('/').pop() ?? 'file')}"`,
     },
   })

@@ -7,7 +7,7 @@ import { parseOrThrow } from '../../http/validate.ts'
 const route = createRoute({
   method: 'get',
   path: '/v1/sandboxes/{id}/files',
-  summary: 'Read a file as raw bytes (streamed)',
+  summary: 'Read a regular file as raw bytes (streamed; no Content-Length when its size is unknown, e.g. procfs)',
   security,
   request: { params: SandboxIdParam, query: PathQuery },
   responses: {
@@ -29,10 +29,12 @@ export function register(app: App): void {
       q.path,
       q.user,
     )
+    // a file whose size the kernel does not know (procfs, sysfs) goes chunked, without a length
+    const length: Record<string, string> = size === null ? {} : { 'content-length': String(size) }
     return new Response(stream, {
       headers: {
         'content-type': 'application/octet-stream',
-        'content-length': String(size),
+        ...length,
         'x-request-id': c.var.requestId,
       },
     })

@@ -26,7 +26,14 @@ async function* limited(body: ReadableStream<Uint8Array> | null, limit: number):
   let total = 0
   const reader = body.getReader()
   for (;;) {
-    const { done, value: chunk } = await reader.read()
+    let next: ReadableStreamReadResult<Uint8Array>
+    try {
+      next = await reader.read()
+    } catch {
+      // the client went away mid-body: the guest drops its temp file (an abort), the target stays
+      throw new AppError('CANCELLED', 'the upload was cut off before its end')
+    }
+    const { done, value: chunk } = next
     if (done) return
     total += chunk.length
     if (total > limit) throw new AppError('PAYLOAD_TOO_LARGE', `file is larger than the ${limit}-byte upload limit`)
