@@ -990,13 +990,12 @@ export class LocalAgent implements AgentApi {
       channel = conn.open(
         { op: 'read', path, user, window: STREAM_WINDOW },
         {
+          dataTypes: [FrameType.file],
+          events: ['file'],
+          window: STREAM_WINDOW,
           onMessage: (msg) => {
             if (msg.type !== 'file' || opened) return
-            const size = msg.size === null ? null : Number(msg.size)
-            if (size !== null && !(Number.isSafeInteger(size) && size >= 0)) {
-              conn.sendJson(channel, { op: 'abort' })
-              return reject(new AppError('GUEST_ERROR', 'the guest declared an invalid file size'))
-            }
+            const { size } = msg
             opened = true
             file.open(size)
             resolve({ size, stream: file.stream })

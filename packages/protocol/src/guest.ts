@@ -42,8 +42,8 @@ export const GuestErrorMessage = z.object({ type: z.literal('error'), code: z.st
 
 /** A command (exec, terminal) is running. */
 export const GuestStarted = z.object({ type: z.literal('started'), pid: int.positive() })
-/** A file read opened its file; its bytes follow as file frames. */
-export const GuestFileOpened = z.object({ type: z.literal('file'), size: bytes })
+/** A file read opened its file; its bytes follow as file frames (size null: the kernel does not say, as in procfs). */
+export const GuestFileOpened = z.object({ type: z.literal('file'), size: bytes.nullable() })
 /** A background process's log dropped this many bytes before this reader got them. */
 export const GuestGap = z.object({ type: z.literal('gap'), bytes })
 export const GuestAttached = z.object({ type: z.literal('attached'), pid: int, start: bytes, end: bytes })
@@ -100,6 +100,7 @@ export const guestErrorCodes = [
   'FILE_EXISTS',
   'NOT_A_DIRECTORY',
   'IS_A_DIRECTORY',
+  'NOT_A_REGULAR_FILE',
   'DIRECTORY_NOT_EMPTY',
   'PERMISSION_DENIED',
   'PAYLOAD_TOO_LARGE',
