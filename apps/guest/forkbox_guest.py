@@ -11,6 +11,29 @@ Only the standard library is used: every template ships python3, and every MB he
 copied on each restore.
 """
 
+# ---- the spawner process -----------------------------------------------------------------------
+# Code in the sandbox, root included, must not reach this daemon: its stdin and stdout are the wire
+# to the agent (a frame written to /proc/1/fd/1 would fake results) and SIGUSR2 makes it resync.
+# So it starts nothing users run itself. A helper process, the *spawner* (this section of the
+# file, run on its own), lives in a user namespace of its own (ids mapped 1:1) and unshares a PID
+# and a mount namespace for its children. In there PID 1 is the "user init" (it mounts the
+# namespace's own /proc, then only reaps orphans); neither this daemon nor the spawner has a pid.
+# Every command, terminal and code kernel is posix_spawned by the spawner on this daemon's
+# behalf, its pipes passed over a unix socket (SCM_RIGHTS); exits come back on a second socket.
+# Users keep the capability bounding set the sandbox gave them.
+#
+# Why a separate process: gVisor (20240729) has no setns() for PID or user namespaces, and
+# unshare(CLONE_NEWPID) needs a single-threaded caller, so this threaded daemon cannot put its own
+# children in there; it also lacks CAP_SYS_ADMIN, which the user namespace grants the spawner.
+# Under gVisor a Python process holds ~4 MB however idle (a fork too), compiling this whole file
+# ~7 MB more, and every MB is copied on each restore: so the spawner is a fresh interpreter that
+# runs only this section as its source (`spawner_source`), with no imports beyond its own, and the
+# user init is a shell loop where there is a shell.
+#
+# Pids: the API reports (and signals) a process by its pid as this daemon sees it, in the
+# sandbox's root PID namespace. Inside the sandbox the same process has another, smaller pid
+# (`$$`, `ps`); PID 1 there is the user init, not this daemon.
+
 import array
 import errno
 import json
@@ -21,28 +44,6 @@ import socket
 import struct
 import sys
 import time
-
-# ---- the spawner process -----------------------------------------------------------------------
-# Code in the sandbox, root included, must not reach this daemon: its stdin and stdout are the wire
-# to the agent (a frame written to /proc/1/fd/1 would fake results) and SIGUSR2 makes it resync.
-# So it starts nothing users run itself. A helper process, the *spawner* (this file run with
-# --spawner), lives in a user namespace of its own (ids mapped 1:1) and unshares a PID and a mount
-# namespace for its children. In there PID 1 is the "user init" (it mounts the namespace's own
-# /proc, then only reaps orphans), and neither this daemon nor the spawner has a pid at all.
-# Every command, terminal and code kernel is posix_spawned by the spawner on this daemon's
-# behalf, its pipes passed over a unix socket (SCM_RIGHTS); exits come back on a second socket.
-# Users keep the capability bounding set the sandbox gave them.
-#
-# Why a separate process: gVisor (20240729) has no setns() for PID or user namespaces, and
-# unshare(CLONE_NEWPID) needs a single-threaded caller, so this threaded daemon cannot put its own
-# children in there; it also lacks CAP_SYS_ADMIN, which the user namespace grants the spawner.
-# Under gVisor a Python process holds ~4 MB however idle (a fork too), and every MB is copied on
-# each restore: so the spawner is a fresh interpreter that imports only what it needs (it starts
-# before the rest of this file is loaded), and the user init a shell loop where there is one.
-#
-# Pids: the API reports (and signals) a process by its pid as this daemon sees it, in the
-# sandbox's root PID namespace. Inside the sandbox the same process has another, smaller pid
-# (`$$`, `ps`); PID 1 there is the user init, not this daemon.
 
 _SYSCALLS = {
     "x86_64": {"capset": 126},
@@ -325,10 +326,8 @@ def user_init(ctypes, libc, ready_w):
     os.execve(sys.executable, [sys.executable, "-S", "-c", REAPER_PY], env)
 
 
-if __name__ == "__main__" and sys.argv[1:2] == ["--spawner"]:
-    spawner_main(int(sys.argv[2]), int(sys.argv[3]))
+# ---- end of the spawner process ----------------------------------------------------------------
 
-# What only the daemon uses (each module imported costs the spawner process memory too).
 import base64  # noqa: E402
 import heapq  # noqa: E402
 import pwd  # noqa: E402
@@ -572,6 +571,20 @@ class IOLoop:
 # This daemon's side of the spawner process (see the top of this file).
 
 
+_spawner_source = None
+
+
+def spawner_source():
+    """The spawner process's program: the section at the top of this file."""
+    global _spawner_source
+    if _spawner_source is None:
+        with open(os.path.abspath(__file__), encoding="utf-8") as f:
+            text = f.read()
+        section = text[text.index("# ---- the spawner process ---") : text.index("# ---- end of the spawner process ---")]
+        _spawner_source = section + "\nspawner_main(int(sys.argv[1]), int(sys.argv[2]))\n"
+    return _spawner_source
+
+
 class SpawnerProcess:
     """The daemon's handle on one spawner process."""
 
@@ -647,7 +660,7 @@ class Spawner:
         try:
             for s in (theirs, ev_theirs):
                 os.set_inheritable(s.fileno(), True)
-            argv = [sys.executable, "-S", os.path.abspath(__file__), "--spawner", str(theirs.fileno()), str(ev_theirs.fileno())]
+            argv = [sys.executable, "-S", "-c", spawner_source(), str(theirs.fileno()), str(ev_theirs.fileno())]
             null_io = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0), (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0)]
             pid = os.posix_spawn(argv[0], argv, dict(os.environ), file_actions=null_io, setsigdef=SPAWN_SIGDEF)
             theirs.close()
