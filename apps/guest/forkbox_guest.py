@@ -133,6 +133,10 @@ def spawner_main(req_fd, ev_fd):
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR2):
         signal.signal(sig, signal.SIG_IGN)
     ctypes, libc = _libc()
+    # inherited from the daemon: what we spawn must not inherit them in turn (they could ask for
+    # processes, or report exits that never happened)
+    for fd in (req_fd, ev_fd):
+        os.set_inheritable(fd, False)
     req = socket.socket(fileno=req_fd)
     ev = socket.socket(fileno=ev_fd)
     try:

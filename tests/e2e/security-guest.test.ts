@@ -20,7 +20,13 @@ H = struct.Struct(">IBI")
 fake = json.dumps({"type": "exit", "exitCode": 77, "signal": None, "timedOut": False, "truncated": False, "durationMs": 1}).encode()
 forged = b"".join(H.pack(len(fake), 1, ch) + fake for ch in range(1, 400))
 me, parent = os.getpid(), os.getppid()
-report = {"pid1": open("/proc/1/cmdline", "rb").read().split(b"\0")[0].decode(), "pid1Fds": [], "guest": [], "written": 0, "usr2": None, "uid": os.getuid()}
+report = {"pid1": open("/proc/1/cmdline", "rb").read().split(b"\0")[0].decode(), "pid1Fds": [], "guest": [], "sockets": [], "written": 0, "usr2": None, "uid": os.getuid()}
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+            report["sockets"].append(["self", fd])
+    except OSError:
+        pass
 for p in sorted(int(x) for x in os.listdir("/proc") if x.isdigit()):
     try:
         cmd = open(f"/proc/{p}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
@@ -40,6 +46,8 @@ for p in sorted(int(x) for x in os.listdir("/proc") if x.isdigit()):
             target = os.readlink(path)
             if p == 1:
                 report["pid1Fds"].append(target)
+            if target.startswith("socket:"):
+                report["sockets"].append([p, fd])
             if stat.S_ISREG(os.stat(path).st_mode) or stat.S_ISDIR(os.stat(path).st_mode):
                 continue
             f = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
@@ -64,6 +72,7 @@ interface AttackReport {
   pid1: string
   pid1Fds: string[]
   guest: [number, string][]
+  sockets: [number | string, string][]
   written: number
   usr2: string
   uid: number
@@ -86,6 +95,8 @@ function assertMissedTheGuest(report: AttackReport): void {
     `PID 1 holds only /dev/null: ${report.pid1Fds}`,
   )
   assert.deepEqual(report.guest, [], 'no process of the daemon is visible')
+  // nothing users run holds a socket to the daemon or its spawner (through which exits are reported)
+  assert.deepEqual(report.sockets, [], 'no process holds a socket')
 }
 
 /** The first JSON message a terminal WebSocket answers a `start` with (`started` or `error`). */
@@ -120,6 +131,9 @@ describe('the guest out of reach of sandbox code', () => {
     assert.equal(v.exitCode, 0, 'not the forged exit 77')
     assert.ok(v.stdout.includes('real'), v.stdout)
     assert.ok(v.durationMs >= 1500, `ran its whole course (${v.durationMs} ms)`)
+
+    // a command starts with its stdio and nothing else
+    assert.equal((await sbx.exec('ls /proc/self/fd', { user: 'root' })).stdout, '0\n1\n2\n3\n')
 
     // inside, pids are the namespace's; the API's pid of the same process is the guest's view
     const bg = await sbx.exec('echo $$ > /tmp/inner.pid; exec sleep 30', { background: true, user: 'root' })
@@ -205,6 +219,8 @@ describe('the guest out of reach of sandbox code', () => {
         '    seen["usr2"] = "sent"',
         'except OSError as e:',
         '    seen["usr2"] = e.strerror',
+        'fds = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")]',
+        'seen["sockets"] = [t for t in fds if t.startswith("socket:")]',
         'print(json.dumps(seen))',
       ].join('\n'),
     )
@@ -213,6 +229,7 @@ describe('the guest out of reach of sandbox code', () => {
     assert.equal(seen.pid1, 'forkbox-init')
     assert.deepEqual(seen.guest, [])
     assert.equal(seen.ppid, 0, 'the kernel has no visible parent')
+    assert.deepEqual(seen.sockets, [])
     assert.notEqual(seen.usr2, 'sent', 'the kernel runs as user, not root: PID 1 is not its to signal')
     // root beside the kernel (at PID 1's fds: the kernel's own pipes are root's to spoil), while
     // the kernel keeps its state
