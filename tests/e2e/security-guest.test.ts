@@ -132,6 +132,11 @@ describe('the guest out of reach of sandbox code', () => {
     assert.ok(v.stdout.includes('real'), v.stdout)
     assert.ok(v.durationMs >= 1500, `ran its whole course (${v.durationMs} ms)`)
 
+    // SIGUSR2 to every process root may signal reaches none of the daemon's
+    const usr2 = await sbx.exec('kill -USR2 -1; echo "sent=$?"', { user: 'root' })
+    assert.equal(usr2.stdout, 'sent=0\n')
+    assert.equal((await sbx.exec(['echo', 'unmoved'])).stdout, 'unmoved\n')
+
     // a command starts with its stdio and nothing else
     assert.equal((await sbx.exec('ls /proc/self/fd', { user: 'root' })).stdout, '0\n1\n2\n3\n')
 
