@@ -11,23 +11,335 @@ Only the standard library is used: every template ships python3, and every MB he
 copied on each restore.
 """
 
-import base64
+# ---- the spawner process -----------------------------------------------------------------------
+# Code in the sandbox, root included, must not reach this daemon: its stdin and stdout are the wire
+# to the agent (a frame written to /proc/1/fd/1 would fake results) and SIGUSR2 makes it resync.
+# So it starts nothing users run itself. A helper process, the *spawner* (this section of the
+# file, run on its own), lives in a user namespace of its own (ids mapped 1:1) and unshares a PID
+# and a mount namespace for its children. In there PID 1 is the "user init" (it mounts the
+# namespace's own /proc, then only reaps orphans); neither this daemon nor the spawner has a pid.
+# Every command, terminal and code kernel is posix_spawned by the spawner on this daemon's
+# behalf, its pipes passed over a unix socket (SCM_RIGHTS); exits come back on a second socket.
+# Users keep the capability bounding set the sandbox gave them.
+#
+# Why a separate process: gVisor (20240729) has no setns() for PID or user namespaces, and
+# unshare(CLONE_NEWPID) needs a single-threaded caller, so this threaded daemon cannot put its own
+# children in there; it also lacks CAP_SYS_ADMIN, which the user namespace grants the spawner.
+# Under gVisor a Python process holds ~4 MB however idle (a fork too), compiling this whole file
+# ~7 MB more, and every MB is copied on each restore: so the spawner is a fresh interpreter that
+# runs only this section as its source (`spawner_source`), with no imports beyond its own, and the
+# user init is a shell loop where there is a shell.
+#
+# Pids: the API reports (and signals) a process by its pid as this daemon sees it, in the
+# sandbox's root PID namespace. Inside the sandbox the same process has another, smaller pid
+# (`$$`, `ps`); PID 1 there is the user init, not this daemon.
+
+import array
 import errno
-import heapq
 import json
 import os
-import pwd
-import platform
-import queue
-import resource
 import selectors
-import shutil
 import signal
-import stat
+import socket
 import struct
 import sys
-import threading
 import time
+
+_SYSCALLS = {
+    "x86_64": {"capset": 126},
+    "aarch64": {"capset": 91},
+}[os.uname().machine]
+CLONE_NEWNS = 0x20000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
+PR_SET_DUMPABLE, PR_CAPBSET_READ, PR_CAPBSET_DROP = 4, 23, 24
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+# (pid, wait status) of a child that exited; pid 0 announces a new user init (status: its pid)
+EXIT_RECORD = struct.Struct(">ii")
+MSG_LEN = struct.Struct(">I")
+MAX_SPAWN_MESSAGE = 64 * 1024 * 1024
+MAX_SPAWN_FDS = 8
+SPAWN_SIGDEF = (signal.SIGCHLD, signal.SIGPIPE, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR2)
+SPAWNER_SETUP_TIMEOUT_SECONDS = 30
+
+
+def _libc():
+    import ctypes
+
+    return ctypes, ctypes.CDLL(None, use_errno=True)
+
+
+def _check(ctypes, result, what):
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def bounding_set(libc):
+    return [c for c in range(64) if libc.prctl(PR_CAPBSET_READ, c, 0, 0, 0) == 1]
+
+
+def send_msg(sock, obj, fds=()):
+    """A length-prefixed JSON message on a stream socket, `fds` riding on its first byte."""
+    data = json.dumps(obj, separators=(",", ":")).encode()
+    data = MSG_LEN.pack(len(data)) + data
+    sent = socket.send_fds(sock, [data], list(fds)) if fds else sock.send(data)
+    if sent < len(data):
+        sock.sendall(data[sent:])
+
+
+def _recv_exact(sock, n):
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise EOFError("the spawner channel closed")
+        buf += chunk
+    return bytes(buf)
+
+
+def recv_msg(sock, max_fds=0):
+    """One message of send_msg and the fds that came with it (close-on-exec)."""
+    fds = []
+    head = b""
+    try:
+        while len(head) < MSG_LEN.size:
+            if max_fds:
+                data, anc, flags, _ = sock.recvmsg(MSG_LEN.size - len(head), socket.CMSG_SPACE(max_fds * 4), socket.MSG_CMSG_CLOEXEC)
+                for level, kind, cdata in anc:
+                    if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                        fds += array.array("i", cdata[: len(cdata) - len(cdata) % 4])
+                if flags & socket.MSG_CTRUNC:
+                    raise ValueError("too many fds in one spawn request")
+            else:
+                data = sock.recv(MSG_LEN.size - len(head))
+            if not data:
+                raise EOFError("the spawner channel closed")
+            head += data
+        (n,) = MSG_LEN.unpack(head)
+        if n > MAX_SPAWN_MESSAGE:
+            raise ValueError(f"oversize spawner message ({n} bytes)")
+        return json.loads(_recv_exact(sock, n)), fds
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+
+
+def spawner_main(req_fd, ev_fd):
+    """The spawner process (see above): sets up the users' namespaces, then starts what the daemon
+    asks for and reports every exit. It ends when the daemon does."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_IGN)
+    ctypes, libc = _libc()
+    # inherited from the daemon: what we spawn must not inherit them in turn (they could ask for
+    # processes, or report exits that never happened)
+    for fd in (req_fd, ev_fd):
+        os.set_inheritable(fd, False)
+    req = socket.socket(fileno=req_fd)
+    ev = socket.socket(fileno=ev_fd)
+    try:
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        # users get no capability the sandbox did not give them (a new user namespace grants all)
+        keep = bounding_set(libc)
+        _check(ctypes, libc.unshare(CLONE_NEWUSER), "unshare a user namespace")
+        send_msg(req, {"step": "map"})
+        recv_msg(req)
+        os.setgroups([])
+        init_pid = new_user_namespaces(ctypes, libc)
+        for cap in bounding_set(libc):
+            if cap not in keep:
+                _check(ctypes, libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop a capability")
+    except (OSError, ValueError, EOFError) as e:
+        try:
+            send_msg(req, {"error": str(e)})
+        finally:
+            os._exit(1)
+    send_msg(req, {"ready": True, "init": init_pid})
+
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    sig_r, sig_w = os.pipe()
+    for fd in (sig_r, sig_w):
+        os.set_blocking(fd, False)
+    signal.set_wakeup_fd(sig_w, warn_on_full_buffer=False)
+    sel = selectors.DefaultSelector()
+    sel.register(req, selectors.EVENT_READ, "req")
+    sel.register(sig_r, selectors.EVENT_READ, "sig")
+
+    def reap():
+        nonlocal init_pid
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid == init_pid:
+                init_pid = None  # replaced before the next spawn
+            else:
+                ev.sendall(EXIT_RECORD.pack(pid, status))
+
+    def spawn(msg, fds):
+        nonlocal init_pid
+        for attempt in (1, 2):
+            reap()
+            if init_pid is None:
+                # root in the sandbox can kill the user init (gVisor does not shield a namespace's
+                # init from its members), which ends every process in its namespace: start anew
+                print("forkbox-spawner: the user init died; new namespaces", file=sys.stderr)
+                try:
+                    init_pid = new_user_namespaces(ctypes, libc)
+                except OSError as e:
+                    return {"errno": e.errno or errno.EIO, "strerror": str(e), "filename": None}
+                ev.sendall(EXIT_RECORD.pack(0, init_pid))
+            answer = spawn_one(msg, fds)
+            if answer.get("errno") != errno.ENOMEM or attempt == 2:
+                return answer
+            # a namespace whose init is dying takes no new process: wait for it to be gone
+            for _ in range(50):
+                reap()
+                if init_pid is None:
+                    break
+                time.sleep(0.01)
+        return answer
+
+    while True:
+        for key, _ in sel.select():
+            if key.data == "sig":
+                try:
+                    while os.read(sig_r, 512):
+                        pass
+                except (BlockingIOError, InterruptedError):
+                    pass
+                reap()
+                continue
+            try:
+                msg, fds = recv_msg(req, MAX_SPAWN_FDS)
+            except InterruptedError:
+                continue
+            except (EOFError, OSError, ValueError):
+                os._exit(0)  # the daemon is gone, or talks nonsense: it starts a new spawner
+            try:
+                answer = spawn(msg, fds)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            send_msg(req, answer)
+
+
+def spawn_one(msg, fds):
+    """In the spawner process: one spawn request, answered as {"pid"}, {"errno", ...} or {"invalid"}."""
+    try:
+        actions = []
+        for a in msg["actions"]:
+            if a[0] == "fd":
+                actions.append((os.POSIX_SPAWN_DUP2, fds[a[1]], a[2]))
+            elif a[0] == "dup":
+                actions.append((os.POSIX_SPAWN_DUP2, a[1], a[2]))
+            else:
+                actions.append((os.POSIX_SPAWN_OPEN, a[1], a[2], a[3], 0))
+        os.chdir(msg["cwd"])
+        uid, gid = int(msg["uid"]), int(msg["gid"])
+        switch = uid != 0 or gid != 0
+        if switch:
+            os.setresgid(gid, gid, 0)
+            os.setresuid(uid, uid, 0)
+        try:
+            # execve resets the saved uid, so the child cannot climb back to root
+            pid = os.posix_spawn(msg["exe"], msg["argv"], msg["env"], file_actions=actions, setsid=True, setsigdef=SPAWN_SIGDEF)
+        finally:
+            if switch:
+                os.setresuid(0, 0, 0)
+                os.setresgid(0, 0, 0)
+        return {"pid": pid}
+    except OSError as e:
+        filename = e.filename if isinstance(e.filename, str) else None
+        return {"errno": e.errno or errno.EIO, "strerror": e.strerror or str(e), "filename": filename}
+    except Exception as e:  # noqa: BLE001 - bad input (a NUL, an '=' in an env name) is answered, never fatal
+        return {"invalid": f"{type(e).__name__}: {e}"}
+
+
+def new_user_namespaces(ctypes, libc):
+    """In the spawner process: fresh PID and mount namespaces for what it spawns from now on, and
+    their init. Returns the init's pid."""
+    _check(ctypes, libc.unshare(CLONE_NEWPID | CLONE_NEWNS), "unshare PID and mount namespaces")
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(ready_r)
+            user_init(ctypes, libc, ready_w)
+        except BaseException as e:  # noqa: BLE001 - reported through the pipe
+            try:
+                os.write(ready_w, f"{type(e).__name__}: {e}".encode()[:400])
+            finally:
+                os._exit(1)
+    os.close(ready_w)
+    try:
+        failed = os.read(ready_r, 512)  # nothing: its exec closed the pipe
+    finally:
+        os.close(ready_r)
+    if failed:
+        raise OSError(errno.EIO, f"the user init failed: {failed.decode(errors='replace')}")
+    return pid
+
+
+# PID 1 of the users' namespace only reaps orphans: as a shell loop (~0.5 MB), where the image has
+# a shell, or else as Python (~4 MB). Orphans of the shell's `wait` are reaped too (waitpid(-1)).
+REAPER_SH = 'trap "" HUP INT TERM USR1 USR2 PIPE; while :; do sleep 2147483647 & wait; done'
+REAPER_PY = """import os, signal
+signal.signal(signal.SIGCHLD, lambda *_: None)
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
+while True:
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+    signal.sigtimedwait([signal.SIGCHLD], 3600)
+"""
+REAPER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def user_init(ctypes, libc, ready_w):
+    """The user init, forked by the spawner: mounts the namespace's /proc over the sandbox's (whose
+    PID 1 is the daemon; mounts copied into a less privileged user namespace are locked, so users
+    cannot unmount it to reveal that one), drops every capability and fd, and becomes a reaper."""
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    # (not through /proc/self/fd: the /proc here may be a dead namespace's, where we have no pid)
+    os.closerange(3, ready_w)
+    os.closerange(ready_w + 1, os.sysconf("SC_OPEN_MAX"))
+    _check(ctypes, libc.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None), "make mounts private")
+    _check(ctypes, libc.mount(b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None), "mount /proc")
+    for cap in bounding_set(libc):
+        _check(ctypes, libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop a capability")
+    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    _check(ctypes, libc.syscall(ctypes.c_long(_SYSCALLS["capset"]), header, data), "drop capabilities")
+    env = {"PATH": REAPER_PATH}
+    has_sleep = any(os.access(os.path.join(d, "sleep"), os.X_OK) for d in REAPER_PATH.split(":"))
+    if has_sleep and os.access("/bin/sh", os.X_OK):
+        try:
+            os.execve("/bin/sh", ["forkbox-init", "-c", REAPER_SH], env)
+        except OSError:
+            pass
+    os.execve(sys.executable, [sys.executable, "-S", "-c", REAPER_PY], env)
+
+
+# ---- end of the spawner process ----------------------------------------------------------------
+
+import base64  # noqa: E402
+import heapq  # noqa: E402
+import pwd  # noqa: E402
+import queue  # noqa: E402
+import resource  # noqa: E402
+import shutil  # noqa: E402
+import stat  # noqa: E402
+import threading  # noqa: E402
 
 VERSION = "0.1.0"
 HEADER = struct.Struct(">IBI")
@@ -102,6 +414,24 @@ def getpw(user):
     return pw
 
 
+def check_env(env):
+    """Environment variables as execve takes them: names non-empty without '=' or NUL, values
+    without NUL. Returns them as strings; raises ValueError (the protocol refuses these too)."""
+    if env is None:
+        return {}
+    if not isinstance(env, dict):
+        raise ValueError("env must be an object of names to values")
+    out = {}
+    for name, value in env.items():
+        name, value = str(name), str(value)
+        if not name or "=" in name or "\0" in name:
+            raise ValueError(f"invalid environment variable name {name!r}: names are non-empty, without '=' or NUL")
+        if "\0" in value:
+            raise ValueError(f"environment variable {name} has a NUL byte in its value")
+        out[name] = value
+    return out
+
+
 # ---- process I/O loop ------------------------------------------------------------------------
 # One thread multiplexes every running command: its output pipes, its exit (SIGCHLD reaches us
 # through a wakeup fd) and its timeout. A thread per pipe or per command costs ~2.3 ms each to
@@ -144,6 +474,7 @@ class IOLoop:
             pass
 
     def _reap(self):
+        """Our own children: spawner processes (and a dead one's user init)."""
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -151,13 +482,23 @@ class IOLoop:
                 return
             if pid == 0:
                 return
-            ex = self.execs.get(pid)
-            if ex is None:
-                self.unclaimed[pid] = status
-                if len(self.unclaimed) > 4096:
-                    self.unclaimed.pop(next(iter(self.unclaimed)))
-            else:
-                ex.on_exit(status)
+            proc = spawner.proc if spawner is not None else None
+            if proc is not None and pid == proc.pid:
+                spawner.on_exit(proc)
+
+    def child_exited(self, pid, status):
+        """A command, terminal or kernel ended (the spawner process reports it)."""
+        ex = self.execs.get(pid)
+        if ex is None:
+            self.unclaimed[pid] = status
+            if len(self.unclaimed) > 4096:
+                self.unclaimed.pop(next(iter(self.unclaimed)))
+        else:
+            ex.on_exit(status)
+
+    def watch_spawner(self, proc, sock):
+        sock.setblocking(False)
+        self.sel.register(sock.fileno(), selectors.EVENT_READ, ExitFeed(proc, sock))
 
     def add(self, ex):
         """On the loop thread: start watching a just-spawned command."""
@@ -208,6 +549,8 @@ class IOLoop:
                 elif tag == "sigchld":
                     self._drain(self._sig_r)
                     self._reap()
+                elif isinstance(tag, ExitFeed):
+                    tag.on_readable()
                 else:
                     ex, ftype = tag
                     try:
@@ -227,41 +570,82 @@ class IOLoop:
             while self.timers and self.timers[0][0] <= now:
                 _, _, ex = heapq.heappop(self.timers)
                 ex.on_timer(now)
-            # a SIGCHLD can land between select() and the handler; reaping is cheap, so also poll
-            if self.execs:
-                self._reap()
 
 
 # ---- spawning ----------------------------------------------------------------------------------
-# subprocess.Popen(user=...) forgoes vfork and copies this whole process: ~80 ms in gVisor against
-# ~20 ms for posix_spawn. So one thread with its own cwd (unshare CLONE_FS) switches only its own
-# credentials with raw syscalls (glibc's setresuid would switch every thread), posix_spawns, and
-# switches back. execve resets the saved uid, so the child cannot climb back to root.
+# This daemon's side of the spawner process (see the top of this file).
 
-_SYSCALLS = {
-    "x86_64": {"setgroups": 116, "setresuid": 117, "setresgid": 119, "unshare": 272},
-    "aarch64": {"setgroups": 159, "setresuid": 147, "setresgid": 149, "unshare": 97},
-}[platform.machine()]
-CLONE_FS = 0x200
+
+_spawner_source = None
+
+
+def spawner_source():
+    """The spawner process's program: the section at the top of this file."""
+    global _spawner_source
+    if _spawner_source is None:
+        with open(os.path.abspath(__file__), encoding="utf-8") as f:
+            text = f.read()
+        section = text[text.index("# ---- the spawner process ---") : text.index("# ---- end of the spawner process ---")]
+        _spawner_source = section + "\nspawner_main(int(sys.argv[1]), int(sys.argv[2]))\n"
+    return _spawner_source
+
+
+class SpawnerProcess:
+    """The daemon's handle on one spawner process."""
+
+    def __init__(self, pid, req, init_pid):
+        self.pid = pid
+        self.req = req  # requests and their answers; used on the spawner thread only
+        self.init_pid = init_pid  # the user init, to end its namespace with it
+        self.pids = set()  # what it started and has not reported gone
+        self.dead = False  # no more requests to it
+        self.ended = False  # its processes were reported gone
+
+
+class ExitFeed:
+    """On the loop thread: the exits a spawner process reports."""
+
+    def __init__(self, proc, sock):
+        self.proc = proc
+        self.sock = sock
+        self.buf = bytearray()
+
+    def on_readable(self):
+        try:
+            data = self.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            loop.sel.unregister(self.sock.fileno())
+            self.sock.close()
+            spawner.on_exit(self.proc)
+            return
+        self.buf += data
+        while len(self.buf) >= EXIT_RECORD.size:
+            pid, status = EXIT_RECORD.unpack_from(self.buf)
+            del self.buf[: EXIT_RECORD.size]
+            if pid == 0:
+                self.proc.init_pid = status
+            else:
+                self.proc.pids.discard(pid)
+                loop.child_exited(pid, status)
 
 
 class Spawner:
-    def __init__(self):
-        import ctypes
+    """This daemon's side of the spawner process: one thread asks it, one request at a time."""
 
-        self._ctypes = ctypes
-        self._libc = ctypes.CDLL(None, use_errno=True)
+    def __init__(self):
         self._jobs = queue.SimpleQueue()
+        self.proc = None
         threading.Thread(target=self._run, name="spawner", daemon=True).start()
 
-    def _sys(self, name, *args):
-        c = self._ctypes
-        if self._libc.syscall(c.c_long(_SYSCALLS[name]), *[c.c_long(a) for a in args]) != 0:
-            err = c.get_errno()
-            raise OSError(err, os.strerror(err))
-
     def _run(self):
-        self._sys("unshare", CLONE_FS)
+        try:
+            self._start()
+        except OSError as e:
+            print(f"forkbox-guest: {e}", file=sys.stderr)  # each spawn tries again
         while True:
             fn = self._jobs.get()
             try:
@@ -270,40 +654,102 @@ class Spawner:
                 print(f"forkbox-guest: spawner job failed: {e!r}", file=sys.stderr)
 
     def submit(self, fn):
-        """Run fn on the spawner thread (the only thread whose credentials may change)."""
+        """Run fn on the spawner thread (the only one that talks to the spawner process)."""
         self._jobs.put(fn)
 
-    def spawn_as(self, uid, gid, exe, argv, env, actions):
-        """On the spawner thread: posix_spawn as uid:gid in a new session, this thread's
-        credentials switched only around the call."""
-        switch = uid != 0 or gid != 0
-        if switch:
-            self._sys("setgroups", 0, 0)
-            self._sys("setresgid", gid, gid, 0)
-            self._sys("setresuid", uid, uid, 0)
+    def _start(self):
+        """On the spawner thread: start a spawner process and wait until its namespaces are set up."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        ev_ours, ev_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = None
         try:
-            return os.posix_spawn(exe, argv, env, file_actions=actions, setsid=True, setsigdef=(signal.SIGCHLD, signal.SIGPIPE, signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
-        finally:
-            if switch:
-                self._sys("setresuid", 0, 0, 0)
-                self._sys("setresgid", 0, 0, 0)
+            for s in (theirs, ev_theirs):
+                os.set_inheritable(s.fileno(), True)
+            argv = [sys.executable, "-S", "-c", spawner_source(), str(theirs.fileno()), str(ev_theirs.fileno())]
+            null_io = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0), (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0)]
+            pid = os.posix_spawn(argv[0], argv, dict(os.environ), file_actions=null_io, setsigdef=SPAWN_SIGDEF)
+            theirs.close()
+            ev_theirs.close()
+            ours.settimeout(SPAWNER_SETUP_TIMEOUT_SECONDS)
+            msg, _ = recv_msg(ours)
+            if msg.get("step") != "map":
+                raise OSError(errno.EIO, msg.get("error") or "no user namespace")
+            # a spawner in a user namespace cannot map more than its own id: we map all 1:1
+            for name in ("uid_map", "gid_map"):
+                with open(f"/proc/{pid}/{name}", "w") as f:
+                    f.write("0 0 4294967295\n")
+            send_msg(ours, {"step": "mapped"})
+            msg, _ = recv_msg(ours)
+            if not msg.get("ready"):
+                raise OSError(errno.EIO, msg.get("error") or "not ready")
+            ours.settimeout(None)
+        except (OSError, EOFError, ValueError) as e:
+            for s in (ours, theirs, ev_ours, ev_theirs):
+                s.close()
+            if pid is not None:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            raise OSError(errno.EIO, f"cannot start the process spawner: {e}") from None
+        proc = self.proc = SpawnerProcess(pid, ours, msg["init"])
+        loop.call(lambda: loop.watch_spawner(proc, ev_ours))
+
+    def on_exit(self, proc):
+        """On the loop thread: a spawner process died (it never should). What it started is
+        reported killed, and its user namespace ended with it; the next spawn starts a new one."""
+        if proc.ended:
+            return
+        proc.ended = proc.dead = True
+        print(f"forkbox-guest: the process spawner {proc.pid} died; starting a new one", file=sys.stderr)
+        try:
+            os.kill(proc.init_pid, signal.SIGKILL)
+        except OSError:
+            pass
+        for pid in list(proc.pids):
+            proc.pids.discard(pid)
+            loop.child_exited(pid, signal.SIGKILL)
+
+    def start_process(self, exe, argv, env, cwd, uid, gid, actions, fds):
+        """On the spawner thread: start argv as uid:gid in a new session, in the users' namespaces.
+        `actions` set up its fds: ("fd", i, target) dup2s fds[i], ("dup", fd, target) one of its own,
+        ("open", target, path, flags) opens a path. Raises OSError (its filename says which path
+        failed) or ValueError (an argument execve cannot take)."""
+        msg = {"exe": exe, "argv": argv, "env": env, "cwd": cwd, "uid": uid, "gid": gid, "actions": actions}
+        for attempt in (1, 2):
+            proc = self.proc
+            if proc is None or proc.dead:
+                self._start()
+                proc = self.proc
+            try:
+                send_msg(proc.req, msg, fds)
+                reply, _ = recv_msg(proc.req)
+                break
+            except (OSError, EOFError, ValueError) as e:
+                proc.dead = True
+                proc.req.close()
+                if attempt == 2:
+                    raise OSError(errno.EIO, f"the process spawner failed: {e}") from None
+        if "pid" in reply:
+            proc.pids.add(reply["pid"])
+            return reply["pid"]
+        if "errno" in reply:
+            raise OSError(reply["errno"], reply.get("strerror") or "", reply.get("filename"))
+        raise ValueError(reply.get("invalid") or "refused")
 
     def spawn(self, exe, argv, env, cwd, uid, gid, want_stdin, msg_pipe=False):
         """On the spawner thread: start argv as uid:gid in its own session.
         Returns (pid, (stdin_w|None, stdout_r, stderr_r[, msg_r])); with msg_pipe, the child's
         fd 3 is the write end of one more pipe (a kernel's message channel)."""
-        os.chdir(cwd)
         pipes = [os.pipe(), os.pipe()] + ([os.pipe()] if msg_pipe else [])
         stdin_pipe = os.pipe() if want_stdin else None
-        actions = [
-            (os.POSIX_SPAWN_DUP2, pipes[0][1], 1),
-            (os.POSIX_SPAWN_DUP2, pipes[1][1], 2),
-            (os.POSIX_SPAWN_DUP2, stdin_pipe[0], 0) if stdin_pipe else (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
-        ]
+        fds = [w for _, w in pipes] + ([stdin_pipe[0]] if stdin_pipe else [])
+        actions = [("fd", 0, 1), ("fd", 1, 2)]
+        actions.append(("fd", len(pipes), 0) if stdin_pipe else ("open", 0, "/dev/null", os.O_RDONLY))
         if msg_pipe:
-            actions.append((os.POSIX_SPAWN_DUP2, pipes[2][1], 3))
+            actions.append(("fd", 2, 3))
         try:
-            pid = self.spawn_as(uid, gid, exe, argv, env, actions)
+            pid = self.start_process(exe, argv, env, cwd, uid, gid, actions, fds)
         except BaseException:
             for r, w in pipes + ([stdin_pipe] if stdin_pipe else []):
                 os.close(r)
@@ -362,13 +808,8 @@ def spawn_pty(exe, argv, env, cwd, uid, gid, cols, rows):
         # the program opens its terminal after dropping to its user: make the terminal its own
         os.fchown(slave, uid, gid)
         os.fchmod(slave, 0o620)
-        os.chdir(cwd)
-        actions = [
-            (os.POSIX_SPAWN_OPEN, 0, tty, os.O_RDWR, 0),
-            (os.POSIX_SPAWN_DUP2, 0, 1),
-            (os.POSIX_SPAWN_DUP2, 0, 2),
-        ]
-        pid = spawner.spawn_as(uid, gid, exe, argv, env, actions)
+        actions = [("open", 0, tty, os.O_RDWR), ("dup", 0, 1), ("dup", 0, 2)]
+        pid = spawner.start_process(exe, argv, env, cwd, uid, gid, actions, [])
     except BaseException:
         os.close(master)
         raise
@@ -404,41 +845,19 @@ class Exec:
         self.drain_close = False
         self.background = bool(req.get("background"))
         self.pty = bool(req.get("pty"))
+        self.want_stdin = bool(req.get("stdin")) or self.background or self.pty
 
     def start(self):
-        """On the spawner thread."""
-        req = self.req
-        user = req.get("user") or DEFAULT_USER
+        """On the spawner thread. Whatever the request holds, it is answered: never a hang."""
         try:
-            pw = getpw(user)
-        except KeyError:
-            return self.fail("VALIDATION_FAILED", f"unknown user: {user}")
-        env = {"PATH": DEFAULT_PATH, "HOME": pw.pw_dir, "USER": user, "LOGNAME": user, "LANG": "C.UTF-8"}
-        env.update(_default_env)
-        env.update(req.get("env") or {})
-        if req.get("argv"):
-            argv = [str(a) for a in req["argv"]]
-        elif self.pty and not req.get("cmd"):
-            argv = ["/bin/bash", "-l"]
-        else:
-            argv = ["/bin/bash", "-c", str(req.get("cmd", ""))]
-        cwd = req.get("cwd") or pw.pw_dir
-        exe = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=env["PATH"])
-        if exe is None:
-            return self.fail("EXEC_FAILED", f"command not found: {argv[0]}")
-        want_stdin = bool(req.get("stdin")) or self.background or self.pty
-        try:
-            if self.pty:
-                env.setdefault("TERM", "xterm-256color")
-                cols, rows = int(req.get("cols") or 80), int(req.get("rows") or 24)
-                self.pid, self.fds = spawn_pty(exe, argv, env, cwd, pw.pw_uid, pw.pw_gid, cols, rows)
-            else:
-                self.pid, self.fds = spawner.spawn(exe, argv, env, cwd, pw.pw_uid, pw.pw_gid, want_stdin)
-        except OSError as e:
-            where = cwd if e.filename == cwd else argv[0]
-            return self.fail("EXEC_FAILED", f"cannot start {argv[0]}: {e.strerror or e}: {where}")
+            launched = self._launch()
+        except Exception as e:  # noqa: BLE001 - reported to the caller, the daemon lives on
+            launched = False
+            self.fail("GUEST_ERROR", f"cannot start the command: {type(e).__name__}: {e}")
+        if not launched:
+            return
         if self.background:
-            self.describe_cmd = req.get("cmd") or " ".join(argv)
+            self.describe_cmd = self.req.get("cmd") or " ".join(self.argv)
             self.started_at = time.time()
             with _execs_lock:
                 _execs.pop(self.channel, None)
@@ -453,10 +872,55 @@ class Exec:
             send_json(self.channel, {"type": "started", "pid": self.pid})
         loop.call(lambda: loop.add(self))
         with self.stdin_lock:
-            self.stdin_fd = self.fds[0] if want_stdin else None
+            self.stdin_fd = self.fds[0] if self.want_stdin else None
             pending, self.stdin_pending = self.stdin_pending, None
         for data in pending:
             self.stdin(data)
+
+    def _launch(self):
+        """Starts the process; False when it failed and the caller was told why."""
+        req = self.req
+        try:
+            extra_env = check_env(req.get("env"))
+        except ValueError as e:
+            self.fail("VALIDATION_FAILED", str(e))
+            return False
+        user = str(req.get("user") or DEFAULT_USER)
+        try:
+            pw = getpw(user)
+        except (KeyError, ValueError):
+            self.fail("VALIDATION_FAILED", f"unknown user: {user}")
+            return False
+        env = {"PATH": DEFAULT_PATH, "HOME": pw.pw_dir, "USER": user, "LOGNAME": user, "LANG": "C.UTF-8"}
+        env.update(_default_env)
+        env.update(extra_env)
+        if req.get("argv"):
+            argv = [str(a) for a in req["argv"]]
+        elif self.pty and not req.get("cmd"):
+            argv = ["/bin/bash", "-l"]
+        else:
+            argv = ["/bin/bash", "-c", str(req.get("cmd", ""))]
+        self.argv = argv
+        cwd = str(req.get("cwd") or pw.pw_dir)
+        exe = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=env["PATH"])
+        if exe is None:
+            self.fail("EXEC_FAILED", f"command not found: {argv[0]}")
+            return False
+        try:
+            if self.pty:
+                env.setdefault("TERM", "xterm-256color")
+                cols, rows = int(req.get("cols") or 80), int(req.get("rows") or 24)
+                self.pid, self.fds = spawn_pty(exe, argv, env, cwd, pw.pw_uid, pw.pw_gid, cols, rows)
+            else:
+                self.pid, self.fds = spawner.spawn(exe, argv, env, cwd, pw.pw_uid, pw.pw_gid, self.want_stdin)
+        except OSError as e:
+            where = cwd if e.filename == cwd else argv[0]
+            self.fail("EXEC_FAILED", f"cannot start {argv[0]}: {e.strerror or e}: {where}")
+            return False
+        except ValueError as e:
+            self.fail("VALIDATION_FAILED", f"cannot start {argv[0]}: {e}")
+            return False
+        return True
 
     def fail(self, code, message):
         with _execs_lock:
@@ -979,7 +1443,7 @@ class Context:
                 else:
                     argv = ["/usr/bin/python3", KERNEL_SCRIPT, self.language]
                 pid, fds = spawner.spawn(argv[0], argv, env, self.cwd or pw.pw_dir, pw.pw_uid, pw.pw_gid, True, True)
-            except (OSError, KeyError) as e:
+            except Exception as e:  # noqa: BLE001 - its cells get the error; never a hang
                 message = f"cannot start the {self.language} kernel: {e}"
                 loop.call(lambda: self.on_start_failed(message))
                 return
@@ -1126,6 +1590,10 @@ def context_of(channel, req):
 
 
 def op_run_code(channel, req):
+    try:
+        check_env(req.get("env"))
+    except ValueError as e:
+        return send_error(channel, "VALIDATION_FAILED", str(e))
     ctx = context_of(channel, req)
     if ctx is not None:
         ctx.submit(Cell(channel, req))
@@ -1148,8 +1616,11 @@ def op_context_create(channel, req):
         return send_error(channel, "VALIDATION_FAILED", str(e))
     except OSError as e:
         return send_error(channel, os_error_code(e), f"{e.strerror or e}: {e.filename or ''}")
+    try:
+        env = check_env(req.get("env"))
+    except ValueError as e:
+        return send_error(channel, "VALIDATION_FAILED", str(e))
     cid = "ctx_" + os.urandom(6).hex()
-    env = {str(k): str(v) for k, v in (req.get("env") or {}).items()}
     ctx = _contexts[cid] = Context(cid, language, cwd, user, env)
     ctx.start()  # its interpreter warms up while the caller prepares the first cell
     send_json(channel, {"type": "result", "value": ctx.describe()})
@@ -1814,12 +2285,12 @@ def op_ping(channel, req):
 def op_configure(channel, req):
     """Per-sandbox settings; after a restore from a shared snapshot this is the first request.
     The daemon itself holds no randomness or ids that must differ between sandboxes; its kernels do."""
-    env = req.get("env") or {}
+    env = check_env(req.get("env"))
     if not req.get("merge"):
         _default_env.clear()
-    _default_env.update({str(k): str(v) for k, v in env.items()})
+    _default_env.update(env)
     # kernels that outlived a restore get the new env and fresh random state
-    kernel_env = {str(k): str(v) for k, v in env.items()}
+    kernel_env = dict(env)
     loop.call(lambda: configure_contexts(kernel_env, bool(req.get("merge")), bool(req.get("restored"))))
     return {}
 
@@ -2025,6 +2496,9 @@ def prepare_resolver():
 def main():
     # Our own stdout is the wire; nothing else may write to it.
     sys.stdout = sys.stderr
+    # nor open our fds or memory through /proc (belt and braces: nothing users run sees our pid)
+    _, libc = _libc()
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)

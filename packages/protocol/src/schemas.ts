@@ -8,8 +8,14 @@ export const MAX_TTL_SECONDS = 7 * 24 * 3600
 export const SandboxState = z.enum(['starting', 'running', 'hibernated', 'killed', 'errored'])
 export type SandboxState = z.infer<typeof SandboxState>
 
+// Stricter than execve (which takes any name without '=' or NUL): what a shell can also expand.
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'env names are letters, digits and _')
-export const EnvVars = z.record(envName, z.string().max(32 * 1024)).refine((e) => Object.keys(e).length <= 256, {
+const envValue = z
+  .string()
+  .max(32 * 1024)
+  .refine((v) => !v.includes('\0'), 'env values cannot hold a NUL byte')
+/** Environment variables of a sandbox, command, terminal or code context. */
+export const EnvVars = z.record(envName, envValue).refine((e) => Object.keys(e).length <= 256, {
   message: 'at most 256 env vars',
 })
 

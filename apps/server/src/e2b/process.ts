@@ -1,7 +1,7 @@
 // envd's `process.Process` Connect service over forkbox's ExecService: every command runs as a
 // forkbox background process (so it has a pid for SendInput/SendSignal/Connect from any
 // client), its output streamed back as it comes; terminals are forkbox PTY sessions.
-import { AppError, ExecRequest, type PtySession } from '@forkbox/protocol'
+import { AppError, EnvVars, ExecRequest, type PtySession } from '@forkbox/protocol'
 import type { Context, Hono } from 'hono'
 import type { AppEnv } from '../http/env.ts'
 import type { OutputSink } from '../services/exec.ts'
@@ -35,8 +35,12 @@ const MAX_CONFIGS = 10_000
 
 function configOf(req: Json): ProcessConfig {
   const p = obj(req.process)
-  const envs: Record<string, string> = {}
-  for (const [k, v] of Object.entries(obj(p.envs))) envs[k] = String(v)
+  const raw: Record<string, string> = {}
+  for (const [k, v] of Object.entries(obj(p.envs))) raw[k] = String(v)
+  // commands and terminals alike: a name execve cannot take would fail inside the sandbox
+  const parsed = EnvVars.safeParse(raw)
+  if (!parsed.success) throw new AppError('VALIDATION_FAILED', parsed.error.issues.map((i) => i.message).join('; '))
+  const envs = parsed.data
   return {
     cmd: typeof p.cmd === 'string' ? p.cmd : '',
     args: Array.isArray(p.args) ? p.args.map(String) : [],

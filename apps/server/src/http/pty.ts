@@ -6,7 +6,7 @@
 // (SIGHUP) the program. Output is flow controlled: the program waits while the socket is slow.
 import type { IncomingMessage } from 'node:http'
 import type { Duplex } from 'node:stream'
-import { AppError, SIGNALS } from '@forkbox/protocol'
+import { AppError, EnvVars, SIGNALS } from '@forkbox/protocol'
 import type { Logger } from 'pino'
 import { type RawData, type WebSocket, WebSocketServer } from 'ws'
 import { z } from 'zod'
@@ -26,7 +26,7 @@ const Start = z.object({
     .optional(),
   argv: z.array(z.string()).max(4096).optional(),
   cwd: z.string().max(4096).optional(),
-  envs: z.record(z.string(), z.string()).optional(),
+  envs: EnvVars.optional(),
   user: z.string().max(32).optional(),
 })
 const Control = z.discriminatedUnion('type', [
