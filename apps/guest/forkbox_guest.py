@@ -46,8 +46,8 @@ import sys
 import time
 
 _SYSCALLS = {
-    "x86_64": {"capset": 126},
-    "aarch64": {"capset": 91},
+    "x86_64": {"capset": 126, "setgroups": 116, "setresuid": 117, "setresgid": 119},
+    "aarch64": {"capset": 91, "setgroups": 159, "setresuid": 147, "setresgid": 149},
 }[os.uname().machine]
 CLONE_NEWNS = 0x20000
 CLONE_NEWUSER = 0x10000000
@@ -537,39 +537,51 @@ class IOLoop:
             if self.timers:
                 timeout = max(0.0, self.timers[0][0] - time.monotonic())
             for key, _ in self.sel.select(timeout):
-                tag = key.data
-                if tag == "wake":
-                    self._drain(self._wake_r)
-                    while True:
-                        try:
-                            fn = self._inbox.get_nowait()
-                        except queue.Empty:
-                            break
-                        fn()
-                elif tag == "sigchld":
-                    self._drain(self._sig_r)
-                    self._reap()
-                elif isinstance(tag, ExitFeed):
-                    tag.on_readable()
-                else:
-                    ex, ftype = tag
-                    try:
-                        data = os.read(key.fd, 65536)
-                    except BlockingIOError:
-                        continue
-                    except OSError:
-                        data = b""
-                    if data:
-                        ex.output(ftype, data)
-                        # past its exit, a pipe that a short read emptied is done
-                        if len(data) < 65536 and getattr(ex, "drain_close", False):
-                            self.close_pipe(ex, key.fd)
-                    else:
-                        self.close_pipe(ex, key.fd)
+                try:
+                    self._dispatch(key)
+                except Exception as e:  # noqa: BLE001 - one command's fault must not stop every other
+                    print(f"forkbox-guest: loop handler failed: {e!r}", file=sys.stderr)
             now = time.monotonic()
             while self.timers and self.timers[0][0] <= now:
                 _, _, ex = heapq.heappop(self.timers)
-                ex.on_timer(now)
+                try:
+                    ex.on_timer(now)
+                except Exception as e:  # noqa: BLE001 - as above
+                    print(f"forkbox-guest: timer failed: {e!r}", file=sys.stderr)
+
+    def _dispatch(self, key):
+        tag = key.data
+        if tag == "wake":
+            self._drain(self._wake_r)
+            while True:
+                try:
+                    fn = self._inbox.get_nowait()
+                except queue.Empty:
+                    break
+                try:
+                    fn()
+                except Exception as e:  # noqa: BLE001 - the next call still runs
+                    print(f"forkbox-guest: loop call failed: {e!r}", file=sys.stderr)
+        elif tag == "sigchld":
+            self._drain(self._sig_r)
+            self._reap()
+        elif isinstance(tag, ExitFeed):
+            tag.on_readable()
+        else:
+            ex, ftype = tag
+            try:
+                data = os.read(key.fd, 65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if data:
+                ex.output(ftype, data)
+                # past its exit, a pipe that a short read emptied is done
+                if len(data) < 65536 and getattr(ex, "drain_close", False):
+                    self.close_pipe(ex, key.fd)
+            else:
+                self.close_pipe(ex, key.fd)
 
 
 # ---- spawning ----------------------------------------------------------------------------------
@@ -633,6 +645,16 @@ class ExitFeed:
                 loop.child_exited(pid, status)
 
 
+def run_jobs(jobs, what):
+    """On a worker thread: runs what is put on `jobs`, in order, forever."""
+    while True:
+        fn = jobs.get()
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001 - a job reports its own errors; never die here
+            print(f"forkbox-guest: {what} job failed: {e!r}", file=sys.stderr)
+
+
 class Spawner:
     """This daemon's side of the spawner process: one thread asks it, one request at a time."""
 
@@ -646,12 +668,7 @@ class Spawner:
             self._start()
         except OSError as e:
             print(f"forkbox-guest: {e}", file=sys.stderr)  # each spawn tries again
-        while True:
-            fn = self._jobs.get()
-            try:
-                fn()
-            except BaseException as e:  # noqa: BLE001 - a job reports its own errors; never die here
-                print(f"forkbox-guest: spawner job failed: {e!r}", file=sys.stderr)
+        run_jobs(self._jobs, "spawner")
 
     def submit(self, fn):
         """Run fn on the spawner thread (the only one that talks to the spawner process)."""
@@ -1296,6 +1313,13 @@ class Cell:
         )
 
 
+def cell_error(error):
+    """A cell's error as the kernel reported it, reduced to {name, value, traceback} strings."""
+    if not isinstance(error, dict):
+        return None
+    return {k: str(error.get(k) or "") for k in ("name", "value", "traceback")}
+
+
 class KernelProcess:
     """One interpreter process of a context; a restart makes a new one."""
 
@@ -1476,7 +1500,9 @@ class Context:
         self.waiters = []
 
     def on_message(self, proc, msg):
-        if proc is not self.proc:
+        # the kernel runs user code, which can write anything to its message fd: what the agent gets
+        # from here is always well formed (a malformed frame would stop the whole sandbox)
+        if proc is not self.proc or not isinstance(msg, dict):
             return
         kind = msg.get("t")
         cell = self.cell if isinstance(self.cell, Cell) else None
@@ -1489,12 +1515,15 @@ class Context:
         elif kind == "stream" and cell is not None:
             cell.output(T_STDERR if msg.get("name") == "stderr" else T_STDOUT, str(msg.get("text", "")).encode())
         elif kind == "display" and cell is not None and cell.channel is not None:
-            send_json(cell.channel, {"type": "display", "main": bool(msg.get("main")), "data": msg.get("data") or {}})
+            data = msg.get("data")
+            if isinstance(data, dict):
+                send_json(cell.channel, {"type": "display", "main": msg.get("main") is True, "data": data})
         elif kind == "done":
             self.cell = None
             if cell is not None:
                 proc.drain_output()
-                cell.finish(msg.get("count"), msg.get("error"))
+                count = msg.get("count")
+                cell.finish(count if type(count) is int else None, cell_error(msg.get("error")))
             self.pump()
 
     def on_timeout(self, cell):
@@ -1830,12 +1859,7 @@ class FileWorkers:
         self.jobs.put(fn)
 
     def _run(self):
-        while True:
-            fn = self.jobs.get()
-            try:
-                fn()
-            except BaseException as e:  # noqa: BLE001 - a job reports its own errors; never die here
-                print(f"forkbox-guest: file job failed: {e!r}", file=sys.stderr)
+        run_jobs(self.jobs, "file")
 
 
 creds = None
