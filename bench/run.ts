@@ -57,6 +57,7 @@ print(json.dumps(xs[3:]))`
 
   report('exec ["true"] via SDK (whole stack)', await measure(N, () => sbx.exec(['true'])))
   report('exec "true" via SDK (bash -c)', await measure(N, () => sbx.exec('true')))
+  report('exec ["true"] as root via SDK', await measure(N, () => sbx.exec(['true'], { user: 'root' })))
   const kb = 'x'.repeat(1024)
   report(
     '1 KB file write + read via SDK',

@@ -7,6 +7,7 @@ import { join } from 'node:path'
 import { afterEach, beforeEach, describe, it } from 'node:test'
 import { toE2b, toForkbox } from '../src/e2b/network.ts'
 import { type ControlPlane, createControlPlane } from '../src/index.ts'
+import { envelope } from './connect.ts'
 import { FakeAgent } from './fake-agent.ts'
 
 let dir: string
@@ -54,14 +55,6 @@ function envelopes(body: Buffer): [number, unknown][] {
     out.push([body.readUInt8(i), JSON.parse(body.subarray(i + 5, i + 5 + len).toString())])
     i += 5 + len
   }
-  return out
-}
-
-function envelope(msg: unknown): Uint8Array<ArrayBuffer> {
-  const data = Buffer.from(JSON.stringify(msg))
-  const out = new Uint8Array(5 + data.length)
-  new DataView(out.buffer).setUint32(1, data.length)
-  out.set(data, 5)
   return out
 }
 

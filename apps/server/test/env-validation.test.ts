@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, it } from 'node:test'
 import { type ControlPlane, createControlPlane } from '../src/index.ts'
+import { envelope } from './connect.ts'
 import { FakeAgent } from './fake-agent.ts'
 
 let dir: string
@@ -35,15 +36,6 @@ async function call(key: string, path: string, body: unknown) {
     body: JSON.stringify(body),
   })
   return { status: res.status, body: (await res.json()) as { error?: { code: string } } }
-}
-
-/** A Connect stream request body: one envelope. */
-function envelope(msg: unknown): Uint8Array<ArrayBuffer> {
-  const data = Buffer.from(JSON.stringify(msg))
-  const out = new Uint8Array(5 + data.length)
-  new DataView(out.buffer).setUint32(1, data.length)
-  out.set(data, 5)
-  return out
 }
 
 describe('environment variables', () => {
