@@ -2316,7 +2316,12 @@ def op_configure(channel, req):
     # kernels that outlived a restore get the new env and fresh random state
     kernel_env = dict(env)
     loop.call(lambda: configure_contexts(kernel_env, bool(req.get("merge")), bool(req.get("restored"))))
-    return {}
+    if not req.get("restored"):
+        return {}
+    # a snapshot may hold requests of the agent it was taken under: forget them, and have the new
+    # agent start past their channels so none of their frames lands on one of its requests
+    forget_requests(keep=channel)
+    return {"nextChannel": _max_channel + 1}
 
 
 SIMPLE_OPS = {
@@ -2466,16 +2471,23 @@ def resync(buf):
         pass
     finally:
         os.set_blocking(0, True)
-    # what the old agent started can no longer be answered: commands end as if their caller
-    # went away; cells finish unheard; kernels, files and setsid'd processes stay
+    forget_requests()
+    send_json(0, {"type": "resynced", "nextChannel": _max_channel + 1, "version": VERSION})
+
+
+def forget_requests(keep=None):
+    """What an agent that is gone started can no longer be answered (after a re-attach, or in a
+    restored snapshot): commands end as if their caller went away; cells finish unheard; kernels,
+    files and setsid'd processes stay. Their last frames go out on channels below the next one the
+    new agent is told to use."""
     with _execs_lock:
-        execs = list(_execs.values())
-        _execs.clear()
+        execs = [ex for channel, ex in _execs.items() if channel != keep]
+        for channel in [c for c in _execs if c != keep]:
+            del _execs[channel]
     for ex in execs:
         ex.kill(signal.SIGKILL)
     forget_files()
     loop.call(forget_cells)
-    send_json(0, {"type": "resynced", "nextChannel": _max_channel + 1, "version": VERSION})
 
 
 def apply_limits():

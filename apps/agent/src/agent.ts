@@ -433,7 +433,7 @@ export class LocalAgent implements AgentApi {
       sbx.id = spec.id
       this.sandboxes.set(spec.id, sbx)
       try {
-        await sbx.conn.call({ op: 'configure', env: spec.envs, restored: true })
+        await sbx.conn.configureRestored({ env: spec.envs })
         await this.setPolicy(sbx, spec.network ?? CLOSED)
         return true
       } catch {
@@ -574,7 +574,7 @@ export class LocalAgent implements AgentApi {
     try {
       // a restored guest said "ready" before it was checkpointed: it is ready when it answers
       // a user snapshot keeps the env it had; given envs are added on top
-      if (snapshot) await conn.call({ op: 'configure', env: spec.envs, restored: true, merge: Boolean(spec.snapshot) })
+      if (snapshot) await conn.configureRestored({ env: spec.envs, merge: Boolean(spec.snapshot) })
       else {
         await conn.ready
         if (Object.keys(spec.envs).length > 0) await conn.call({ op: 'configure', env: spec.envs })

@@ -308,3 +308,20 @@ describe('guest connection', () => {
     assert.equal(conn.failed, true)
   })
 })
+
+describe('a restored guest', () => {
+  it("starts the new agent's requests past the channels its snapshot may still answer on", async () => {
+    const { conn, json, sent } = connect()
+    const configured = conn.configureRestored({ env: {} })
+    const request = sent.at(-1)
+    assert.equal(request?.channel, 1)
+    assert.equal(JSON.parse(String(request?.payload)).restored, true)
+    json(1, { type: 'result', value: { nextChannel: 40 } })
+    await configured
+    const { channel } = track(conn, {})
+    assert.equal(channel, 40)
+    // a frame for a channel of the old agent goes nowhere and breaks nothing
+    json(7, { type: 'exit', exitCode: 0, signal: null, timedOut: false, durationMs: 1 })
+    assert.equal(conn.failed, false)
+  })
+})

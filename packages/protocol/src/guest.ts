@@ -86,6 +86,8 @@ export const GuestCellResult = z.object({
 export const GuestProcessList = z.array(ProcessInfo)
 export const GuestContextList = z.array(CodeContext)
 export const GuestEmpty = z.object({})
+/** A restored guest's answer to `configure`: the first channel the new agent may use. */
+export const GuestConfigured = z.object({ nextChannel: z.number().int().min(1).max(0xffff_ffff).optional() })
 
 /**
  * The error codes a guest may answer a request with; any other code it sends becomes GUEST_ERROR

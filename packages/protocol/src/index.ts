@@ -32,6 +32,7 @@ export {
   GuestAttached,
   GuestCellResult,
   GuestChannelMessage,
+  GuestConfigured,
   GuestContextList,
   GuestDaemonMessage,
   GuestDisplay,

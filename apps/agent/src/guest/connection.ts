@@ -5,6 +5,7 @@ import type { Readable, Writable } from 'node:stream'
 import {
   AppError,
   GuestChannelMessage,
+  GuestConfigured,
   GuestDaemonMessage,
   type GuestEventMessage,
   GuestResult,
@@ -344,6 +345,16 @@ export class GuestConnection {
         settle: (err, msg) => (err ? reject(err) : resolve(msg?.value as T)),
       })
     })
+  }
+
+  /**
+   * A restored guest's first answer: the channels of the agent its snapshot was taken under may
+   * still carry frames, so new requests start past them (as after a resync).
+   */
+  async configureRestored(request: Record<string, unknown>): Promise<void> {
+    const answer = await this.call({ ...request, op: 'configure', restored: true }, GuestConfigured)
+    // a guest older than this answer says nothing: its snapshot is one without that risk fixed
+    if (answer.nextChannel !== undefined) this.nextChannel = Math.max(this.nextChannel, answer.nextChannel)
   }
 
   /** Ends every pending request with `err`; later requests fail at once with it. */
