@@ -272,28 +272,16 @@ describe('file operations run as their user', () => {
     await assert.rejects(sbx.files.read('/etc/hostname', { user: 'nosuchuser' }), withCode('VALIDATION_FAILED'))
   })
 
-  it("the guest's threads acting as `user` cannot be signalled by the user's own processes", async () => {
+  it("the guest's threads acting as `user` are out of reach of the sandbox's processes", async () => {
     await using sbx = await Sandbox.create(host().conn)
     await sbx.files.stat('/home/user', { user: 'user' })
-    // threads of PID 1 whose effective uid is the user's (Uid: real effective saved fs)
-    const tids = (await root(sbx, 'grep -lE "^Uid:\\s+0\\s+1000\\s+0\\s+1000" /proc/1/task/*/status || true'))
-      .split('\n')
-      .filter(Boolean)
-      .map((p) => Number(p.split('/')[4]))
-    assert.ok(tids.length > 0, 'no guest thread holds the user identity after a file op as user')
-    // none has the user's real uid: that would let the user's processes kill the daemon through it
-    assert.equal(await root(sbx, 'grep -cE "^Uid:\\s+1000\\s" /proc/1/task/*/status | grep -v ":0$" || true'), '')
-    const probe = `
-import ctypes, sys
-libc = ctypes.CDLL(None, use_errno=True)
-for tid in map(int, sys.argv[1:]):
-    r = libc.syscall(234, 1, tid, 0)  # tgkill(1, tid, 0): may this process signal that thread?
-    print("allowed" if r == 0 else ctypes.get_errno())
-`
-    const r = await sbx.exec(['python3', '-c', probe, ...tids.map(String)], { user: 'user' })
-    assert.equal(r.exitCode, 0, r.stderr)
-    // EPERM (1), or ESRCH (3) where user commands cannot see PID 1 at all
-    for (const line of r.stdout.trim().split('\n')) assert.ok(['1', '3'].includes(line), `tgkill: ${line}`)
+    // a file worker holds the user's effective ids (Uid: real effective saved fs = 0 1000 0 1000);
+    // user commands run in their own PID namespace, where no thread of the guest is to be seen
+    const seen = await root(
+      sbx,
+      'grep -lE "^Uid:\\s+0\\s+1000\\s+0\\s+1000" /proc/[0-9]*/task/*/status 2>/dev/null || true',
+    )
+    assert.equal(seen, '')
     await stillWorking(sbx)
   })
 

@@ -85,6 +85,24 @@ async function assertOnlyItFailed(hostile: Sandbox) {
   assert.equal(await bystander?.files.read('/work/still.txt'), 'working')
 }
 
+/**
+ * The channel the agent gives the next request: a restored guest tells its agent where to start,
+ * so the test finds it. Stdout forged onto every low channel while an exec runs shows up in that
+ * exec's output, tagged with its channel (frames for channels nobody has open are dropped).
+ */
+async function nextExecChannel(hostile: Sandbox): Promise<number> {
+  const probe = hostile.exec(['sh', '-c', 'sleep 1.5; echo real'])
+  await sleep(500)
+  await forge(
+    hostile.id,
+    ...Array.from({ length: 4096 }, (_, c) => encodeFrame(FrameType.stdout, c + 1, Buffer.from(`forged-${c + 1}\n`))),
+  )
+  const { stdout } = await probe
+  const channel = Number(/^forged-(\d+)\nreal\n$/.exec(stdout)?.[1])
+  assert.ok(channel > 0, `forged output did not show up in the exec's: ${stdout}`)
+  return channel + 1
+}
+
 describe('a hostile guest', () => {
   before(async () => {
     bystander = await Sandbox.create({ ...host().conn })
@@ -99,17 +117,16 @@ describe('a hostile guest', () => {
 
   it('a forged exit with a wrong-typed exitCode for a running exec fails its sandbox, not the exec', async () => {
     const hostile = await Sandbox.create({ ...host().conn })
-    // channel 2 is the first exec: output forged onto it shows up in its stdout
-    const probe = hostile.exec(['sh', '-c', 'sleep 1.5; echo real'])
-    await sleep(500)
-    await forge(hostile.id, encodeFrame(FrameType.stdout, 2, Buffer.from('forged\n')))
-    assert.equal((await probe).stdout, 'forged\nreal\n')
-    // so the next exec runs on channel 3: end it with an exit the guest never sent
+    const channel = await nextExecChannel(hostile)
+    // end the next exec with an exit the guest never sent
     const started = Date.now()
     const running = hostile.exec(['sh', '-c', 'sleep 20; exit 0'])
     running.catch(() => {})
     await sleep(500)
-    await forge(hostile.id, json(3, { type: 'exit', exitCode: '77', signal: null, timedOut: false, durationMs: 1 }))
+    await forge(
+      hostile.id,
+      json(channel, { type: 'exit', exitCode: '77', signal: null, timedOut: false, durationMs: 1 }),
+    )
     await assert.rejects(running, (err: unknown) => {
       assert.ok(err instanceof SandboxErroredError, String(err))
       assert.equal(err.reason, 'guest_protocol_error')
@@ -131,11 +148,12 @@ describe('a hostile guest', () => {
 
   it('output flooded past an exec cap fails its sandbox before the agent buffers it', async () => {
     const hostile = await Sandbox.create({ ...host().conn })
+    const channel = await nextExecChannel(hostile)
     const running = hostile.exec(['sleep', '20'], { maxOutputBytes: 1024 })
     running.catch(() => {})
     await sleep(500)
-    // 32 frames of 4 KiB on the exec's channel (2): far past its 1 KiB cap and the agent's slack
-    const chunk = encodeFrame(FrameType.stdout, 2, Buffer.alloc(4096 - 9, 'x'))
+    // 32 frames of 4 KiB on the exec's channel: far past its 1 KiB cap and the agent's slack
+    const chunk = encodeFrame(FrameType.stdout, channel, Buffer.alloc(4096 - 9, 'x'))
     await forge(hostile.id, ...Array.from({ length: 32 }, () => chunk))
     await assert.rejects(running, (err: unknown) => err instanceof SandboxErroredError)
     await assertOnlyItFailed(hostile)
