@@ -418,4 +418,26 @@ describe('control plane', () => {
     ])
       assert.ok(doc.paths[p], p)
   })
+
+  it("an admin lists, inspects and kills any key's sandboxes; revoking a key can kill its sandboxes", async () => {
+    const tenant = (await call('POST', '/v1/keys', { name: 'tenant' })).body as { id: string; key: string }
+    const a = (await call('POST', '/v1/sandboxes', {}, tenant.key)).body as { id: string }
+    const b = (await call('POST', '/v1/sandboxes', {}, tenant.key)).body as { id: string }
+    // a tenant sees only its own; the admin key's own list is its own too
+    assert.equal((await call('GET', '/v1/sandboxes?owner=*', undefined, tenant.key)).status, 403)
+    assert.deepEqual((await call('GET', '/v1/sandboxes')).body.sandboxes, [])
+    const all = (await call('GET', '/v1/sandboxes?owner=*')).body.sandboxes.map((s: { id: string }) => s.id)
+    assert.deepEqual(all.sort(), [a.id, b.id].sort())
+    const theirs = (await call('GET', `/v1/sandboxes?owner=${tenant.id}`)).body.sandboxes
+    assert.equal(theirs.length, 2)
+    assert.equal((await call('GET', `/v1/sandboxes/${a.id}`)).body.state, 'running')
+    assert.equal((await call('DELETE', `/v1/sandboxes/${a.id}`)).status, 204)
+    assert.equal((await call('GET', `/v1/sandboxes/${a.id}`)).body.state, 'killed')
+    // the tenant's other key-scoped calls see nothing of the admin's
+    const mine = (await call('POST', '/v1/sandboxes', {})).body as { id: string }
+    assert.equal((await call('DELETE', `/v1/sandboxes/${mine.id}`, undefined, tenant.key)).status, 404)
+    assert.equal((await call('DELETE', `/v1/keys/${tenant.id}?killSandboxes=true`)).status, 204)
+    assert.equal((await call('GET', `/v1/sandboxes/${b.id}`)).body.state, 'killed')
+    assert.equal((await call('GET', `/v1/sandboxes/${mine.id}`)).body.state, 'running')
+  })
 })
