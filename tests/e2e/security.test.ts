@@ -139,8 +139,10 @@ before(async () => {
 
 after(async () => {
   if (!server) return
-  server.supervisor.kill('SIGTERM')
-  await new Promise((r) => server.supervisor.once('exit', r))
+  if (server.supervisor.exitCode === null && server.supervisor.signalCode === null) {
+    server.supervisor.kill('SIGTERM')
+    await new Promise((r) => server.supervisor.once('exit', r))
+  }
   await until('the host process to exit', () => {
     try {
       process.kill(server.hostPid, 0)
@@ -478,5 +480,22 @@ describe('the supervisor', () => {
     )
     const r = await sbx.exec(['cat', '/work/kept.txt'])
     assert.equal(r.stdout, 'kept')
+  })
+
+  it('the host stops (and cleans up) when its supervisor is killed, rather than living on orphaned', async () => {
+    server.supervisor.kill('SIGKILL')
+    await until(
+      'the orphaned host to stop',
+      () => {
+        try {
+          process.kill(server.hostPid, 0)
+          return undefined
+        } catch {
+          return true
+        }
+      },
+      60_000,
+    )
+    assert.match(server.stderr(), /the supervisor is gone/)
   })
 })

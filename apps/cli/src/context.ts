@@ -3,7 +3,7 @@
 import { Buffer } from 'node:buffer'
 import type { ConfigSourceOptions, ConnectionOptions } from '@forkbox/sdk'
 import { type HostModule, importHost } from './host.ts'
-import { keepServingOnUncaught, SUPERVISED_ENV, supervise } from './supervisor.ts'
+import { keepServingOnUncaught, SUPERVISED_ENV, stopWithSupervisor, supervise } from './supervisor.ts'
 
 export interface Output {
   write(chunk: string | Uint8Array): unknown
@@ -35,6 +35,8 @@ export interface CliContext {
     run(): Promise<number>
     /** In the host process: errors nothing caught are logged, and it keeps serving. */
     lastResort(): void
+    /** In the host process: calls `onGone` once the supervisor has died. */
+    onSupervisorGone(onGone: () => void): void
   }
 }
 
@@ -80,6 +82,9 @@ export function processContext(): CliContext {
           log: (line) => process.stderr.write(`${line}\n`),
         }),
       lastResort: () => keepServingOnUncaught((line) => process.stderr.write(`${line}\n`)),
+      onSupervisorGone: (onGone) => {
+        if (process.env[SUPERVISED_ENV] === '1') stopWithSupervisor(onGone)
+      },
     },
   }
 }

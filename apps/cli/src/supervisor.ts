@@ -54,6 +54,21 @@ export function supervise(opts: SuperviseOptions): Promise<number> {
 }
 
 /**
+ * In the host process: `onGone` once the supervisor is gone (the host runs in its own process
+ * group, so nothing else would stop it; it would keep the port and its sandboxes with no one to
+ * restart or stop it).
+ */
+export function stopWithSupervisor(onGone: () => void): void {
+  const supervisor = process.ppid
+  const timer = setInterval(() => {
+    if (process.ppid === supervisor) return
+    clearInterval(timer)
+    onGone()
+  }, 1000)
+  timer.unref()
+}
+
+/**
  * The last resort in the host process: an error nothing caught is logged and the process keeps
  * serving. Every input is validated where it enters, so this should never run; when it does, one
  * request or sandbox is lost rather than every tenant's platform.

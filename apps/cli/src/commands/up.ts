@@ -37,7 +37,13 @@ export function registerUp(program: Command, ctx: CliContext): void {
         progress.stop()
       }
       // Subscribe before anything else can fail, so a signal always reaches close().
-      const stopped = new Promise<void>((resolve) => ctx.onInterrupt(resolve))
+      const stopped = new Promise<void>((resolve) => {
+        ctx.onInterrupt(resolve)
+        ctx.supervisor?.onSupervisorGone(() => {
+          ctx.stderr.write('the supervisor is gone\n')
+          resolve()
+        })
+      })
       try {
         const path = writeCredentials({ url: running.url, apiKey: running.bootstrapKey ?? undefined }, ctx.configSource)
         ctx.stdout.write(`forkbox is up at ${running.url}\n`)
