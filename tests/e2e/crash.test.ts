@@ -11,14 +11,20 @@ import { describe, it } from 'node:test'
 import { networkNames } from '@forkbox/agent'
 import { startHost } from '@forkbox/host'
 import { Sandbox } from '@forkbox/sdk'
-import { cgroupHierarchiesWith, networkLeftovers } from './harness.ts'
+import { cgroupHierarchiesWith, networkLeftovers, testSubnet } from './harness.ts'
 
 const templatesDir = process.env.FORKBOX_TEMPLATES_DIR ?? '/var/lib/forkbox/templates'
 
 /** A host in a child process (fixtures/crash-host.ts) on fresh dirs; its stdout comes line by line. */
 function crashHost(tag: string, mode?: 'fork' | 'hibernate') {
   const dataDir = mkdtempSync(join(tmpdir(), 'forkbox-crash-'))
-  const env = { ...process.env, CRASH_DATA_DIR: dataDir, CRASH_STATE_DIR: `/run/${tag}`, CRASH_CGROUP_PARENT: tag }
+  const env = {
+    ...process.env,
+    CRASH_DATA_DIR: dataDir,
+    CRASH_STATE_DIR: `/run/${tag}`,
+    CRASH_CGROUP_PARENT: tag,
+    CRASH_SUBNET: testSubnet(subnetSalt(tag)),
+  }
   const child = spawn(
     process.execPath,
     ['--import', 'tsx', new URL('./fixtures/crash-host.ts', import.meta.url).pathname],
@@ -40,6 +46,9 @@ function crashHost(tag: string, mode?: 'fork' | 'hibernate') {
   return { dataDir, next, kill }
 }
 
+/** Each crash scenario's hosts on a block of their own (the crashed one's may not be swept yet). */
+const subnetSalt = (tag: string) => (tag.includes('fork') ? 11 : tag.includes('hibernate') ? 23 : 0)
+
 /** The next host on the crashed one's dirs. */
 function restartHost(dataDir: string, tag: string, poolSize?: number) {
   return startHost({
@@ -50,6 +59,8 @@ function restartHost(dataDir: string, tag: string, poolSize?: number) {
     cgroupParent: tag,
     logLevel: 'silent',
     poolSize,
+    // the crashed host's block: the re-attached sandboxes keep their slots
+    networkSubnet: testSubnet(subnetSalt(tag)),
   })
 }
 

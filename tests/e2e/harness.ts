@@ -18,6 +18,15 @@ export interface TestHost {
   stop(): Promise<void>
 }
 
+/**
+ * A network block for a test host of this process: never `forkbox up`'s default (10.213.0.0/16),
+ * so the tests pass while the README's first command is running; `salt` tells apart several hosts
+ * of one process that must not share a block.
+ */
+export function testSubnet(salt = 0): string {
+  return `10.${170 + ((process.pid + salt) % 40)}.0.0/16`
+}
+
 export async function startTestHost(opts: Partial<HostOptions> = {}): Promise<TestHost> {
   const dataDir = mkdtempSync(join(tmpdir(), 'forkbox-e2e-'))
   const tag = `fbx-e2e-${process.pid}`
@@ -32,7 +41,7 @@ export async function startTestHost(opts: Partial<HostOptions> = {}): Promise<Te
     // other templates bake and fill their pools on first use
     prebuild: ['base'],
     // a block of its own: test hosts of other processes may run at the same time
-    networkSubnet: `10.${200 + (process.pid % 40)}.0.0/16`,
+    networkSubnet: testSubnet(),
     ...opts,
   })
   if (!host.bootstrapKey) throw new Error('a fresh data dir must yield a bootstrap key')

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { defaultAgentConfig, LocalAgent } from '@forkbox/agent'
+import { testSubnet } from './harness.ts'
 
 const dataDir = mkdtempSync(join(tmpdir(), 'forkbox-e2e-prepare-'))
 const runscStateDir = `/run/forkbox-e2e-prepare-${process.pid}`
@@ -13,6 +14,8 @@ const agent = new LocalAgent(
     runscStateDir,
     cgroupParent: `forkbox-e2e-prepare-${process.pid}`,
     poolSize: 0,
+    // not `forkbox up`'s block: the tests may run while it does
+    networkSubnet: testSubnet(31),
   }),
 )
 let last = ''

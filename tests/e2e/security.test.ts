@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test'
 import { Sandbox } from '@forkbox/sdk'
 import WebSocket from 'ws'
 import { e2bApi } from '../../apps/server/src/e2b/index.ts'
-import { leftovers, NOTHING_LEFT, type TestHost } from './harness.ts'
+import { leftovers, NOTHING_LEFT, type TestHost, testSubnet } from './harness.ts'
 
 const root = new URL('../..', import.meta.url).pathname
 const templatesDir = process.env.FORKBOX_TEMPLATES_DIR ?? '/var/lib/forkbox/templates'
@@ -68,7 +68,7 @@ async function startServer(): Promise<Server> {
       FORKBOX_PREBUILD: 'base',
       FORKBOX_POOL_SIZE: '1',
       FORKBOX_LOG_LEVEL: 'warn',
-      FORKBOX_NETWORK_SUBNET: `10.${200 + ((process.pid + 7) % 40)}.0.0/16`,
+      FORKBOX_NETWORK_SUBNET: testSubnet(7),
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
