@@ -62,6 +62,7 @@ function onProcessInterrupt(handler: () => void): () => void {
 }
 
 export function processContext(): CliContext {
+  const inChild = process.env[SUPERVISED_ENV] === '1'
   return {
     stdout: process.stdout,
     stderr: process.stderr,
@@ -75,7 +76,7 @@ export function processContext(): CliContext {
     exitCode: 0,
     stdoutIsTerminal: process.stdout.isTTY === true,
     supervisor: {
-      inChild: process.env[SUPERVISED_ENV] === '1',
+      inChild,
       run: () =>
         supervise({
           argv: [...process.execArgv, ...process.argv.slice(1)],
@@ -83,7 +84,7 @@ export function processContext(): CliContext {
         }),
       lastResort: () => keepServingOnUncaught((line) => process.stderr.write(`${line}\n`)),
       onSupervisorGone: (onGone) => {
-        if (process.env[SUPERVISED_ENV] === '1') stopWithSupervisor(onGone)
+        if (inChild) stopWithSupervisor(onGone)
       },
     },
   }

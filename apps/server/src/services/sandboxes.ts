@@ -72,7 +72,7 @@ export class SandboxService {
       idleTimeoutMs?: number
       idleAction?: 'hibernate' | 'kill'
       /** Exposed ports are served under it (see `Sandbox.domain`). */
-      portsDomain?: string
+      portsDomain: string
     },
     private readonly snapshots: SnapshotStore,
     private readonly auth: Authenticator,
@@ -291,7 +291,7 @@ export class SandboxService {
     return {
       ...toPublic(s),
       accessToken: this.auth.token('port', s.id),
-      domain: this.limits.portsDomain ?? 'localhost',
+      domain: this.limits.portsDomain,
     }
   }
 
@@ -332,6 +332,11 @@ export class SandboxService {
   kill(owner: string, id: string): void {
     this.own(owner, id)
     this.end(id, 'killed')
+  }
+
+  /** Kills every sandbox of `owner` still alive (its key was revoked); ended ones stay as they are. */
+  killAll(owner: string): void {
+    for (const s of this.store.list(owner, {})) this.end(s.id, 'killed')
   }
 
   private end(id: string, event: 'killed' | 'expired' | 'idle-killed'): void {

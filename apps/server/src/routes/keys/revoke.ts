@@ -23,11 +23,7 @@ export function register(app: App): void {
     const { id } = c.req.valid('param')
     if (id === c.var.principal.keyId) throw new AppError('VALIDATION_FAILED', 'a key cannot revoke itself')
     if (!c.var.services.keys.revoke(id)) throw new AppError('KEY_NOT_FOUND', `no active key ${id}`)
-    if (c.req.valid('query').killSandboxes === 'true') {
-      const { sandboxes } = c.var.services
-      for (const s of sandboxes.list(id, {}))
-        if (s.state === 'running' || s.state === 'hibernated' || s.state === 'starting') sandboxes.kill(id, s.id)
-    }
+    if (c.req.valid('query').killSandboxes === 'true') c.var.services.sandboxes.killAll(id)
     return c.body(null, 204)
   })
 }
