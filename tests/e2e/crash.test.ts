@@ -148,7 +148,12 @@ describe('crash recovery', () => {
           snapshots.join(','),
         )
         assert.equal(all.filter((s) => s.state === 'hibernated').length, snapshots.length)
-        assert.deepEqual(readdirSync(join(dataDir, 'sandboxes')), source?.state === 'running' ? [id] : [])
+        // a fork whose restore had begun is re-attached, then stopped by the control plane's
+        // recovery; its bundle dir goes with the teardown, which stop() leaves to the background
+        const wanted = source?.state === 'running' ? [id] : []
+        for (let i = 0; i < 100 && readdirSync(join(dataDir, 'sandboxes')).length !== wanted.length; i++)
+          await new Promise((r) => setTimeout(r, 200))
+        assert.deepEqual(readdirSync(join(dataDir, 'sandboxes')), wanted)
         // either way the source answers with all its state
         const sbx = await Sandbox.connect(id, conn)
         assert.match((await sbx.exec(['ps', '-eo', 'args'])).stdout, /python3 -c/)
