@@ -4,7 +4,9 @@
 import { AppError } from '@forkbox/protocol'
 import type { Context } from 'hono'
 import { stream } from 'hono/streaming'
+import type { z } from 'zod'
 import type { AppEnv } from '../http/env.ts'
+import { validationError } from '../http/errors.ts'
 import { connectError, connectErrorResponse } from './errors.ts'
 import { type SandboxCall, sandboxCall } from './sandbox-call.ts'
 
@@ -19,7 +21,8 @@ function envelope(flags: number, msg: unknown): Uint8Array {
   return out
 }
 
-function parseJson(text: string): Record<string, unknown> {
+/** A request message checked against its schema (e2b/messages.ts). */
+function parse<T extends z.ZodType>(text: string, schema: T): z.output<T> {
   let msg: unknown
   try {
     msg = text.trim() ? JSON.parse(text) : {}
@@ -28,22 +31,24 @@ function parseJson(text: string): Record<string, unknown> {
   }
   if (typeof msg !== 'object' || msg === null || Array.isArray(msg))
     throw new AppError('VALIDATION_FAILED', 'request message must be a JSON object')
-  return msg as Record<string, unknown>
+  const parsed = schema.safeParse(msg)
+  if (!parsed.success) throw validationError(parsed.error)
+  return parsed.data
 }
 
 /** The request message of a unary call. */
-export async function unaryRequest(c: Context<AppEnv>): Promise<Record<string, unknown>> {
-  return parseJson(await c.req.text())
+export async function unaryRequest<T extends z.ZodType>(c: Context<AppEnv>, schema: T): Promise<z.output<T>> {
+  return parse(await c.req.text(), schema)
 }
 
 /** The one request message of a server-streaming call (the first envelope of the body). */
-export async function streamRequest(c: Context<AppEnv>): Promise<Record<string, unknown>> {
+export async function streamRequest<T extends z.ZodType>(c: Context<AppEnv>, schema: T): Promise<z.output<T>> {
   const body = Buffer.from(await c.req.arrayBuffer())
   if (body.length < 5) throw new AppError('VALIDATION_FAILED', 'missing request envelope')
   if (body.readUInt8(0) & 0b1) throw new AppError('VALIDATION_FAILED', 'compressed messages are not supported')
   const length = body.readUInt32BE(1)
   if (body.length < 5 + length) throw new AppError('VALIDATION_FAILED', 'truncated request envelope')
-  return parseJson(body.subarray(5, 5 + length).toString('utf8'))
+  return parse(body.subarray(5, 5 + length).toString('utf8'), schema)
 }
 
 /** `Connect-Timeout-Ms`, if the client set one. */
@@ -61,9 +66,12 @@ export async function unary(c: Context<AppEnv>, fn: () => Promise<unknown>): Pro
   }
 }
 
-/** A unary method of an envd service: `fn` gets the checked call and the request message. */
-export function sandboxUnary(fn: (call: SandboxCall, req: Record<string, unknown>) => Promise<unknown>) {
-  return (c: Context<AppEnv>) => unary(c, async () => fn(sandboxCall(c), await unaryRequest(c)))
+/** A unary method of an envd service: `fn` gets the checked call and the checked request message. */
+export function sandboxUnary<T extends z.ZodType>(
+  schema: T,
+  fn: (call: SandboxCall, req: z.output<T>) => Promise<unknown>,
+) {
+  return (c: Context<AppEnv>) => unary(c, async () => fn(sandboxCall(c), await unaryRequest(c, schema)))
 }
 
 export interface ServerStream {

@@ -2,11 +2,11 @@
 // forkbox's file operations; WatchDir is not served.
 import { AppError, type FileEntry, SandboxPath } from '@forkbox/protocol'
 import type { Hono } from 'hono'
+import type { z } from 'zod'
 import type { AppEnv } from '../http/env.ts'
 import { sandboxUnary } from './connect.ts'
+import { ListDirRequest, MoveRequest, PathRequest, UnservedRequest } from './messages.ts'
 import type { SandboxCall } from './sandbox-call.ts'
-
-type Json = Record<string, unknown>
 
 /** A sandbox path from a request field, checked as forkbox checks its own. */
 export function pathOf(value: unknown, field = 'path'): string {
@@ -51,14 +51,13 @@ function fileOp(call: SandboxCall, op: Parameters<SandboxCall['services']['sandb
   return call.services.sandboxes.fileOp(call.owner, call.sandboxId, op)
 }
 
-async function stat(call: SandboxCall, req: Json) {
-  const e = (await fileOp(call, { op: 'stat', path: pathOf(req.path), user: call.user })) as FileEntry
+async function stat(call: SandboxCall, req: z.output<typeof PathRequest>) {
+  const e = (await fileOp(call, { op: 'stat', path: req.path, user: call.user })) as FileEntry
   return { entry: entryInfo(e) }
 }
 
 /** envd's MakeDir fails with already_exists when the directory is there (the client returns false). */
-async function makeDir(call: SandboxCall, req: Json) {
-  const path = pathOf(req.path)
+async function makeDir(call: SandboxCall, { path }: z.output<typeof PathRequest>) {
   const existing = await fileOp(call, { op: 'stat', path, user: call.user }).catch((err: unknown) => {
     if (err instanceof AppError && err.code === 'FILE_NOT_FOUND') return null
     throw err
@@ -68,33 +67,33 @@ async function makeDir(call: SandboxCall, req: Json) {
   return { entry: entryInfo(e) }
 }
 
-async function move(call: SandboxCall, req: Json) {
-  const from = pathOf(req.source, 'source')
-  const to = pathOf(req.destination, 'destination')
+async function move(call: SandboxCall, { source: from, destination: to }: z.output<typeof MoveRequest>) {
   const e = (await fileOp(call, { op: 'rename', from, to, user: call.user })) as FileEntry
   return { entry: entryInfo(e) }
 }
 
-async function listDir(call: SandboxCall, req: Json) {
+async function listDir(call: SandboxCall, req: z.output<typeof ListDirRequest>) {
   const depth = Math.min(Math.max(Number(req.depth) || 1, 1), 16)
-  const entries = (await fileOp(call, { op: 'list', path: pathOf(req.path), depth, user: call.user })) as FileEntry[]
+  const entries = (await fileOp(call, { op: 'list', path: req.path, depth, user: call.user })) as FileEntry[]
   return { entries: entries.map(entryInfo) }
 }
 
-async function remove(call: SandboxCall, req: Json) {
-  await fileOp(call, { op: 'remove', path: pathOf(req.path), recursive: true, user: call.user })
+async function remove(call: SandboxCall, req: z.output<typeof PathRequest>) {
+  await fileOp(call, { op: 'remove', path: req.path, recursive: true, user: call.user })
   return {}
 }
 
 export function registerFilesystem(app: Hono<AppEnv>): void {
-  const base = '/filesystem.Filesystem'
-  app.post(`${base}/Stat`, sandboxUnary(stat))
-  app.post(`${base}/MakeDir`, sandboxUnary(makeDir))
-  app.post(`${base}/Move`, sandboxUnary(move))
-  app.post(`${base}/ListDir`, sandboxUnary(listDir))
-  app.post(`${base}/Remove`, sandboxUnary(remove))
-  const watch = sandboxUnary(async () => {
+  app.post('/filesystem.Filesystem/Stat', sandboxUnary(PathRequest, stat))
+  app.post('/filesystem.Filesystem/MakeDir', sandboxUnary(PathRequest, makeDir))
+  app.post('/filesystem.Filesystem/Move', sandboxUnary(MoveRequest, move))
+  app.post('/filesystem.Filesystem/ListDir', sandboxUnary(ListDirRequest, listDir))
+  app.post('/filesystem.Filesystem/Remove', sandboxUnary(PathRequest, remove))
+  const watch = sandboxUnary(UnservedRequest, async () => {
     throw new AppError('NOT_IMPLEMENTED', 'watching directories is not supported by forkbox')
   })
-  for (const m of ['WatchDir', 'CreateWatcher', 'GetWatcherEvents', 'RemoveWatcher']) app.post(`${base}/${m}`, watch)
+  app.post('/filesystem.Filesystem/WatchDir', watch)
+  app.post('/filesystem.Filesystem/CreateWatcher', watch)
+  app.post('/filesystem.Filesystem/GetWatcherEvents', watch)
+  app.post('/filesystem.Filesystem/RemoveWatcher', watch)
 }

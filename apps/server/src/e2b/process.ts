@@ -1,23 +1,26 @@
 // envd's `process.Process` Connect service over forkbox's ExecService: every command runs as a
 // forkbox background process (so it has a pid for SendInput/SendSignal/Connect from any
 // client), its output streamed back as it comes; terminals are forkbox PTY sessions.
-import { AppError, EnvVars, ExecRequest, type PtySession } from '@forkbox/protocol'
+import { AppError, ExecRequest, type PtySession } from '@forkbox/protocol'
 import type { Context, Hono } from 'hono'
+import type { z } from 'zod'
 import type { AppEnv } from '../http/env.ts'
 import type { OutputSink } from '../services/exec.ts'
 import { deadlineMs, type ServerStream, sandboxUnary, serverStream, streamRequest } from './connect.ts'
+import {
+  CloseStdinRequest,
+  ConnectRequest,
+  ListRequest,
+  type ProcessConfig,
+  SendInputRequest,
+  SendSignalRequest,
+  StartRequest,
+  UnservedRequest,
+  UpdateRequest,
+} from './messages.ts'
 import { type SandboxCall, sandboxCall } from './sandbox-call.ts'
 
-type Json = Record<string, unknown>
-const obj = (v: unknown): Json => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Json) : {})
-const b64 = (v: unknown) => Buffer.from(typeof v === 'string' ? v : '', 'base64')
-
-interface ProcessConfig {
-  cmd: string
-  args: string[]
-  envs: Record<string, string>
-  cwd?: string
-}
+const b64 = (v: string | undefined) => Buffer.from(v ?? '', 'base64')
 
 /** A terminal a Start opened: whoever is attached gets its output; it lives until it exits. */
 interface Terminal {
@@ -27,31 +30,20 @@ interface Terminal {
   exited: Promise<{ exitCode: number; signal: string | null }>
 }
 
-/** What the E2B layer started, by `sandbox:pid` (sandbox ids are unique): configs (for List) and terminals. */
-const configs = new Map<string, ProcessConfig>()
-const terminals = new Map<string, Terminal>()
+/**
+ * What this app's E2B layer started, by `sandbox:pid` (sandbox ids are unique): configs (for
+ * List) and terminals. One per app, so two apps in a process never see each other's.
+ */
+class Started {
+  readonly configs = new Map<string, ProcessConfig>()
+  readonly terminals = new Map<string, Terminal>()
+}
 const keyOf = (sandboxId: string, pid: number) => `${sandboxId}:${pid}`
 const MAX_CONFIGS = 10_000
 
-function configOf(req: Json): ProcessConfig {
-  const p = obj(req.process)
-  const raw: Record<string, string> = {}
-  for (const [k, v] of Object.entries(obj(p.envs))) raw[k] = String(v)
-  // commands and terminals alike: a name execve cannot take would fail inside the sandbox
-  const parsed = EnvVars.safeParse(raw)
-  if (!parsed.success) throw new AppError('VALIDATION_FAILED', parsed.error.issues.map((i) => i.message).join('; '))
-  const envs = parsed.data
-  return {
-    cmd: typeof p.cmd === 'string' ? p.cmd : '',
-    args: Array.isArray(p.args) ? p.args.map(String) : [],
-    envs,
-    cwd: typeof p.cwd === 'string' && p.cwd ? p.cwd : undefined,
-  }
-}
-
-function selectedPid(req: Json): number {
-  const sel = obj(req.process)
-  if (typeof sel.pid === 'number') return sel.pid
+function selectedPid(req: { process: { pid?: number; tag?: string } }): number {
+  const sel = req.process
+  if (sel.pid !== undefined) return sel.pid
   if (sel.tag !== undefined) throw new AppError('PROCESS_NOT_FOUND', 'processes are selected by pid; tags are not kept')
   throw new AppError('VALIDATION_FAILED', 'process.pid is required')
 }
@@ -129,9 +121,11 @@ async function followTerminal(t: Terminal, pid: number, out: ServerStream): Prom
   }
 }
 
-async function startTerminal(c: Context<AppEnv>, call: SandboxCall, req: Json, out: ServerStream) {
-  const config = configOf(req)
-  const size = obj(obj(req.pty).size)
+type Start = z.output<typeof StartRequest>
+
+async function startTerminal(s: Started, c: Context<AppEnv>, call: SandboxCall, req: Start, out: ServerStream) {
+  const config = req.process
+  const size = req.pty?.size ?? {}
   let ready: (s: PtySession) => void = () => {}
   const opened = new Promise<PtySession>((resolve) => {
     ready = resolve
@@ -142,8 +136,8 @@ async function startTerminal(c: Context<AppEnv>, call: SandboxCall, req: Json, o
     call.sandboxId,
     {
       argv: config.cmd ? [config.cmd, ...config.args] : undefined,
-      cols: Number(size.cols) || 80,
-      rows: Number(size.rows) || 24,
+      cols: size.cols || 80,
+      rows: size.rows || 24,
       env: config.envs,
       cwd: config.cwd,
       user: call.user,
@@ -160,7 +154,7 @@ async function startTerminal(c: Context<AppEnv>, call: SandboxCall, req: Json, o
   if (!session || !pid) throw new AppError('EXEC_FAILED', 'the terminal exited before it started')
   const t: Terminal = { session, config, listeners, exited }
   const key = keyOf(call.sandboxId, pid)
-  terminals.set(key, t)
+  s.terminals.set(key, t)
   // envd ends a command at its Start's deadline; a terminal too
   const deadline = deadlineMs(c)
   const timer = deadline ? setTimeout(() => t.session.kill('SIGKILL'), deadline) : undefined
@@ -168,13 +162,13 @@ async function startTerminal(c: Context<AppEnv>, call: SandboxCall, req: Json, o
     .catch(() => ({ exitCode: -1, signal: 'SIGKILL' }))
     .finally(() => {
       clearTimeout(timer)
-      terminals.delete(key)
+      s.terminals.delete(key)
     })
   await followTerminal(t, pid, out)
 }
 
-async function startCommand(c: Context<AppEnv>, call: SandboxCall, req: Json, out: ServerStream) {
-  const config = configOf(req)
+async function startCommand(s: Started, c: Context<AppEnv>, call: SandboxCall, req: Start, out: ServerStream) {
+  const config = req.process
   if (!config.cmd) throw new AppError('VALIDATION_FAILED', 'process.cmd is required')
   const deadline = deadlineMs(c)
   const parsed = ExecRequest.safeParse({
@@ -189,21 +183,21 @@ async function startCommand(c: Context<AppEnv>, call: SandboxCall, req: Json, ou
   if (!parsed.success) throw new AppError('VALIDATION_FAILED', parsed.error.issues.map((i) => i.message).join('; '))
   const { pid } = await call.services.exec.start(call.owner, call.sandboxId, parsed.data)
   const key = keyOf(call.sandboxId, pid)
-  configs.set(key, config)
+  s.configs.set(key, config)
   // entries of sandboxes nobody lists again go, oldest first, past a bound
-  for (const old of configs.keys()) {
-    if (configs.size <= MAX_CONFIGS) break
-    configs.delete(old)
+  for (const old of s.configs.keys()) {
+    if (s.configs.size <= MAX_CONFIGS) break
+    s.configs.delete(old)
   }
   // envd ≥ 0.3.0: stdin is closed unless asked for
   if (req.stdin !== true) await call.services.exec.stdin(call.owner, call.sandboxId, pid, Buffer.alloc(0), true)
   // kept for List while it runs on without this client (List forgets it once it is gone)
-  if (await follow(call, pid, 0, out)) configs.delete(key)
+  if (await follow(call, pid, 0, out)) s.configs.delete(key)
 }
 
-async function connect(_c: Context<AppEnv>, call: SandboxCall, req: Json, out: ServerStream) {
+async function connect(s: Started, call: SandboxCall, req: z.output<typeof ConnectRequest>, out: ServerStream) {
   const pid = selectedPid(req)
-  const t = terminals.get(keyOf(call.sandboxId, pid))
+  const t = s.terminals.get(keyOf(call.sandboxId, pid))
   if (t) return followTerminal(t, pid, out)
   const info = (await call.services.exec.list(call.owner, call.sandboxId)).find((p) => p.pid === pid)
   if (!info?.running) throw new AppError('PROCESS_NOT_FOUND', `no running process ${pid}`)
@@ -211,15 +205,15 @@ async function connect(_c: Context<AppEnv>, call: SandboxCall, req: Json, out: S
   await follow(call, pid, info.outputBytes, out)
 }
 
-async function list(call: SandboxCall) {
+async function list(s: Started, call: SandboxCall) {
   const running = (await call.services.exec.list(call.owner, call.sandboxId)).filter((p) => p.running)
   const alive = new Set(running.map((p) => keyOf(call.sandboxId, p.pid)))
-  for (const key of configs.keys()) if (key.startsWith(`${call.sandboxId}:`) && !alive.has(key)) configs.delete(key)
+  for (const key of s.configs.keys()) if (key.startsWith(`${call.sandboxId}:`) && !alive.has(key)) s.configs.delete(key)
   const processes = running.map((p) => ({
     pid: p.pid,
-    config: configs.get(keyOf(call.sandboxId, p.pid)) ?? { cmd: p.cmd, args: [], envs: {} },
+    config: s.configs.get(keyOf(call.sandboxId, p.pid)) ?? { cmd: p.cmd, args: [], envs: {} },
   }))
-  for (const [key, t] of terminals)
+  for (const [key, t] of s.terminals)
     if (key.startsWith(`${call.sandboxId}:`)) processes.push({ pid: Number(key.split(':')[1]), config: t.config })
   return { processes }
 }
@@ -231,11 +225,11 @@ const SIGNALS: Record<string, 'SIGKILL' | 'SIGTERM'> = {
   '15': 'SIGTERM',
 }
 
-async function sendSignal(call: SandboxCall, req: Json) {
+async function sendSignal(s: Started, call: SandboxCall, req: z.output<typeof SendSignalRequest>) {
   const pid = selectedPid(req)
   const sig = SIGNALS[String(req.signal)]
   if (!sig) throw new AppError('VALIDATION_FAILED', `unsupported signal ${String(req.signal)}`)
-  const t = terminals.get(keyOf(call.sandboxId, pid))
+  const t = s.terminals.get(keyOf(call.sandboxId, pid))
   if (t) t.session.kill(sig)
   else {
     // the signal lands before the exit is reaped: a process reported ended had ended already
@@ -245,10 +239,10 @@ async function sendSignal(call: SandboxCall, req: Json) {
   return {}
 }
 
-async function sendInput(call: SandboxCall, req: Json) {
+async function sendInput(s: Started, call: SandboxCall, req: z.output<typeof SendInputRequest>) {
   const pid = selectedPid(req)
-  const input = obj(req.input)
-  const t = terminals.get(keyOf(call.sandboxId, pid))
+  const input = req.input
+  const t = s.terminals.get(keyOf(call.sandboxId, pid))
   if (input.pty !== undefined) {
     if (!t) throw new AppError('PROCESS_NOT_FOUND', `no terminal ${pid}`)
     t.session.write(b64(input.pty))
@@ -257,44 +251,64 @@ async function sendInput(call: SandboxCall, req: Json) {
   return {}
 }
 
-async function closeStdin(call: SandboxCall, req: Json) {
+async function closeStdin(call: SandboxCall, req: z.output<typeof CloseStdinRequest>) {
   await call.services.exec.stdin(call.owner, call.sandboxId, selectedPid(req), Buffer.alloc(0), true)
   return {}
 }
 
-async function update(call: SandboxCall, req: Json) {
+async function update(s: Started, call: SandboxCall, req: z.output<typeof UpdateRequest>) {
   const pid = selectedPid(req)
-  const t = terminals.get(keyOf(call.sandboxId, pid))
+  const t = s.terminals.get(keyOf(call.sandboxId, pid))
   if (!t) throw new AppError('PROCESS_NOT_FOUND', `no terminal ${pid}`)
-  const size = obj(obj(req.pty).size)
+  const size = req.pty?.size ?? {}
   if (size.cols !== undefined || size.rows !== undefined) t.session.resize(Number(size.cols), Number(size.rows))
   return {}
 }
 
-type Stream = (c: Context<AppEnv>, call: SandboxCall, req: Json, out: ServerStream) => Promise<void>
-
-function streaming(fn: Stream) {
+/** A server-streaming method: the caller is checked before the request message is read. */
+function streaming<T extends z.ZodType>(
+  schema: T,
+  fn: (c: Context<AppEnv>, call: SandboxCall, req: z.output<T>, out: ServerStream) => Promise<void>,
+) {
   return (c: Context<AppEnv>) =>
-    serverStream(c, KEEPALIVE, async (out) => fn(c, sandboxCall(c), await streamRequest(c), out))
+    serverStream(c, KEEPALIVE, async (out) => {
+      const call = sandboxCall(c)
+      return fn(c, call, await streamRequest(c, schema), out)
+    })
 }
 
 export function registerProcess(app: Hono<AppEnv>): void {
-  const base = '/process.Process'
+  const s = new Started()
   app.post(
-    `${base}/Start`,
-    streaming((c, call, req, out) =>
-      req.pty !== undefined ? startTerminal(c, call, req, out) : startCommand(c, call, req, out),
+    '/process.Process/Start',
+    streaming(StartRequest, (c, call, req, out) =>
+      req.pty !== undefined ? startTerminal(s, c, call, req, out) : startCommand(s, c, call, req, out),
     ),
   )
-  app.post(`${base}/Connect`, streaming(connect))
-  app.post(`${base}/List`, sandboxUnary(list))
-  app.post(`${base}/SendInput`, sandboxUnary(sendInput))
-  app.post(`${base}/SendSignal`, sandboxUnary(sendSignal))
-  app.post(`${base}/CloseStdin`, sandboxUnary(closeStdin))
-  app.post(`${base}/Update`, sandboxUnary(update))
   app.post(
-    `${base}/StreamInput`,
-    sandboxUnary(async () => {
+    '/process.Process/Connect',
+    streaming(ConnectRequest, (_c, call, req, out) => connect(s, call, req, out)),
+  )
+  app.post(
+    '/process.Process/List',
+    sandboxUnary(ListRequest, (call) => list(s, call)),
+  )
+  app.post(
+    '/process.Process/SendInput',
+    sandboxUnary(SendInputRequest, (call, req) => sendInput(s, call, req)),
+  )
+  app.post(
+    '/process.Process/SendSignal',
+    sandboxUnary(SendSignalRequest, (call, req) => sendSignal(s, call, req)),
+  )
+  app.post('/process.Process/CloseStdin', sandboxUnary(CloseStdinRequest, closeStdin))
+  app.post(
+    '/process.Process/Update',
+    sandboxUnary(UpdateRequest, (call, req) => update(s, call, req)),
+  )
+  app.post(
+    '/process.Process/StreamInput',
+    sandboxUnary(UnservedRequest, async () => {
       throw new AppError('NOT_IMPLEMENTED', 'StreamInput is not supported; use SendInput')
     }),
   )

@@ -6,7 +6,8 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status'
 import type { z } from 'zod'
 import type { AppEnv } from './env.ts'
 
-const PATH_FIELDS = new Set(['path', 'from', 'to'])
+// `source`/`destination`: envd's Move
+const PATH_FIELDS = new Set(['path', 'from', 'to', 'source', 'destination'])
 
 /** zod failures: a bad path gets its own code, everything else is VALIDATION_FAILED. */
 export function validationError(error: z.ZodError): AppError {
