@@ -1,15 +1,14 @@
 // envd's REST side: GET /files (raw bytes), POST /files (multipart, or octet-stream with
 // optional gzip; either streamed to the sandbox as it arrives) and GET /health (204 running,
 // 502 not: what `isRunning()` reads).
-import { pipeline, Readable } from 'node:stream'
-import type { ReadableStream as NodeReadableStream } from 'node:stream/web'
+import { pipeline, type Readable } from 'node:stream'
 import { createGunzip } from 'node:zlib'
 import { AppError, type FileEntry } from '@forkbox/protocol'
 import type { Context, Hono } from 'hono'
 import type { AppEnv } from '../http/env.ts'
+import { bodyError, capped, eachFilePart, uploadBody } from '../http/upload.ts'
 import { pathOf } from './filesystem.ts'
 import { type SandboxCall, sandboxCall } from './sandbox-call.ts'
-import { bodyError, capped, eachFilePart } from './upload.ts'
 
 /** `?username=` wins over the Basic auth user, as in envd. */
 function userOf(c: Context<AppEnv>, call: SandboxCall): string | undefined {
@@ -42,14 +41,10 @@ function bodyOf(c: Context<AppEnv>, maxBytes: number): Readable {
   const encoding = c.req.header('content-encoding')
   if (encoding && encoding !== 'gzip' && encoding !== 'identity')
     throw new AppError('VALIDATION_FAILED', `unsupported Content-Encoding ${encoding}`)
-  const declared = Number(c.req.header('content-length') ?? 0)
-  if (declared > maxBytes) throw new AppError('PAYLOAD_TOO_LARGE', `upload is larger than ${maxBytes} bytes`)
-  const raw = c.req.raw.body ? Readable.fromWeb(c.req.raw.body as NodeReadableStream) : Readable.from([])
+  const raw = uploadBody(c.req.raw, maxBytes)
+  if (encoding !== 'gzip') return raw
   // the callback form hands back the last stream; an error anywhere destroys them all and reaches it
-  const done = () => {}
-  return encoding === 'gzip'
-    ? pipeline(raw, capped(maxBytes), createGunzip(), capped(maxBytes, 'decompressed upload'), done)
-    : pipeline(raw, capped(maxBytes), done)
+  return pipeline(raw, createGunzip(), capped(maxBytes, 'decompressed upload'), () => {})
 }
 
 async function write(c: Context<AppEnv>, maxBytes: number): Promise<Response> {

@@ -1,10 +1,14 @@
-// An upload body as it arrives, never held whole: a byte cap on the stream, and a multipart body cut
-// into its `file` parts, each handed on as a stream while the next waits in the socket.
-
-import { type Readable, Transform } from 'node:stream'
+// An upload body as it arrives, never held whole: one byte cap for every upload route (forkbox's
+// PUT /files, envd's POST /files), and a multipart body cut into its `file` parts, each handed on
+// as a stream while the next waits in the socket.
+import { Readable, Transform } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
+import type { ReadableStream as NodeReadableStream } from 'node:stream/web'
 import { AppError } from '@forkbox/protocol'
 import busboy from 'busboy'
+
+const tooLarge = (what: string, maxBytes: number) =>
+  new AppError('PAYLOAD_TOO_LARGE', `${what} is larger than the ${maxBytes}-byte upload limit`)
 
 /** Passes at most `maxBytes`; one byte more errors the stream with PAYLOAD_TOO_LARGE. */
 export function capped(maxBytes: number, what = 'upload'): Transform {
@@ -12,10 +16,30 @@ export function capped(maxBytes: number, what = 'upload'): Transform {
   return new Transform({
     transform(chunk: Buffer, _enc, cb) {
       seen += chunk.length
-      if (seen > maxBytes) cb(new AppError('PAYLOAD_TOO_LARGE', `${what} is larger than ${maxBytes} bytes`))
+      if (seen > maxBytes) cb(tooLarge(what, maxBytes))
       else cb(null, chunk)
     },
   })
+}
+
+/**
+ * A request's body as it arrives, at most `maxBytes` (a larger Content-Length is refused before a
+ * byte is read). A client that goes away mid-body errors it with CANCELLED: the write it feeds is
+ * abandoned (the guest drops its temp file), never committed cut short.
+ */
+export function uploadBody(req: Request, maxBytes: number, what = 'upload'): Readable {
+  const declared = Number(req.headers.get('content-length') ?? 0)
+  if (declared > maxBytes) throw tooLarge(what, maxBytes)
+  const out = capped(maxBytes, what)
+  if (!req.body) {
+    out.end()
+    return out
+  }
+  const raw = Readable.fromWeb(req.body as NodeReadableStream)
+  raw.on('error', () => out.destroy(new AppError('CANCELLED', 'the upload was cut off before its end')))
+  out.on('close', () => raw.destroy())
+  raw.pipe(out)
+  return out
 }
 
 export interface MultipartOptions {
