@@ -1,0 +1,86 @@
+// The route list: one module per operation, each documenting itself in the OpenAPI registry.
+import type { App } from '../http/env.ts'
+import * as codeContextCreate from './code/context-create.ts'
+import * as codeContextList from './code/context-list.ts'
+import * as codeContextRemove from './code/context-remove.ts'
+import * as codeContextRestart from './code/context-restart.ts'
+import * as codeRun from './code/run.ts'
+import * as events from './events.ts'
+import * as filesList from './files/list.ts'
+import * as filesMkdir from './files/mkdir.ts'
+import * as filesRead from './files/read.ts'
+import * as filesRemove from './files/remove.ts'
+import * as filesRename from './files/rename.ts'
+import * as filesStat from './files/stat.ts'
+import * as filesWrite from './files/write.ts'
+import * as health from './health.ts'
+import * as keysCreate from './keys/create.ts'
+import * as keysList from './keys/list.ts'
+import * as keysRevoke from './keys/revoke.ts'
+import * as metrics from './metrics.ts'
+import * as processList from './processes/list.ts'
+import * as processOutput from './processes/output.ts'
+import * as processSignal from './processes/signal.ts'
+import * as processStdin from './processes/stdin.ts'
+import * as processWait from './processes/wait.ts'
+import * as sandboxCreate from './sandboxes/create.ts'
+import * as sandboxEvents from './sandboxes/events.ts'
+import * as sandboxExec from './sandboxes/exec.ts'
+import * as sandboxFork from './sandboxes/fork.ts'
+import * as sandboxGet from './sandboxes/get.ts'
+import * as sandboxHibernate from './sandboxes/hibernate.ts'
+import * as sandboxKill from './sandboxes/kill.ts'
+import * as sandboxList from './sandboxes/list.ts'
+import * as sandboxMetrics from './sandboxes/metrics.ts'
+import * as sandboxNetwork from './sandboxes/network.ts'
+import * as sandboxTimeout from './sandboxes/timeout.ts'
+import * as snapshotCreate from './snapshots/create.ts'
+import * as snapshotDelete from './snapshots/delete.ts'
+import * as snapshotList from './snapshots/list.ts'
+import * as templates from './templates.ts'
+
+export interface RouteModule {
+  register(app: App): void
+}
+
+/** Every forkbox route, in the order it is matched. */
+export const ROUTES: readonly RouteModule[] = [
+  health,
+  templates,
+  sandboxCreate,
+  sandboxList,
+  sandboxGet,
+  sandboxKill,
+  sandboxTimeout,
+  sandboxNetwork,
+  sandboxExec,
+  processList,
+  processOutput,
+  processWait,
+  processStdin,
+  processSignal,
+  sandboxEvents,
+  events,
+  metrics,
+  sandboxMetrics,
+  sandboxFork,
+  sandboxHibernate,
+  snapshotCreate,
+  snapshotList,
+  snapshotDelete,
+  codeRun,
+  codeContextCreate,
+  codeContextList,
+  codeContextRestart,
+  codeContextRemove,
+  filesList,
+  filesStat,
+  filesMkdir,
+  filesRename,
+  filesRead,
+  filesWrite,
+  filesRemove,
+  keysCreate,
+  keysList,
+  keysRevoke,
+]
