@@ -53,17 +53,9 @@ export async function startHost(
       portsPathRoute: config.portsPathRoute,
     },
   })
-  const api = getRequestListener(cp.app.fetch)
-  const server = createServer((req, res) => {
-    if (!cp.proxy(req, res)) void api(req, res)
-  })
+  const server = createServer(getRequestListener(cp.app.fetch))
   server.listen(config.port, config.host)
-  server.on('upgrade', (req, socket, head) => {
-    // Node hands an upgrade's socket over without its error listener: a client resetting it
-    // must not become an uncaught 'error'
-    socket.on('error', () => {})
-    if (!cp.upgrade(req, socket, head)) socket.destroy()
-  })
+  server.on('upgrade', cp.upgrade)
   const port = await new Promise<number>((resolve, reject) => {
     server.once('listening', () => {
       const addr = server.address()

@@ -1,5 +1,5 @@
 // The control plane: store, services and HTTP app over an agent it is handed.
-import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { IncomingMessage } from 'node:http'
 import { dirname, join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import type { AgentApi } from '@forkbox/protocol'
@@ -8,8 +8,7 @@ import { ServerConfig, type ServerConfigInput } from './config.ts'
 import { createApp } from './http/app.ts'
 import { Authenticator } from './http/auth.ts'
 import type { App } from './http/env.ts'
-import { portProxy } from './http/ports.ts'
-import { ptyUpgrade } from './http/pty.ts'
+import { upgradeListener } from './http/upgrade.ts'
 import { Metrics, SAMPLE_INTERVAL_MS } from './metrics.ts'
 import { CodeService } from './services/code.ts'
 import { ExecService } from './services/exec.ts'
@@ -22,10 +21,8 @@ import { SnapshotStore } from './store/snapshots.ts'
 
 export interface ControlPlane {
   app: App
-  /** For the HTTP server's 'upgrade' event (terminals, exposed ports); false: not ours. */
-  upgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => boolean
-  /** For the HTTP server's 'request' event, before the app: exposed ports (`/s/...`); false: not one. */
-  proxy: (req: IncomingMessage, res: ServerResponse) => boolean
+  /** For the HTTP server's 'upgrade' event (terminals, exposed ports): the app's routes answer it. */
+  upgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void
   sandboxes: SandboxService
   keys: KeyStore
   /** A new admin key when the store had none; shown once. */
@@ -98,12 +95,9 @@ export async function createControlPlane(opts: {
     }
   }, config.reaperIntervalMs)
   reaper.unref()
-  const pty = ptyUpgrade({ auth, exec, log })
-  const ports = portProxy({ auth, sandboxes, log, domain: config.portsDomain, pathRoute: config.portsPathRoute })
   return {
     app,
-    upgrade: (req, socket, head) => ports.upgrade(req, socket, head) || pty(req, socket, head),
-    proxy: ports.handle,
+    upgrade: upgradeListener(app),
     sandboxes,
     keys,
     bootstrapKey,

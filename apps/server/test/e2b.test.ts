@@ -118,9 +118,19 @@ describe('e2b compatibility layer', () => {
       body: envelope({ process: { pid: 7 } }),
     })
     const [end] = envelopes(Buffer.from(await res.arrayBuffer()))
+    // the request id travels along, as in every error of ours
+    const requestId = (end?.[1] as { error?: { requestId?: string } } | undefined)?.error?.requestId
+    assert.match(String(requestId), /^req_[0-9a-f]{16}$/)
     assert.deepEqual(end, [
       2,
-      { error: { code: 'not_found', message: 'no running process 7', errorCode: 'PROCESS_NOT_FOUND' } },
+      {
+        error: {
+          code: 'not_found',
+          message: 'no running process 7',
+          errorCode: 'PROCESS_NOT_FOUND',
+          requestId,
+        },
+      },
     ])
     const stat = await cp.app.request('/filesystem.Filesystem/Stat', {
       method: 'POST',

@@ -33,10 +33,8 @@ async function start(config: { portsPathRoute?: boolean } = {}) {
     agent: new FakeAgent(),
     config: { dbPath: join(dir, 'db.sqlite'), logLevel: 'silent', ...config },
   })
-  const api = getRequestListener(cp.app.fetch)
-  front = createServer((req, res) => {
-    if (!cp.proxy(req, res)) void api(req, res)
-  })
+  front = createServer(getRequestListener(cp.app.fetch))
+  front.on('upgrade', cp.upgrade)
   await new Promise<void>((r) => front.listen(0, '127.0.0.1', r))
   frontPort = (front.address() as { port: number }).port
 }

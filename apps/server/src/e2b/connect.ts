@@ -6,8 +6,8 @@ import type { Context } from 'hono'
 import { stream } from 'hono/streaming'
 import type { z } from 'zod'
 import type { AppEnv } from '../http/env.ts'
-import { validationError } from '../http/errors.ts'
-import { connectError, connectErrorResponse } from './errors.ts'
+import { errorOf, validationError } from '../http/errors.ts'
+import { connectErrors } from './errors.ts'
 import { type SandboxCall, sandboxCall } from './sandbox-call.ts'
 
 const END_STREAM = 0b10
@@ -62,7 +62,8 @@ export async function unary(c: Context<AppEnv>, fn: () => Promise<unknown>): Pro
   try {
     return c.json((await fn()) ?? {}, 200)
   } catch (err) {
-    return connectErrorResponse(c, err)
+    const { status, body } = errorOf(c, err, connectErrors)
+    return Response.json(body, { status })
   }
 }
 
@@ -104,7 +105,7 @@ export function serverStream(
     try {
       await work({ send, signal: aborted.signal })
     } catch (err) {
-      end = { error: connectError(c, err) }
+      end = { error: errorOf(c, err, connectErrors).body }
     } finally {
       clearInterval(timer)
     }

@@ -1,9 +1,8 @@
 // forkbox's errors in the two shapes the E2B clients read: REST `{code: <status>, message}` and
-// Connect `{code: "not_found", message}`; forkbox's own stable code travels along as `errorCode`.
-import { AppError, type ErrorCode, errorStatus } from '@forkbox/protocol'
-import type { Context } from 'hono'
-import { HTTPException } from 'hono/http-exception'
-import type { AppEnv } from '../http/env.ts'
+// Connect `{code: "not_found", message}`; forkbox's own stable code and the request id travel along.
+// http/errors.ts builds them, as it does forkbox's own.
+import { type ErrorCode, errorStatus } from '@forkbox/protocol'
+import type { ErrorFormat } from '../http/errors.ts'
 
 /** Connect protocol codes (connectrpc.com/docs/protocol#error-codes) and their HTTP statuses. */
 const connectStatus = {
@@ -63,43 +62,14 @@ const connectCodeOf = {
   INTERNAL: 'internal',
 } as const satisfies Record<ErrorCode, ConnectCode>
 
-/** Anything thrown, as an AppError (never a stack trace to the client), counted like forkbox's own. */
-export function toAppError(c: Context<AppEnv>, err: unknown): AppError {
-  let app: AppError
-  if (err instanceof AppError) app = err
-  // hono's bodyLimit errors the body stream of an upload without a Content-Length
-  else if (err instanceof Error && err.name === 'BodyLimitError')
-    app = new AppError('PAYLOAD_TOO_LARGE', 'request body is too large')
-  else if (err instanceof HTTPException)
-    app =
-      err.status === 413
-        ? new AppError('PAYLOAD_TOO_LARGE', 'request body is too large')
-        : new AppError('VALIDATION_FAILED', err.message || 'bad request')
-  else {
-    c.var.services.log.error({ err, requestId: c.var.requestId }, 'unhandled error (e2b)')
-    app = new AppError('INTERNAL', 'internal error')
-  }
-  c.var.services.metrics.errors.inc({ code: app.code })
-  return app
+/** The control plane's (and envd REST's) shape: E2B's `{code: <status>, message}` plus forkbox's code. */
+export const e2bRestErrors: ErrorFormat = {
+  status: (e) => errorStatus[e.code],
+  body: (e, requestId) => ({ code: errorStatus[e.code], message: e.message, errorCode: e.code, requestId }),
 }
 
-/** The control-plane (and envd REST) error response: E2B's `{code, message}` plus forkbox's code. */
-export function restError(c: Context<AppEnv>, err: unknown): Response {
-  const app = toAppError(c, err)
-  const status = errorStatus[app.code]
-  return Response.json(
-    { code: status, message: app.message, errorCode: app.code, requestId: c.var.requestId },
-    { status },
-  )
-}
-
-/** A Connect error body, for a unary response or a stream's end. */
-export function connectError(c: Context<AppEnv>, err: unknown) {
-  const app = toAppError(c, err)
-  return { code: connectCodeOf[app.code], message: app.message, errorCode: app.code }
-}
-
-export function connectErrorResponse(c: Context<AppEnv>, err: unknown): Response {
-  const body = connectError(c, err)
-  return Response.json(body, { status: connectStatus[body.code] })
+/** The Connect shape, for a unary response or a stream's end. */
+export const connectErrors: ErrorFormat<{ code: ConnectCode; message: string; errorCode: ErrorCode }> = {
+  status: (e) => connectStatus[connectCodeOf[e.code]],
+  body: (e, requestId) => ({ code: connectCodeOf[e.code], message: e.message, errorCode: e.code, requestId }),
 }

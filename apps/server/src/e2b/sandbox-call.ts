@@ -16,11 +16,6 @@ export interface SandboxCall {
   user: string | undefined
 }
 
-/** Whether a request is addressed to a sandbox service (and so is the compatibility layer's). */
-export function isSandboxCall(c: Context<AppEnv>): boolean {
-  return c.req.header('e2b-sandbox-id') !== undefined
-}
-
 function basicUser(header: string | undefined): string | undefined {
   const m = /^Basic\s+(\S+)$/i.exec(header ?? '')
   if (!m) return undefined

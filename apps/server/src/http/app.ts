@@ -1,11 +1,13 @@
-// The HTTP app: request ids, body limits, auth, then one file per operation under routes/.
+// The HTTP app, the one edge of the control plane: request ids, then the route list (exposed
+// ports and terminals, the E2B layer, forkbox's REST), each group behind its credentials and
+// answering errors through the one builder (errors.ts). Upgrades come in through upgrade.ts.
 import { randomBytes } from 'node:crypto'
 import { AppError } from '@forkbox/protocol'
 import { OpenAPIHono } from '@hono/zod-openapi'
 import { bodyLimit } from 'hono/body-limit'
 import { e2bApi } from '../e2b/index.ts'
-import { ROUTES } from '../routes/index.ts'
-import { apiKeyIn } from './auth.ts'
+import { EDGE_ROUTES, ROUTES } from '../routes/index.ts'
+import { credentials } from './credentials.ts'
 import type { App, AppEnv, Services } from './env.ts'
 import { errorResponse, validationError } from './errors.ts'
 
@@ -38,13 +40,11 @@ export function createApp(services: Services): App {
       'request',
     )
   })
-  // the E2B API (docs/e2b.md), with its own auth and error shapes
+  for (const r of EDGE_ROUTES) r.register(app)
+  // the E2B API (docs/e2b.md), with its own credential sources and error shapes
   app.route('/', e2bApi(services.config))
-  app.use('*', async (c, next) => {
-    if (PUBLIC.has(c.req.path)) return next()
-    c.set('principal', services.auth.require(apiKeyIn((name) => c.req.header(name))))
-    return next()
-  })
+  const apiKey = credentials('apiKey')
+  app.use('*', async (c, next) => (PUBLIC.has(c.req.path) ? next() : apiKey(c, next)))
   const jsonLimit = bodyLimit({
     maxSize: services.config.maxJsonBodyBytes,
     onError: () => {

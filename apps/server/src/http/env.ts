@@ -1,4 +1,6 @@
-// What every request handler can reach through `c.var`.
+// What every request handler can reach through `c.var` (and, from the Node server, `c.env`).
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Duplex } from 'node:stream'
 import type { OpenAPIHono } from '@hono/zod-openapi'
 import type { Logger } from 'pino'
 import type { ServerConfig } from '../config.ts'
@@ -8,6 +10,8 @@ import type { ExecService } from '../services/exec.ts'
 import type { SandboxService } from '../services/sandboxes.ts'
 import type { KeyStore, Principal } from '../store/keys.ts'
 import type { Authenticator } from './auth.ts'
+import type { Caller } from './credentials.ts'
+import type { ErrorFormat } from './errors.ts'
 
 export interface Services {
   sandboxes: SandboxService
@@ -21,11 +25,28 @@ export interface Services {
   templates: () => import('@forkbox/protocol').TemplateInfo[]
 }
 
+/**
+ * What the Node server hands a request (absent under `app.request()` in tests): its message and
+ * response, and for an HTTP upgrade the socket and its first bytes instead of a response.
+ */
+export interface NodeBindings {
+  incoming?: IncomingMessage
+  outgoing?: ServerResponse
+  upgrade?: { socket: Duplex; head: Buffer }
+}
+
 export interface AppEnv {
+  Bindings: NodeBindings
   Variables: {
     requestId: string
+    /** Who is calling (http/credentials.ts); `principal` too when it is a key. */
+    caller: Caller
     principal: Principal
     services: Services
+    /** How this route group's errors go out (forkbox's own unless set). */
+    errorFormat?: ErrorFormat
+    /** The cookie an exposed port's token may come in (set by the port route for `portToken`). */
+    portCookie?: string
   }
 }
 

@@ -1,4 +1,5 @@
-// Turns anything thrown in a handler into the stable error body; never a stack trace.
+// The one error builder: anything thrown becomes an AppError (never a stack trace), counted, and
+// goes out with the request id in the shape its entry point speaks (forkbox's own, or E2B's).
 import { AppError, type ErrorBody, type ErrorCode, errorStatus } from '@forkbox/protocol'
 import type { Context } from 'hono'
 import { HTTPException } from 'hono/http-exception'
@@ -18,16 +19,27 @@ export function validationError(error: z.ZodError): AppError {
   return new AppError(code, summary || 'invalid request', { issues })
 }
 
-export function errorResponse(c: Context<AppEnv>, err: unknown): Response {
-  const body = errorBody(c, err)
-  c.var.services?.metrics.errors.inc({ code: body.error.code })
-  return c.json(body, errorStatus[body.error.code as ErrorCode] as ContentfulStatusCode)
+/** How an entry point's clients read an error: its HTTP status and body. */
+export interface ErrorFormat<B extends object = object> {
+  status(e: AppError): number
+  body(e: AppError, requestId: string): B
 }
 
-/** The stable error body for anything thrown (also sent as an SSE `error` event). */
-export function errorBody(c: Context<AppEnv>, err: unknown): ErrorBody {
+/** forkbox's own: `{ error: { code, message, details?, requestId } }` with the code's status. */
+export const forkboxErrors: ErrorFormat<ErrorBody> = {
+  status: (e) => errorStatus[e.code],
+  body: (e, requestId) => ({
+    error: { code: e.code, message: e.message, requestId, ...(e.details ? { details: e.details } : {}) },
+  }),
+}
+
+/** Anything thrown, as an AppError; what is not one is logged (with the request id) and hidden. */
+export function toAppError(c: Context<AppEnv>, err: unknown): AppError {
   let app: AppError
   if (err instanceof AppError) app = err
+  // hono's bodyLimit errors the body stream of an upload without a Content-Length
+  else if (err instanceof Error && err.name === 'BodyLimitError')
+    app = new AppError('PAYLOAD_TOO_LARGE', 'request body is too large')
   else if (err instanceof HTTPException) {
     if (err.status === 413) app = new AppError('PAYLOAD_TOO_LARGE', 'request body is too large')
     else if (err.status === 400 && /json/i.test(err.message))
@@ -37,12 +49,27 @@ export function errorBody(c: Context<AppEnv>, err: unknown): ErrorBody {
     c.var.services?.log.error({ err, requestId: c.var.requestId }, 'unhandled error')
     app = new AppError('INTERNAL', 'internal error')
   }
-  return {
-    error: {
-      code: app.code,
-      message: app.message,
-      requestId: c.var.requestId ?? '',
-      ...(app.details ? { details: app.details } : {}),
-    },
-  }
+  c.var.services?.metrics.errors.inc({ code: app.code })
+  return app
+}
+
+/** The status and body of `err` in `format` (the entry point's own when not given). */
+export function errorOf<B extends object>(
+  c: Context<AppEnv>,
+  err: unknown,
+  format: ErrorFormat<B>,
+): { status: number; body: B } {
+  const app = toAppError(c, err)
+  return { status: format.status(app), body: format.body(app, c.var.requestId ?? '') }
+}
+
+/** The error response, in the format the route group chose (`c.var.errorFormat`), forkbox's by default. */
+export function errorResponse(c: Context<AppEnv>, err: unknown): Response {
+  const { status, body } = errorOf(c, err, c.var.errorFormat ?? forkboxErrors)
+  return c.json(body, status as ContentfulStatusCode)
+}
+
+/** forkbox's error body for anything thrown (also sent as an SSE `error` event, a terminal's `error`). */
+export function errorBody(c: Context<AppEnv>, err: unknown): ErrorBody {
+  return errorOf(c, err, forkboxErrors).body
 }

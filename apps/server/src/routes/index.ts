@@ -1,4 +1,5 @@
 // The route list: one module per operation, each documenting itself in the OpenAPI registry.
+// The edge routes come first and say their own credentials; the rest take the API key.
 import type { App } from '../http/env.ts'
 import * as codeContextCreate from './code/context-create.ts'
 import * as codeContextList from './code/context-list.ts'
@@ -18,11 +19,13 @@ import * as keysCreate from './keys/create.ts'
 import * as keysList from './keys/list.ts'
 import * as keysRevoke from './keys/revoke.ts'
 import * as metrics from './metrics.ts'
+import * as ports from './ports/proxy.ts'
 import * as processList from './processes/list.ts'
 import * as processOutput from './processes/output.ts'
 import * as processSignal from './processes/signal.ts'
 import * as processStdin from './processes/stdin.ts'
 import * as processWait from './processes/wait.ts'
+import * as ptyConnect from './pty/connect.ts'
 import * as sandboxCreate from './sandboxes/create.ts'
 import * as sandboxEvents from './sandboxes/events.ts'
 import * as sandboxExec from './sandboxes/exec.ts'
@@ -43,7 +46,13 @@ export interface RouteModule {
   register(app: App): void
 }
 
-/** Every forkbox route, in the order it is matched. */
+/**
+ * Matched before anything else, each with its own credential sources: exposed ports (by host,
+ * whatever the path, or `/s/...`) and terminals (WebSocket, `?key=` allowed).
+ */
+export const EDGE_ROUTES: readonly RouteModule[] = [ports, ptyConnect]
+
+/** forkbox's REST routes, behind the API key, in the order they are matched. */
 export const ROUTES: readonly RouteModule[] = [
   health,
   templates,

@@ -4,17 +4,30 @@
 // `started` ({pid}) and, at the end, `exit` ({exitCode, signal}), then closes. The key comes in
 // the Authorization / X-API-Key header or, for browsers, `?key=`. Closing the socket hangs up
 // (SIGHUP) the program. Output is flow controlled: the program waits while the socket is slow.
-import type { IncomingMessage } from 'node:http'
-import type { Duplex } from 'node:stream'
 import { AppError, EnvVars, SIGNALS } from '@forkbox/protocol'
-import type { Logger } from 'pino'
+import { createRoute } from '@hono/zod-openapi'
+import type { Context } from 'hono'
 import { type RawData, type WebSocket, WebSocketServer } from 'ws'
 import { z } from 'zod'
-import type { ExecService } from '../services/exec.ts'
-import { type Authenticator, apiKeyIn } from './auth.ts'
+import { credentials } from '../../http/credentials.ts'
+import type { App, AppEnv } from '../../http/env.ts'
+import { errorBody } from '../../http/errors.ts'
+import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { TAKEN_OVER } from '../../http/upgrade.ts'
+import { parseOrThrow } from '../../http/validate.ts'
 
-const PATH = /^\/v1\/sandboxes\/([A-Za-z0-9_-]{1,64})\/pty$/
 const START_TIMEOUT_MS = 10_000
+
+const route = createRoute({
+  method: 'get',
+  path: '/v1/sandboxes/{id}/pty',
+  summary: 'Open a terminal: a WebSocket (start, then input/resize/kill; output, started, exit)',
+  security,
+  request: { params: SandboxIdParam },
+  responses: { 101: { description: 'Switching to the WebSocket protocol' }, ...errorResponses },
+})
+
+const PtyId = z.object({ id: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/) })
 
 const Start = z.object({
   type: z.literal('start'),
@@ -38,10 +51,6 @@ const Control = z.discriminatedUnion('type', [
   z.object({ type: z.literal('kill'), signal: z.enum(SIGNALS).default('SIGKILL') }),
 ])
 
-function refuse(socket: Duplex, status: number, message: string): void {
-  socket.end(`HTTP/1.1 ${status} ${message}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`)
-}
-
 /** A client's text message as JSON; undefined when it is not JSON (never throws). */
 function parseJson(text: string): unknown {
   try {
@@ -55,29 +64,29 @@ function sendJson(ws: WebSocket, msg: unknown): void {
   if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(msg))
 }
 
-/** Returns the `upgrade` handler: true when the request was a terminal request (handled). */
-export function ptyUpgrade(deps: { auth: Authenticator; exec: ExecService; log: Logger }) {
+export function register(app: App): void {
+  app.openAPIRegistry.registerPath(route)
+  // one per app: the sockets it upgrades are this app's
   const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024 })
-  return (req: IncomingMessage, socket: Duplex, head: Buffer): boolean => {
-    const url = new URL(req.url ?? '/', 'http://x')
-    const m = PATH.exec(url.pathname)
-    if (!m) return false
-    // browsers cannot set headers on a WebSocket: `?key=` is accepted here (and only here)
-    const principal = deps.auth.principal(apiKeyIn(req.headers) ?? url.searchParams.get('key'))
-    if (!principal) {
-      refuse(socket, 401, 'Unauthorized')
-      return true
-    }
-    const sandboxId = m[1] as string
-    wss.handleUpgrade(req, socket, head, (ws) => serve(ws, principal.keyId, sandboxId, deps))
-    return true
-  }
+  // browsers cannot set headers on a WebSocket: `?key=` is accepted here (and only here)
+  app.get('/v1/sandboxes/:id/pty', credentials('apiKey', 'apiKeyQuery'), (c) => {
+    const { id } = parseOrThrow(PtyId, c.req.param())
+    const upgrade = c.env?.upgrade
+    const incoming = c.env?.incoming
+    if (!upgrade || !incoming || c.req.header('upgrade')?.toLowerCase() !== 'websocket')
+      throw new AppError('NOT_FOUND', `${route.path} is a WebSocket endpoint: connect with Upgrade: websocket`)
+    const owner = c.var.principal.keyId
+    wss.handleUpgrade(incoming, upgrade.socket, upgrade.head, (ws) => serve(c, ws, owner, id))
+    return TAKEN_OVER
+  })
 }
 
-function serve(ws: WebSocket, owner: string, sandboxId: string, deps: { exec: ExecService; log: Logger }): void {
+function serve(c: Context<AppEnv>, ws: WebSocket, owner: string, sandboxId: string): void {
+  const { exec, log } = c.var.services
+  /** A terminal's errors are forkbox's error body (with the request id) in an `error` message. */
+  const error = (err: unknown) => sendJson(ws, { type: 'error', ...errorBody(c, err) })
   const fail = (err: unknown) => {
-    const e = err instanceof AppError ? err : new AppError('INTERNAL', 'terminal failed')
-    sendJson(ws, { type: 'error', error: { code: e.code, message: e.message } })
+    error(err)
     ws.close(1011)
   }
   const timer = setTimeout(() => fail(new AppError('VALIDATION_FAILED', 'no start message')), START_TIMEOUT_MS)
@@ -95,7 +104,7 @@ function serve(ws: WebSocket, owner: string, sandboxId: string, deps: { exec: Ex
         if (ws.readyState !== ws.OPEN) return resolve()
         ws.send(chunk, { binary: true }, () => resolve())
       })
-    deps.exec
+    exec
       .openPty(
         owner,
         sandboxId,
@@ -115,10 +124,7 @@ function serve(ws: WebSocket, owner: string, sandboxId: string, deps: { exec: Ex
             if (binary) return session.write(msg as Buffer)
             const parsed = Control.safeParse(parseJson(msg.toString()))
             if (!parsed.success)
-              return sendJson(ws, {
-                type: 'error',
-                error: { code: 'VALIDATION_FAILED', message: 'a text message must be {"type":"resize"|"kill", ...}' },
-              })
+              return error(new AppError('VALIDATION_FAILED', 'a text message must be {"type":"resize"|"kill", ...}'))
             if (parsed.data.type === 'resize') session.resize(parsed.data.cols, parsed.data.rows)
             else session.kill(parsed.data.signal)
           })
@@ -131,5 +137,5 @@ function serve(ws: WebSocket, owner: string, sandboxId: string, deps: { exec: Ex
       })
       .catch(fail)
   })
-  ws.on('error', (err) => deps.log.warn({ err: String(err), sandboxId }, 'terminal socket error'))
+  ws.on('error', (err) => log.warn({ err: String(err), sandboxId }, 'terminal socket error'))
 }
