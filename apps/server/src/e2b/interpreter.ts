@@ -6,7 +6,7 @@ import type { Context, Hono } from 'hono'
 import { stream } from 'hono/streaming'
 import { z } from 'zod'
 import type { AppEnv } from '../http/env.ts'
-import { validationError } from '../http/errors.ts'
+import { toAppError, validationError } from '../http/errors.ts'
 import { jsonBody } from './json-body.ts'
 import { INTERPRETER_PORT, type SandboxCall, sandboxCall } from './sandbox-call.ts'
 
@@ -80,8 +80,7 @@ async function execute(c: Context<AppEnv>, call: SandboxCall): Promise<Response>
       if (out.executionCount !== null) line({ type: 'number_of_executions', execution_count: out.executionCount })
     } catch (err) {
       if (aborted.signal.aborted) return
-      const app = err instanceof AppError ? err : new AppError('INTERNAL', 'internal error')
-      if (!(err instanceof AppError)) c.var.services.log.error({ err, requestId: c.var.requestId }, 'run failed (e2b)')
+      const app = toAppError(c, err)
       line({ type: 'error', name: app.code, value: app.message, traceback: '' })
     }
     line({ type: 'end_of_execution' })

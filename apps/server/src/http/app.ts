@@ -11,7 +11,7 @@ import { credentials } from './credentials.ts'
 import type { App, AppEnv, Services } from './env.ts'
 import { errorResponse, validationError } from './errors.ts'
 
-const PUBLIC = new Set(['/healthz'])
+const PUBLIC: ReadonlySet<string> = new Set(['/healthz'])
 
 export function createApp(services: Services): App {
   const app: App = new OpenAPIHono<AppEnv>({

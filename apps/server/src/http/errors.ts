@@ -8,7 +8,7 @@ import type { z } from 'zod'
 import type { AppEnv } from './env.ts'
 
 // `source`/`destination`: envd's Move
-const PATH_FIELDS = new Set(['path', 'from', 'to', 'source', 'destination'])
+const PATH_FIELDS: ReadonlySet<string> = new Set(['path', 'from', 'to', 'source', 'destination'])
 
 /** zod failures: a bad path gets its own code, everything else is VALIDATION_FAILED. */
 export function validationError(error: z.ZodError): AppError {
