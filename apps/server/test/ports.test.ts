@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, it } from 'node:test'
 import { getRequestListener } from '@hono/node-server'
+import { WebSocket, WebSocketServer } from 'ws'
 import { type ControlPlane, createControlPlane } from '../src/index.ts'
 import { FakeAgent } from './fake-agent.ts'
 
@@ -41,7 +42,7 @@ async function start(config: { portsPathRoute?: boolean } = {}) {
 
 afterEach(async () => {
   await new Promise((r) => front?.close(r))
-  await new Promise((r) => sandboxServer?.close(r))
+  if (sandboxServer?.listening) await new Promise((r) => sandboxServer.close(r))
   await cp?.close()
   rmSync(dir, { recursive: true, force: true })
 })
@@ -129,5 +130,36 @@ describe('exposed ports', () => {
     assert.match(String(first.headers['set-cookie']), /^forkbox_token=fbt_[0-9a-f]{40}; Path=\/; HttpOnly/)
     cp.keys.revoke(other.id)
     assert.equal((await get(host(mine.id), '/', { 'x-forkbox-access-token': mine.accessToken })).status, 404)
+  })
+
+  it('carry WebSockets to the sandbox port; a refused upgrade is answered with our error body', async () => {
+    const echo = new WebSocketServer({ port: 0, host: '127.0.0.1' })
+    echo.on('connection', (ws) => ws.on('message', (m) => ws.send(`echo:${m}`)))
+    await new Promise((r) => echo.once('listening', r))
+    const port = (echo.address() as { port: number }).port
+    try {
+      await start()
+      const key = cp.bootstrapKey as string
+      const sbx = await createSandbox(key, port)
+      const url = `ws://127.0.0.1:${frontPort}/`
+      const host = `${port}-${sbx.id}.localhost:${frontPort}`
+      const ws = new WebSocket(url, { headers: { host, 'x-forkbox-access-token': sbx.accessToken } })
+      await new Promise((r, j) => ws.once('open', r).once('error', j))
+      ws.send('hi')
+      assert.equal(String(await new Promise((r) => ws.once('message', r))), 'echo:hi')
+      ws.close()
+      const refused = new WebSocket(url, { headers: { host } })
+      const res = await new Promise<import('node:http').IncomingMessage>((r, j) =>
+        refused.once('unexpected-response', (_req, res) => r(res)).once('open', () => j(new Error('opened'))),
+      )
+      let body = ''
+      for await (const chunk of res) body += chunk
+      assert.equal(res.statusCode, 401)
+      const error = JSON.parse(body).error
+      assert.equal(error.code, 'UNAUTHENTICATED')
+      assert.match(error.requestId, /^req_/)
+    } finally {
+      await new Promise((r) => echo.close(r))
+    }
   })
 })
