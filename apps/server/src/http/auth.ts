@@ -1,9 +1,7 @@
-// The one authentication layer every entry point uses (REST, E2B, terminals, exposed ports):
-// where a credential may come from, what it proves, and the per-sandbox tokens derived from the
-// server secret. Ownership of a sandbox is checked by the service the call reaches.
+// What a credential proves (the key behind a secret) and the per-sandbox tokens derived from the
+// server secret. Where a credential may come from, per route group, is credentials.ts; ownership
+// of a sandbox is checked by the service the call reaches.
 import { createHmac, timingSafeEqual } from 'node:crypto'
-import type { IncomingHttpHeaders } from 'node:http'
-import { AppError } from '@forkbox/protocol'
 import type { KeyStore, Principal } from '../store/keys.ts'
 
 /** What a sandbox token lets its bearer do: reach its exposed ports, or its envd (E2B clients). */
@@ -11,18 +9,10 @@ export type TokenPurpose = 'port' | 'envd'
 
 const TOKEN_PREFIX: Record<TokenPurpose, string> = { port: 'fbt_', envd: '' }
 
-type Headers = IncomingHttpHeaders | ((name: string) => string | undefined)
-
-function header(headers: Headers, name: string): string | undefined {
-  if (typeof headers === 'function') return headers(name)
-  const v = headers[name]
-  return Array.isArray(v) ? v[0] : v
-}
-
 /** An API key in `Authorization: Bearer` or `X-API-Key` (the same two places on every route). */
-export function apiKeyIn(headers: Headers): string | null {
-  const bearer = /^Bearer\s+(\S+)$/i.exec(header(headers, 'authorization') ?? '')?.[1]
-  return bearer || header(headers, 'x-api-key') || null
+export function apiKeyIn(header: (name: string) => string | undefined): string | null {
+  const bearer = /^Bearer\s+(\S+)$/i.exec(header('authorization') ?? '')?.[1]
+  return bearer || header('x-api-key') || null
 }
 
 export class Authenticator {
@@ -35,14 +25,6 @@ export class Authenticator {
   /** The key behind `secret`; null when there is none or it is revoked. */
   principal(secret: string | null | undefined): Principal | null {
     return secret ? this.keys.authenticate(secret) : null
-  }
-
-  /** The key behind the request's API key; UNAUTHENTICATED without one or with a bad one. */
-  require(secret: string | null | undefined): Principal {
-    if (!secret) throw new AppError('UNAUTHENTICATED', 'an API key is required (Authorization: Bearer <key>)')
-    const principal = this.principal(secret)
-    if (!principal) throw new AppError('UNAUTHENTICATED', 'unknown or revoked API key')
-    return principal
   }
 
   /**
