@@ -162,4 +162,35 @@ describe('exposed ports', () => {
       await new Promise((r) => echo.close(r))
     }
   })
+
+  it('carry upgrades to protocols other than WebSocket too', async () => {
+    sandboxServer = createTcpServer((c) => {
+      c.on('error', () => {})
+      c.once('data', () => {
+        c.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n')
+        c.on('data', (d) => c.write(String(d).toUpperCase()))
+      })
+    })
+    await new Promise<void>((r) => sandboxServer.listen(0, '127.0.0.1', r))
+    const port = (sandboxServer.address() as { port: number }).port
+    await start()
+    const key = cp.bootstrapKey as string
+    const sbx = await createSandbox(key, port)
+    const socket = await new Promise<import('node:stream').Duplex>((resolve, reject) => {
+      const req = request({
+        host: '127.0.0.1',
+        port: frontPort,
+        path: '/socket',
+        headers: { host: `${port}-${sbx.id}.localhost`, connection: 'Upgrade', upgrade: 'echo', 'x-api-key': key },
+      })
+      req.on('upgrade', (_res, s) => resolve(s))
+      req.on('response', (res) => reject(new Error(`answered ${res.statusCode}`)))
+      req.on('error', reject)
+      req.end()
+    })
+    const answer = new Promise<string>((r) => socket.once('data', (d) => r(String(d))))
+    socket.write('ping')
+    assert.equal(await answer, 'PING')
+    socket.destroy()
+  })
 })

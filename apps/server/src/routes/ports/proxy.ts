@@ -10,6 +10,7 @@ import type { Duplex } from 'node:stream'
 import { AppError } from '@forkbox/protocol'
 import type { Context } from 'hono'
 import { createProxyServer } from 'http-proxy-3'
+import { stream as streamUpgrade } from 'http-proxy-3/dist/lib/http-proxy/passes/ws-incoming.js'
 import { authenticate, type CredentialSource } from '../../http/credentials.ts'
 import type { App, AppEnv } from '../../http/env.ts'
 import { errorOf, forkboxErrors } from '../../http/errors.ts'
@@ -62,6 +63,13 @@ export function register(app: App): void {
   // one per app: its exchanges, and the proxy that answers them
   const exchanges = new WeakMap<IncomingMessage, Exchange>()
   const proxy = createProxyServer({ agent: globalAgent, selfHandleResponse: true, xfwd: false })
+  // any upgrade goes through, not only WebSocket's: a sandbox may speak its own protocol (the
+  // library's first pass would drop it; its stream pass carries any 101 exchange)
+  proxy.before('ws', 'checkMethodAndHeader', (...args: Parameters<typeof streamUpgrade>) => {
+    streamUpgrade(...args)
+    return true
+  })
+  proxy.on('error', () => {})
   proxy.on('proxyRes', (up, req, res) => {
     const x = exchanges.get(req)
     if (!x) return up.destroy()
