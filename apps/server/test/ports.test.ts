@@ -158,8 +158,17 @@ describe('exposed ports', () => {
       const error = JSON.parse(body).error
       assert.equal(error.code, 'UNAUTHENTICATED')
       assert.match(error.requestId, /^req_/)
-    } finally {
+      // nothing listens on the port: the client still reads why, before any switch of protocol
       await new Promise((r) => echo.close(r))
+      const down = new WebSocket(url, { headers: { host, 'x-api-key': key } })
+      const status = await new Promise<number>((r, j) =>
+        down
+          .once('unexpected-response', (_req, res) => r(res.statusCode ?? 0))
+          .once('open', () => j(new Error('opened'))),
+      )
+      assert.equal(status, 502)
+    } finally {
+      echo.close()
     }
   })
 

@@ -18,15 +18,22 @@ function requestOf(req: IncomingMessage): Request {
   return new Request(new URL(req.url ?? '/', 'http://localhost'), { method: req.method, headers })
 }
 
-/** Writes a (small) response on a raw socket and closes it. */
-export async function writeOnSocket(socket: Duplex, res: Response): Promise<void> {
-  const body = Buffer.from(await res.arrayBuffer())
-  const lines = [`HTTP/1.1 ${res.status} ${STATUS_CODES[res.status] ?? 'Error'}`]
-  res.headers.forEach((v, k) => {
-    if (k !== 'content-length' && k !== 'connection') lines.push(`${k}: ${v}`)
-  })
+/** Answers an upgrade request on its raw socket with `body` (JSON) and closes it, at once. */
+export function refuseOnSocket(socket: Duplex, status: number, body: Buffer, headers: [string, string][] = []): void {
+  const lines = [`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}`]
+  for (const [k, v] of headers) if (k !== 'content-length' && k !== 'connection') lines.push(`${k}: ${v}`)
   lines.push(`content-length: ${body.length}`, 'connection: close')
   socket.end(Buffer.concat([Buffer.from(`${lines.join('\r\n')}\r\n\r\n`), body]))
+}
+
+/** Writes a (small) response on a raw socket and closes it. */
+async function writeOnSocket(socket: Duplex, res: Response): Promise<void> {
+  const body = Buffer.from(await res.arrayBuffer())
+  const headers: [string, string][] = []
+  res.headers.forEach((v, k) => {
+    headers.push([k, v])
+  })
+  refuseOnSocket(socket, res.status, body, headers)
 }
 
 /** For the Node server's 'upgrade' event. */

@@ -5,8 +5,7 @@
 // on; there every sandbox shares one origin, so responses are sandboxed (CSP) and stripped of
 // headers that act on the whole origin (headers.ts). Only ports the sandbox lists in
 // `network.ports` are served. A host matcher first in the route list; http-proxy-3 carries bytes.
-import { globalAgent, type IncomingMessage, type ServerResponse } from 'node:http'
-import type { Duplex } from 'node:stream'
+import { globalAgent, type IncomingMessage } from 'node:http'
 import { AppError } from '@forkbox/protocol'
 import type { Context } from 'hono'
 import { createProxyServer } from 'http-proxy-3'
@@ -14,7 +13,7 @@ import { stream as streamUpgrade } from 'http-proxy-3/dist/lib/http-proxy/passes
 import { authenticate, type CredentialSource } from '../../http/credentials.ts'
 import type { App, AppEnv } from '../../http/env.ts'
 import { errorOf, forkboxErrors } from '../../http/errors.ts'
-import { TAKEN_OVER, writeOnSocket } from '../../http/upgrade.ts'
+import { refuseOnSocket, TAKEN_OVER } from '../../http/upgrade.ts'
 import {
   HOST_COOKIE,
   type PortRoute,
@@ -70,6 +69,8 @@ export function register(app: App): void {
     return true
   })
   proxy.on('error', () => {})
+  const upgraded = new WeakSet<IncomingMessage>()
+  proxy.on('proxyReqWs', (proxyReq, req) => proxyReq.once('upgrade', () => upgraded.add(req)))
   proxy.on('proxyRes', (up, req, res) => {
     const x = exchanges.get(req)
     if (!x) return up.destroy()
@@ -88,8 +89,9 @@ export function register(app: App): void {
   let hostRoute: RegExp | undefined
 
   app.use('*', async (c, next) => {
-    const incoming = c.env?.incoming
-    if (!incoming) return next()
+    const { incoming, upgrade, outgoing: res } = c.env ?? {}
+    // under app.request() there is no Node request to carry: not an exposed-port request
+    if (!incoming || !(upgrade || res)) return next()
     const domain = c.var.services.config.portsDomain
     hostRoute ??= new RegExp(`^(\\d{1,5})-([a-z0-9-]{1,64})\\.${domain.replace(/\./g, '\\.')}(?::\\d+)?$`, 'i')
     const r = portRoute(c, incoming, hostRoute)
@@ -98,12 +100,13 @@ export function register(app: App): void {
     c.set('portCookie', r.cookie)
     const who = authenticate(c, SOURCES)
     const credential = who.kind === 'key' ? { owner: who.principal.keyId } : { accessToken: who.token }
-    const target = await c.var.services.sandboxes.portTarget(credential, r.id, r.port)
+    const target = await c.var.services.sandboxes.portTarget(credential, r.id, r.port).catch((err: unknown) => {
+      throw unreachable(err)
+    })
     const up = upstreamRequest(incoming.headers, r, who.kind === 'key')
     incoming.headers = up.headers
     incoming.url = up.path
     const options = { target: { host: target.host, port: target.port } }
-    const upgrade = c.env.upgrade
     if (upgrade) {
       const { socket, head } = upgrade
       // over once either side is gone (a client that only half-closes counts as gone)
@@ -111,20 +114,24 @@ export function register(app: App): void {
       socket.once('close', target.done)
       proxy.ws(incoming, socket, head, options, (err) => {
         target.done()
-        if (socket.writable) void writeOnSocket(socket as Duplex, failure(c, err))
+        // before the sandbox switched protocols the client still reads HTTP: tell it why
+        if (upgraded.has(incoming) || !socket.writable) return socket.destroy()
+        const { status, body } = errorOf(c, unreachable(err), forkboxErrors)
+        refuseOnSocket(socket, status, Buffer.from(JSON.stringify(body)), [['content-type', 'application/json']])
       })
       return TAKEN_OVER
     }
-    const res = c.env.outgoing as ServerResponse
-    const fail = (err: unknown) => {
-      if (res.headersSent) return res.destroy()
-      const { status, body } = errorOf(c, unreachable(err), forkboxErrors)
-      res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
+    if (res) {
+      const fail = (err: unknown) => {
+        if (res.headersSent) return res.destroy()
+        const { status, body } = errorOf(c, unreachable(err), forkboxErrors)
+        res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
+      }
+      const setCookie = who.kind === 'token' && who.from === 'query' ? tokenCookie(r, who.token) : undefined
+      exchanges.set(incoming, { shared: r.shared, setCookie, fail })
+      res.on('close', target.done)
+      proxy.web(incoming, res, options, fail)
     }
-    const setCookie = who.kind === 'token' && who.from === 'query' ? tokenCookie(r, who.token) : undefined
-    exchanges.set(incoming, { shared: r.shared, setCookie, fail })
-    res.on('close', target.done)
-    proxy.web(incoming, res, options, fail)
     return TAKEN_OVER
   })
 }
@@ -134,9 +141,4 @@ function unreachable(err: unknown): AppError {
   if (err instanceof AppError) return err
   const why = err instanceof Error ? err.message : String(err)
   return new AppError('PORT_UNREACHABLE', `the sandbox did not answer on that port: ${why}`)
-}
-
-function failure(c: Context<AppEnv>, err: unknown): Response {
-  const { status, body } = errorOf(c, unreachable(err), forkboxErrors)
-  return Response.json(body, { status })
 }
