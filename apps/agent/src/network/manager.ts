@@ -11,13 +11,13 @@ import {
   baseScript,
   deleteTableScript,
   type FirewallBase,
-  nft,
   policyScript,
   removeSlotStatements,
   resolvedScript,
 } from './firewall.ts'
 import { ALWAYS_BLOCKED, blockListOf, blockRange, contains, isCidr, numberToIp, PRIVATE_RANGES } from './ipv4.ts'
 import { createSlot, destroySlot, hostBlocks, ifaceBytes, listIfaces, listNetns, type SlotAddress } from './netns.ts'
+import { NftWriter } from './nft.ts'
 import { nameMatches, Resolver, type ResolverPolicy } from './resolver.ts'
 
 /** What a sandbox may reach; rules are CIDRs (`203.0.113.0/24`, a bare address) or names (`pypi.org`, `*.github.com`). */
@@ -91,12 +91,14 @@ export class NetworkManager {
   private readonly subnetBase: number
   private readonly subnetSize: number
   private closing = false
+  private readonly nft: NftWriter
 
   constructor(
     private readonly config: NetworkConfig,
     private readonly log: (message: string) => void,
   ) {
     this.names = networkNames(config.tag)
+    this.nft = new NftWriter({ log })
     const range = blockRange(config.subnet)
     if (!range || range.size < 16)
       throw new Error(`network subnet ${config.subnet} is not an IPv4 block of /28 or larger`)
@@ -135,7 +137,7 @@ export class NetworkManager {
       private: blockListOf(PRIVATE_RANGES),
       operator: blockListOf(this.config.operatorAllowed),
     }
-    await nft(baseScript(this.base))
+    await this.nft.run(baseScript(this.base))
   }
 
   private address(slot: number): SlotAddress {
@@ -169,7 +171,7 @@ export class NetworkManager {
     this.used.set(index, slot) // reserved while it is made
     try {
       await createSlot(slot)
-      await nft(addSlotScript(this.base, index, slot.iface, slot.sandboxIp))
+      await this.nft.run(addSlotScript(this.base, index, slot.iface, slot.sandboxIp))
     } catch (err) {
       await destroySlot(slot)
       throw err
@@ -230,7 +232,7 @@ export class NetworkManager {
     const denyResolved = union(slot.learned.deny)
     slot.policy = policy
     slot.rules = rules
-    await nft(
+    await this.nft.run(
       policyScript(this.base, {
         slot: slot.slot,
         iface: slot.iface,
@@ -277,7 +279,7 @@ export class NetworkManager {
         if (fresh.length === 0) return
         for (const ip of fresh) set.add(ip)
         byRule.set(rule, set)
-        await nft(resolvedScript(this.base, slot.slot, kind, fresh))
+        await this.nft.run(resolvedScript(this.base, slot.slot, kind, fresh))
       },
     }
   }
@@ -287,7 +289,7 @@ export class NetworkManager {
     const slot = this.newSlot(index)
     this.used.set(index, slot)
     this.byAddress.set(slot.sandboxIp, slot)
-    await nft(addSlotScript(this.base, index, slot.iface, slot.sandboxIp))
+    await this.nft.run(addSlotScript(this.base, index, slot.iface, slot.sandboxIp))
     await this.apply(slot, policy)
     return slot
   }
@@ -316,7 +318,7 @@ export class NetworkManager {
     this.byAddress.delete(slot.sandboxIp)
     const p = (async () => {
       for (const s of removeSlotStatements(this.base, slot.slot, slot.iface, slot.sandboxIp))
-        await nft(`${s}\n`).catch(() => {})
+        await this.nft.run(`${s}\n`).catch(() => {})
       await destroySlot(slot)
     })().finally(() => {
       this.used.delete(slot.slot)
@@ -339,7 +341,8 @@ export class NetworkManager {
     for (const s of this.used.values()) await destroySlot(s)
     this.spares = []
     this.used.clear()
-    await nft(deleteTableScript(this.base)).catch(() => {})
+    await this.nft.run(deleteTableScript(this.base)).catch(() => {})
+    await this.nft.close()
     this.resolver?.close()
   }
 }
