@@ -3,14 +3,14 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { defaultAgentConfig, LocalAgent } from '@forkbox/agent'
-import { testSubnet } from './harness.ts'
+import { sharedTemplatesDir, testSubnet } from './harness.ts'
 
 const dataDir = mkdtempSync(join(tmpdir(), 'forkbox-e2e-prepare-'))
 const runscStateDir = `/run/forkbox-e2e-prepare-${process.pid}`
 const agent = new LocalAgent(
   defaultAgentConfig({
     dataDir,
-    templatesDir: process.env.FORKBOX_TEMPLATES_DIR ?? '/var/lib/forkbox/templates',
+    templatesDir: sharedTemplatesDir,
     runscStateDir,
     cgroupParent: `forkbox-e2e-prepare-${process.pid}`,
     poolSize: 0,
