@@ -116,6 +116,18 @@ describe('nft writer', { skip: !hasNft && 'needs nft (and root)' }, () => {
     await nft.close()
   })
 
+  it('an idle writer does not keep the process alive', () => {
+    const t = table('idle')
+    const script = join(dir, 'idle.mts')
+    const writer = new URL('../src/network/nft.ts', import.meta.url).pathname
+    writeFileSync(
+      script,
+      `import { NftWriter } from '${writer}'\nawait new NftWriter().run('add table inet ${t}\\n')\n`,
+    )
+    execFileSync(process.execPath, ['--import', 'tsx', script], { timeout: 20_000 })
+    assert.ok(tableExists(t))
+  })
+
   it('makes a batch one line, and refuses one a comment would cut short', () => {
     assert.equal(oneLine('table inet t {\n  chain c {\n  }\n}\n'), 'table inet t { ;   chain c { ;   } ; }')
     assert.throws(() => oneLine('add table inet t # x\n'), /'#'/)

@@ -1,6 +1,7 @@
 // The agent's one long-lived `nft -i`: each rule change goes to it as a one-line batch (one
 // transaction), instead of a process per change.
 import { type ChildProcessByStdio, execFile, spawn } from 'node:child_process'
+import { Socket } from 'node:net'
 import type { Readable, Writable } from 'node:stream'
 
 export interface NftOptions {
@@ -90,6 +91,10 @@ export class NftWriter {
     // one stream for both: an error and the marker after it arrive in the order nft wrote them
     const child = spawn('/bin/sh', ['-c', 'exec "$0" -i 2>&1', this.nftPath], { stdio: ['pipe', 'pipe', 'ignore'] })
     this.output = ''
+    // an idle writer never keeps the process alive (a host that failed to start must still exit);
+    // a batch in flight does, through its timeout
+    child.unref()
+    for (const pipe of [child.stdin, child.stdout]) if (pipe instanceof Socket) pipe.unref()
     child.stdout.setEncoding('utf8')
     child.stdout.on('data', (chunk: string) => {
       if (this.child !== child) return
