@@ -77,7 +77,15 @@ export function useTestServer(config: Partial<ServerConfigInput> = {}): () => Te
       })
       const fault = faults.shift()
       if (fault) return faultResponse(fault, init?.signal)
-      return cp.app.fetch(request)
+      // as a real fetch does, an abort rejects at once (the app sees it too, through the request's signal)
+      const signal = init?.signal
+      const response = Promise.resolve(cp.app.fetch(request))
+      if (!signal) return response
+      return new Promise<Response>((resolve, reject) => {
+        if (signal.aborted) reject(signal.reason)
+        signal.addEventListener('abort', () => reject(signal.reason), { once: true })
+        response.then(resolve, reject)
+      })
     }
     const fetch = fetchImpl as typeof globalThis.fetch
     server = {
