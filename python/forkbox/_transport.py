@@ -42,10 +42,33 @@ def _decode(call: Call, res: httpx.Response) -> Any:
     return res.json()
 
 
-class SyncTransport:
-    def __init__(self, api_key: Optional[str] = None, url: Optional[str] = None, *, max_retries: Optional[int] = None, http: Optional[httpx.BaseTransport] = None) -> None:
+class _Transport:
+    """What both clients share: where to connect and when to retry (a failure not retried raises)."""
+
+    def __init__(self, api_key: Optional[str], url: Optional[str], max_retries: Optional[int]) -> None:
         self.key, self.url = resolve(api_key, url)
         self.retry = RetryPolicy(max_retries)
+
+    def _unreachable(self, e: httpx.TransportError) -> errors.ConnectionError:
+        return errors.ConnectionError("CONNECTION_ERROR", f"cannot reach forkbox at {self.url}: {e}")
+
+    def _delay_after_error(self, attempt: int, call: Call, e: httpx.TransportError) -> float:
+        delay = self.retry.after_connection_error(attempt, call.method)
+        if delay is None:
+            raise self._unreachable(e) from e
+        return delay
+
+    def _delay_after_status(self, attempt: int, res: httpx.Response) -> float:
+        """For a read, closed response of status >= 400."""
+        delay = self.retry.after_status(attempt, res.status_code, res.headers.get("retry-after"))
+        if delay is None:
+            raise _error(res)
+        return delay
+
+
+class SyncTransport(_Transport):
+    def __init__(self, api_key: Optional[str] = None, url: Optional[str] = None, *, max_retries: Optional[int] = None, http: Optional[httpx.BaseTransport] = None) -> None:
+        super().__init__(api_key, url, max_retries)
         self.client = httpx.Client(base_url=self.url, timeout=DEFAULT_TIMEOUT, transport=http)
 
     def _open(self, call: Call) -> httpx.Response:
@@ -56,17 +79,13 @@ class SyncTransport:
             try:
                 res = self.client.send(request, stream=True)
             except httpx.TransportError as e:
-                delay = self.retry.after_connection_error(attempt, call.method)
-                if delay is None:
-                    raise errors.ConnectionError("CONNECTION_ERROR", f"cannot reach forkbox at {self.url}: {e}") from e
+                delay = self._delay_after_error(attempt, call, e)
             else:
                 if res.status_code < 400:
                     return res
-                delay = self.retry.after_status(attempt, res.status_code, res.headers.get("retry-after"))
                 res.read()
                 res.close()
-                if delay is None:
-                    raise _error(res)
+                delay = self._delay_after_status(attempt, res)
             time.sleep(delay)
             attempt += 1
 
@@ -80,7 +99,7 @@ class SyncTransport:
                 call.events(sse.event, sse.json())
             return None
         except httpx.TransportError as e:
-            raise errors.ConnectionError("CONNECTION_ERROR", f"cannot reach forkbox at {self.url}: {e}") from e
+            raise self._unreachable(e) from e
         finally:
             res.close()
 
@@ -96,10 +115,9 @@ class SyncTransport:
         self.client.close()
 
 
-class AsyncTransport:
+class AsyncTransport(_Transport):
     def __init__(self, api_key: Optional[str] = None, url: Optional[str] = None, *, max_retries: Optional[int] = None, http: Optional[httpx.AsyncBaseTransport] = None) -> None:
-        self.key, self.url = resolve(api_key, url)
-        self.retry = RetryPolicy(max_retries)
+        super().__init__(api_key, url, max_retries)
         self.client = httpx.AsyncClient(base_url=self.url, timeout=DEFAULT_TIMEOUT, transport=http)
 
     async def _open(self, call: Call) -> httpx.Response:
@@ -110,17 +128,13 @@ class AsyncTransport:
             try:
                 res = await self.client.send(request, stream=True)
             except httpx.TransportError as e:
-                delay = self.retry.after_connection_error(attempt, call.method)
-                if delay is None:
-                    raise errors.ConnectionError("CONNECTION_ERROR", f"cannot reach forkbox at {self.url}: {e}") from e
+                delay = self._delay_after_error(attempt, call, e)
             else:
                 if res.status_code < 400:
                     return res
-                delay = self.retry.after_status(attempt, res.status_code, res.headers.get("retry-after"))
                 await res.aread()
                 await res.aclose()
-                if delay is None:
-                    raise _error(res)
+                delay = self._delay_after_status(attempt, res)
             await asyncio.sleep(delay)
             attempt += 1
 
@@ -136,7 +150,7 @@ class AsyncTransport:
                     await out
             return None
         except httpx.TransportError as e:
-            raise errors.ConnectionError("CONNECTION_ERROR", f"cannot reach forkbox at {self.url}: {e}") from e
+            raise self._unreachable(e) from e
         finally:
             await res.aclose()
 
