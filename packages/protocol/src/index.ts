@@ -27,6 +27,7 @@ export {
   type SandboxErrorReason,
   sandboxErrorReasons,
 } from './errors.ts'
+export { SandboxEvent, SandboxEventType, sandboxEventTypes } from './events.ts'
 export {
   GuestAttachEnd,
   GuestAttached,

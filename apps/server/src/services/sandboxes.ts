@@ -11,13 +11,15 @@ import {
   type ResolvedResources,
   type Resources,
   type Sandbox,
+  type SandboxEvent,
+  type SandboxEventType,
   type SandboxState,
   type Snapshot,
 } from '@forkbox/protocol'
 import type { Logger } from 'pino'
 import type { Authenticator } from '../http/auth.ts'
 import type { Metrics } from '../metrics.ts'
-import { type SandboxEvent, type SandboxRecord, type SandboxStore, toPublic } from '../store/sandboxes.ts'
+import { type SandboxRecord, type SandboxStore, toPublic } from '../store/sandboxes.ts'
 import type { SnapshotRecord, SnapshotStore } from '../store/snapshots.ts'
 
 type CreateInput = Required<Omit<CreateSandboxRequest, 'resources' | 'snapshot' | 'network'>> & {
@@ -588,7 +590,7 @@ export class SandboxService {
   }
 
   /** Records an event on a sandbox of `owner` (e.g. an exec starting or ending). */
-  record(id: string, type: string, detail?: string): void {
+  record(id: string, type: SandboxEventType, detail?: string): void {
     this.store.event(id, type, detail)
   }
 
