@@ -15,7 +15,8 @@ export interface AgentConfig {
   /** Parent cgroup of every sandbox's cgroup. */
   cgroupParent: string
   mirror: string
-  guestScript: string
+  /** apps/guest: the guest package and the code kernels, installed into every sandbox. */
+  guestDir: string
   /** Restored, never-used sandboxes kept ready per template (0 turns the pool off). */
   poolSize: number
   /** IPv4 block each sandbox's /30 is cut from (one per agent on a host). */
@@ -41,7 +42,7 @@ export function defaultAgentConfig(overrides: Partial<AgentConfig> = {}): AgentC
     runscStateDir: '/run/forkbox/runsc',
     cgroupParent: 'forkbox',
     mirror: 'http://deb.debian.org/debian',
-    guestScript: `${repoRoot}apps/guest/forkbox_guest.py`,
+    guestDir: `${repoRoot}apps/guest`,
     poolSize: 2,
     networkSubnet: '10.213.0.0/16',
     networkAllowPrivate: [],
