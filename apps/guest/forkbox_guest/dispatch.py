@@ -6,25 +6,28 @@ have left, drain what it wrote, forget its requests, and answer {"type": "resync
 which the new agent finds in the byte stream (anything before it belongs to the old agent).
 """
 
+from __future__ import annotations
+
 import json
 import os
 import signal
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from . import contexts, procs, transfer
 from .contexts import CONTEXT_OPS
-from .errors import Request, run_op
+from .errors import run_op
 from .execs import Exec
 from .files import FILE_OPS, count_of, run_file_op
-from .messages import Configured, Ping, ResyncedMessage, Usage
 from .procs import PROC_OPS
 from .spawn import set_winsize
 from .users import check_env
 from .wire import CHUNK, T_FILE, T_JSON, T_STDIN
 
+TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
 if TYPE_CHECKING:
+    from .errors import Request
+    from .messages import Configured, Ping, ResyncedMessage, Usage
     from .state import Guest
 
 VERSION = "0.1.0"

@@ -1,10 +1,18 @@
 """How a failed request is answered: forkbox error codes for OS errors and refusals."""
 
+from __future__ import annotations
+
 import errno
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from .wire import Wire
+
+TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
+if TYPE_CHECKING:
+    from typing import Any
+
+    # a request as the agent sent it: a JSON object, read field by field (see `messages`)
+    Request = Mapping[str, Any]
 
 ERRNO_CODES = {
     errno.ENOENT: "FILE_NOT_FOUND",
@@ -41,8 +49,6 @@ class NoReply:
 
 NO_REPLY = NoReply()
 
-Request = Mapping[str, Any]
-"""A request as the agent sent it: a JSON object, read field by field (see `messages`)."""
 
 
 def op_failure(wire: Wire, channel: int, req: Request, e: BaseException) -> None:

@@ -1,22 +1,27 @@
 """One `exec` request: a command (or terminal) started, fed, flow-controlled, timed out and reported."""
 
+from __future__ import annotations
+
 import os
 import selectors
 import shutil
 import signal
 import threading
 import time
-from typing import TYPE_CHECKING
 
 from . import procs
-from .errors import Request
-from .ioloop import PipeTag, Stream, cap_output
-from .messages import ExitMessage, exit_message
-from .spawn import Fds, killpg
+from .exits import exit_message
+from .ioloop import cap_output
+from .spawn import killpg
 from .users import DEFAULT_PATH, DEFAULT_USER, check_env
 from .wire import T_STDERR, T_STDOUT
 
+TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
 if TYPE_CHECKING:
+    from .errors import Request
+    from .ioloop import PipeTag, Stream
+    from .messages import ExitMessage
+    from .spawn import Fds
     from .state import Guest
 
 # After a command exits: how long what it left behind in its process group may live (a `setsid`

@@ -6,6 +6,8 @@ user may read and write, and what they create is theirs without a chown. Nothing
 main loop. Streamed reads and uploads are in `transfer`.
 """
 
+from __future__ import annotations
+
 import ctypes
 import errno
 import json
@@ -16,17 +18,20 @@ import stat
 import struct
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from .errors import NO_REPLY, NoReply, OpError, Request, run_op
+from .errors import NO_REPLY, NoReply, OpError, run_op
 from .ioloop import run_jobs
-from .messages import FileEntry
 from .spawner import _SYSCALLS
 from .users import Identity, resolve
 from .wire import T_JSON
 
+TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
 if TYPE_CHECKING:
+    from .errors import Request
+    from .messages import FileEntry
     from .state import Guest
+
+    FileOp = Callable[[Guest, int, Request, Identity], object]
 
 FILE_WORKERS = 3
 # upload chunks queued for the upload thread before the main loop waits for it
@@ -258,7 +263,6 @@ def op_rename(g: "Guest", channel: int, req: Request, ident: Identity) -> FileEn
     return entry(dst)
 
 
-FileOp = Callable[["Guest", int, Request, Identity], object]
 FILE_OPS: dict[str, FileOp] = {"stat": op_stat, "list": op_list, "mkdir": op_mkdir, "remove": op_remove, "rename": op_rename}
 
 

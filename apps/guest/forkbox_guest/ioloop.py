@@ -5,6 +5,8 @@ an exec's overhead together. Its output pipes, its exit (SIGCHLD reaches us thro
 the spawner process reports its children's) and its timeout all land here.
 """
 
+from __future__ import annotations
+
 import heapq
 import os
 import queue
@@ -14,48 +16,48 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol, Union
 
 from .wire import T_STDERR, T_STDOUT
 
+TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
 if TYPE_CHECKING:
+    from typing import Protocol, Union
     from .execs import Exec
     from .spawn import ExitFeed
     from .state import Guest
 
-# an output pipe's stream: a wire frame type, or "msg" for a kernel's message channel
-Stream = Union[int, str]
+    # an output pipe's stream: a wire frame type, or "msg" for a kernel's message channel
+    Stream = Union[int, str]
 
 
-class Piped(Protocol):
-    """A process whose pipes the loop reads: a command or a kernel."""
+    class Piped(Protocol):
+        """A process whose pipes the loop reads: a command or a kernel."""
 
-    pid: int | None
-    open_pipes: int
-    # fds held back by flow control: not read until the caller acks
-    paused_fds: "dict[int, PipeTag]"
-    # past its end: a pipe that a short read emptied is closed
-    drain_close: bool
+        pid: int | None
+        open_pipes: int
+        # fds held back by flow control: not read until the caller acks
+        paused_fds: "dict[int, PipeTag]"
+        # past its end: a pipe that a short read emptied is closed
+        drain_close: bool
 
-    def output(self, ftype: Stream, data: bytes) -> None: ...
+        def output(self, ftype: Stream, data: bytes) -> None: ...
 
-    def maybe_finish(self) -> None: ...
+        def maybe_finish(self) -> None: ...
 
-    def on_exit(self, status: int) -> None: ...
-
-
-class Timed(Protocol):
-    def on_timer(self, now: float) -> None: ...
+        def on_exit(self, status: int) -> None: ...
 
 
-PipeTag = tuple[Piped, Stream]
+    class Timed(Protocol):
+        def on_timer(self, now: float) -> None: ...
 
 
-class Capped(Protocol):
-    max_output: int | None
-    sent: dict[Stream, int]
-    truncated: bool
+    PipeTag = tuple[Piped, Stream]
 
+
+    class Capped(Protocol):
+        max_output: int | None
+        sent: dict[Stream, int]
+        truncated: bool
 
 def cap_output(owner: Capped, ftype: Stream, data: bytes) -> bytes | None:
     """What of `data` still fits under `owner.max_output` for its stream (`owner.sent` counts what

@@ -4,23 +4,32 @@ A code context is a long-lived interpreter (forkbox_kernel.py, forkbox_kernel.cj
 first use; its cells run one at a time in arrival order. All context state lives on the loop thread.
 """
 
+from __future__ import annotations
+
 import errno
 import json
 import os
 import signal
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Union
 
-from .errors import Request
-from .ioloop import PipeTag, Stream, cap_output
-from .messages import CellError, ContextInfo, signal_name
-from .spawn import Fds, killpg
+from .exits import signal_name
+from .ioloop import cap_output
+from .spawn import killpg
 from .users import DEFAULT_PATH
 from .wire import T_STDERR, T_STDOUT
 
+TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
 if TYPE_CHECKING:
+    from .errors import Request
+    from .ioloop import PipeTag, Stream
+    from .messages import CellError, ContextInfo
+    from .spawn import Fds
+    from typing import Any, Union
     from .state import Guest
+
+    # what a context's kernel works on: a cell, or a configure request of its own
+    Item = Union["Cell", dict[str, Any]]
 
 # the kernels sit beside this package
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -95,8 +104,6 @@ def cell_error(error: object) -> CellError | None:
     return {"name": str(get("name") or ""), "value": str(get("value") or ""), "traceback": str(get("traceback") or "")}
 
 
-# what a context's kernel works on: a cell, or a configure request of its own
-Item = Union[Cell, dict[str, Any]]
 
 
 class KernelProcess:

@@ -1,5 +1,7 @@
 """The daemon's start and its read loop: prepares the sandbox, says ready, then serves frames."""
 
+from __future__ import annotations
+
 import os
 import pwd
 import resource
@@ -7,14 +9,18 @@ import shutil
 import signal
 import sys
 import threading
-from types import FrameType
 
 from .dispatch import VERSION, dispatch, resync
-from .messages import ReadyMessage
 from .spawner import PR_SET_DUMPABLE, libc_handle
 from .state import Guest
 from .users import DEFAULT_USER
 from .wire import CHUNK, HEADER, MAX_FRAME, Wire, decode_header
+
+TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from .messages import ReadyMessage
 
 
 class Resync(Exception):

@@ -4,8 +4,6 @@ The same messages are in packages/protocol/src/guest.ts as zod schemas; both sid
 against the golden frames in packages/protocol/test/fixtures/guest-frames.json.
 """
 
-import os
-import signal
 from typing import Any, Literal, NotRequired, TypedDict
 
 # ---- agent → guest: requests (every field optional but `op`; the guest applies defaults) ----
@@ -337,28 +335,3 @@ RESULTS: dict[str, type[Any]] = {
     "configured": Configured,
 }
 """The result values, by the name the golden frames give them."""
-
-# ---- builders ----
-
-
-def signal_name(sig: int) -> str:
-    return signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
-
-
-def exit_message(status: int, timed_out: bool, truncated: bool, seconds: float) -> ExitMessage:
-    """How a command ended, from its wait status."""
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        name: str | None = signal_name(sig)
-        code = 128 + sig
-    else:
-        name = None
-        code = os.WEXITSTATUS(status)
-    return {
-        "type": "exit",
-        "exitCode": code,
-        "signal": name,
-        "timedOut": timed_out,
-        "truncated": truncated,
-        "durationMs": round(seconds * 1000, 3),
-    }

@@ -1,5 +1,7 @@
 """The daemon's side of the spawner process (see `spawner`): starts it, asks it, watches it."""
 
+from __future__ import annotations
+
 import errno
 import os
 import queue
@@ -9,18 +11,20 @@ import struct
 import sys
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
 from .ioloop import run_jobs
 from .spawner import EXIT_RECORD, SPAWN_SIGDEF, SPAWNER_SETUP_TIMEOUT_SECONDS, recv_msg, send_msg
 
+TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
 if TYPE_CHECKING:
+    from typing import Any
     from .state import Guest
+
+    # what a spawned command's fds are: (stdin for input or None, stdout, stderr[, message channel])
+    Fds = tuple[Any, ...]
 
 SPAWNER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spawner.py")
 
-# what a spawned command's fds are: (stdin for input or None, stdout, stderr[, message channel])
-Fds = tuple[Any, ...]
 
 
 class SpawnerProcess:

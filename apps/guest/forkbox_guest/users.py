@@ -1,9 +1,14 @@
 """Who a request acts as: users and their identities (cached), paths resolved for them, env checks."""
 
+from __future__ import annotations
+
 import os
 import pwd
 from collections.abc import Mapping
-from typing import Any
+
+TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_USER = "user"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -7,6 +7,8 @@ The agent opens a channel per request; every request ends with exactly one termi
 message on its channel: {"type": "result"|"exit"|"error", ...}.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import struct

@@ -9,7 +9,7 @@ import unittest
 from pathlib import Path
 from typing import Any
 
-from forkbox_guest import messages
+from forkbox_guest import exits, messages
 from forkbox_guest.contexts import CONTEXT_OPS
 from forkbox_guest.dispatch import SIMPLE_OPS
 from forkbox_guest.files import FILE_OPS, entry
@@ -93,7 +93,7 @@ class GoldenFramesTest(unittest.TestCase):
                     self.assertEqual(mismatches(v, messages.RESULTS[name], name), [])
 
     def test_builders_produce_the_declared_fields(self) -> None:
-        built = json.loads(json.dumps(messages.exit_message(9, True, False, 0.25)))
+        built = json.loads(json.dumps(exits.exit_message(9, True, False, 0.25)))
         self.assertEqual(mismatches(built, messages.ExitMessage), [])
         self.assertEqual(set(built), set(self.golden["channel"][1]))
         st = entry(os.path.dirname(__file__))

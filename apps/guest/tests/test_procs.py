@@ -3,7 +3,7 @@ from typing import Any, cast
 
 from forkbox_guest import procs
 from forkbox_guest.execs import Exec
-from forkbox_guest.messages import exit_message
+from forkbox_guest.exits import exit_message
 from forkbox_guest.wire import T_JSON, T_STDERR, T_STDOUT
 
 from .fakes import PipeWire, fake_guest
