@@ -50,7 +50,6 @@ class NoReply:
 NO_REPLY = NoReply()
 
 
-
 def op_failure(wire: Wire, channel: int, req: Request, e: BaseException) -> None:
     """Answers a failed request with the error's code."""
     if isinstance(e, OpError):

@@ -22,13 +22,13 @@ from .wire import T_STDERR, T_STDOUT
 TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
 if TYPE_CHECKING:
     from typing import Protocol, Union
+
     from .execs import Exec
     from .spawn import ExitFeed
     from .state import Guest
 
     # an output pipe's stream: a wire frame type, or "msg" for a kernel's message channel
     Stream = Union[int, str]
-
 
     class Piped(Protocol):
         """A process whose pipes the loop reads: a command or a kernel."""
@@ -46,18 +46,16 @@ if TYPE_CHECKING:
 
         def on_exit(self, status: int) -> None: ...
 
-
     class Timed(Protocol):
         def on_timer(self, now: float) -> None: ...
 
-
     PipeTag = tuple[Piped, Stream]
-
 
     class Capped(Protocol):
         max_output: int | None
         sent: dict[Stream, int]
         truncated: bool
+
 
 def cap_output(owner: Capped, ftype: Stream, data: bytes) -> bytes | None:
     """What of `data` still fits under `owner.max_output` for its stream (`owner.sent` counts what

@@ -21,11 +21,12 @@ from .wire import T_STDERR, T_STDOUT
 
 TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
 if TYPE_CHECKING:
+    from typing import Any, Union
+
     from .errors import Request
     from .ioloop import PipeTag, Stream
     from .messages import CellError, ContextInfo
     from .spawn import Fds
-    from typing import Any, Union
     from .state import Guest
 
     # what a context's kernel works on: a cell, or a configure request of its own
@@ -102,8 +103,6 @@ def cell_error(error: object) -> CellError | None:
         return None
     get: Callable[[str], object] = error.get  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
     return {"name": str(get("name") or ""), "value": str(get("value") or ""), "traceback": str(get("traceback") or "")}
-
-
 
 
 class KernelProcess:

@@ -6,7 +6,7 @@ against the golden frames in packages/protocol/test/fixtures/guest-frames.json.
 
 from typing import Any, Literal, NotRequired, TypedDict
 
-# ---- agent → guest: requests (every field optional but `op`; the guest applies defaults) ----
+# ---- agent → guest: requests (NotRequired: the guest applies a default) ----
 
 
 class ExecRequest(TypedDict):

@@ -16,9 +16,9 @@ from collections.abc import Callable
 TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
 if TYPE_CHECKING:
     from .errors import Request
+    from .execs import Exec
     from .ioloop import Stream
     from .messages import ProcessInfo
-    from .execs import Exec
     from .state import Guest
 
 LOG_BYTES = 4 * 1024 * 1024

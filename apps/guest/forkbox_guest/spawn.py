@@ -18,13 +18,13 @@ from .spawner import EXIT_RECORD, SPAWN_SIGDEF, SPAWNER_SETUP_TIMEOUT_SECONDS, r
 TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
 if TYPE_CHECKING:
     from typing import Any
+
     from .state import Guest
 
     # what a spawned command's fds are: (stdin for input or None, stdout, stderr[, message channel])
     Fds = tuple[Any, ...]
 
 SPAWNER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spawner.py")
-
 
 
 class SpawnerProcess:

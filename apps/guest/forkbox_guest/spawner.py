@@ -335,7 +335,5 @@ def user_init(libc: ctypes.CDLL, ready_w: int) -> NoReturn:
     os.execve(sys.executable, [sys.executable, "-S", "-c", REAPER_PY], env)
 
 
-
-
 if __name__ == "__main__":
     spawner_main(int(sys.argv[1]), int(sys.argv[2]))
