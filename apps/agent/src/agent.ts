@@ -14,7 +14,7 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs'
-import { basename, dirname, join } from 'node:path'
+import { dirname, join } from 'node:path'
 import type { EgressPolicy as NetworkPolicy, ResolvedResources, SandboxUsage } from '@forkbox/protocol'
 import {
   type AgentApi,
@@ -49,6 +49,7 @@ import {
   type TemplateProgress,
 } from '@forkbox/protocol'
 import type { AgentConfig } from './config.ts'
+import { readGuestBundle } from './guest/bundle.ts'
 import { type DataFrameType, GuestConnection } from './guest/connection.ts'
 import { createGuestFifos, type GuestPipes, hasGuestFifos, openGuestPipes } from './guest/fifo.ts'
 import { FileReadStream } from './guest/file-read.ts'
@@ -98,8 +99,6 @@ function sameResources(a: ResolvedResources, b: ResolvedResources): boolean {
   return a.vcpus === b.vcpus && a.memoryMB === b.memoryMB && a.diskMB === b.diskMB && a.pids === b.pids
 }
 
-/** The code kernels, copied beside the guest daemon. */
-const KERNEL_FILES = ['forkbox_kernel.py', 'forkbox_kernel.cjs']
 /** Written into each bundle dir: what a restarted agent needs to re-attach the sandbox. */
 const BUNDLE_RECORD = 'forkbox.json'
 /** Ids of the agent's own sandboxes: baking a template, or waiting in the warm pool. */
@@ -204,13 +203,8 @@ export class LocalAgent implements AgentApi {
       (m) => this.log(m),
     )
     this.definitions = loadDefinitions(config.definitionsDir)
-    const files = [config.guestScript, ...KERNEL_FILES.map((k) => join(dirname(config.guestScript), k))].map((f) => ({
-      name: basename(f),
-      body: readFileSync(f),
-    }))
-    const hash = createHash('sha256')
-    for (const f of files) hash.update(f.name).update(f.body)
-    this.guestHash = hash.digest('hex').slice(0, 16)
+    const { files, hash } = readGuestBundle(config.guestDir)
+    this.guestHash = hash
     this.guestDir = join(config.templatesDir, `guest-${this.guestHash}`)
     this.runsc = { runscPath: config.runscPath, stateDir: config.runscStateDir, platform: config.platform }
     for (const d of [config.dataDir, this.sandboxesDir, config.templatesDir, config.runscStateDir])
@@ -218,7 +212,10 @@ export class LocalAgent implements AgentApi {
     if (!existsSync(this.guestDir)) {
       const tmp = `${this.guestDir}.tmp-${process.pid}`
       mkdirSync(tmp, { recursive: true })
-      for (const f of files) writeFileSync(join(tmp, f.name), f.body, { mode: 0o644 })
+      for (const f of files) {
+        mkdirSync(dirname(join(tmp, f.name)), { recursive: true })
+        writeFileSync(join(tmp, f.name), f.body, { mode: 0o644 })
+      }
       renameSync(tmp, this.guestDir)
     }
   }

@@ -23,7 +23,8 @@ export const AgentSettings = z.object({
     .regex(/^[A-Za-z0-9_.-]+$/)
     .default('forkbox'),
   mirror: z.string().default('http://deb.debian.org/debian'),
-  guestScript: z.string().default(`${repoRoot}apps/guest/forkbox_guest.py`),
+  /** apps/guest: the guest package and the code kernels, installed into every sandbox. */
+  guestDir: z.string().default(`${repoRoot}apps/guest`),
   /** Restored, never-used sandboxes kept ready per template (0 turns the pool off). */
   poolSize: z.number().int().min(0).max(64).default(2),
   /** IPv4 block each sandbox's /30 is cut from (one per agent on a host). */
