@@ -5,11 +5,9 @@ import {
   AppError,
   type CreateSandboxRequest,
   type FileEntry,
-  type ForkOutcome,
   type GuestFileOp,
   type GuestFileOps,
   type NetworkOptions,
-  type NetworkPolicy,
   type ResolvedResources,
   type Resources,
   type Sandbox,
@@ -22,6 +20,7 @@ import type { Metrics } from '../metrics.ts'
 import { type SandboxEvent, type SandboxRecord, type SandboxStore, toPublic } from '../store/sandboxes.ts'
 import type { SnapshotRecord, SnapshotStore } from '../store/snapshots.ts'
 import { IdleTracker } from './idle.ts'
+import { type ForkInput, Launcher } from './launch.ts'
 import { egressOf, resolveNetwork } from './network-policy.ts'
 
 type CreateInput = Required<Omit<CreateSandboxRequest, 'resources' | 'snapshot' | 'network'>> & {
@@ -30,21 +29,12 @@ type CreateInput = Required<Omit<CreateSandboxRequest, 'resources' | 'snapshot' 
   network: NetworkOptions
 }
 
-type LaunchInput = Omit<CreateInput, 'resources' | 'snapshot' | 'network'> & {
-  resources: ResolvedResources
-  snapshot: string | undefined
-  network: NetworkPolicy
-}
-
-function newSandboxId(): string {
-  return `sbx-${randomBytes(10).toString('hex')}`
-}
-
 export class SandboxService {
   private readonly stopping = new Set<Promise<void>>()
   private readonly waking = new Map<string, Promise<void>>()
   private readonly idle = new IdleTracker()
   private readonly hibernating = new Map<string, Promise<void>>()
+  private readonly launcher: Launcher
 
   constructor(
     private readonly store: SandboxStore,
@@ -61,6 +51,7 @@ export class SandboxService {
     private readonly auth: Authenticator,
     private readonly metrics?: Metrics,
   ) {
+    this.launcher = new Launcher(store, agent, log, limits.maxSandboxes, (owner, id) => this.get(owner, id), metrics)
     agent.onExit((id, reason, message) => {
       if (!reason) return
       if (
@@ -123,77 +114,16 @@ export class SandboxService {
     const network = resolveNetwork(req.network)
     if (!req.snapshot) {
       const resources = await this.resolveResources(req.template, req.resources)
-      return this.launch(owner, { ...req, resources, snapshot: undefined, network }, signal)
+      return this.launcher.launch(owner, { ...req, resources, snapshot: undefined, network }, signal)
     }
     const snap = this.ownSnapshot(owner, req.snapshot)
     if (Object.keys(req.resources).length > 0)
       throw new AppError('VALIDATION_FAILED', 'a sandbox started from a snapshot has the resources of the snapshot')
-    return this.launch(
+    return this.launcher.launch(
       owner,
       { ...req, template: snap.template, resources: snap.resources, snapshot: snap.id, network },
       signal,
     )
-  }
-
-  /** Records a new sandbox and has the agent start it; a failure leaves it `errored`, never half there. */
-  private async launch(owner: string, req: LaunchInput, signal?: AbortSignal): Promise<Sandbox> {
-    if (this.store.countActive() >= this.limits.maxSandboxes)
-      throw new AppError('NO_CAPACITY', `this host runs at most ${this.limits.maxSandboxes} sandboxes`)
-    const id = newSandboxId()
-    this.insert(owner, id, req)
-    const started = performance.now()
-    try {
-      await this.agent.start({ ...this.startSpec(id, req), snapshot: req.snapshot }, signal)
-    } catch (err) {
-      throw this.startFailed(id, err)
-    }
-    return this.started(owner, id, req.template, req.snapshot ? 'snapshot' : 'template', started)
-  }
-
-  private insert(owner: string, id: string, req: LaunchInput): void {
-    this.store.insert({
-      id,
-      owner,
-      template: req.template,
-      metadata: req.metadata,
-      resources: req.resources,
-      expiresAt: new Date(Date.now() + req.ttlSeconds * 1000),
-      persistent: req.persistent,
-      network: req.network,
-    })
-  }
-
-  private startSpec(id: string, req: LaunchInput) {
-    return { id, template: req.template, resources: req.resources, envs: req.envs, network: egressOf(req.network) }
-  }
-
-  /** The agent could not start sandbox `id`: it is errored, and this is what the caller is told. */
-  private startFailed(id: string, err: unknown): AppError {
-    const message = err instanceof Error ? err.message : String(err)
-    this.store.transition(id, ['starting'], 'errored', 'errored', {
-      errorReason: 'runtime_failed',
-      errorMessage: message,
-    })
-    this.log.error({ sandboxId: id, err: message }, 'sandbox failed to start')
-    return err instanceof AppError ? err : new AppError('INTERNAL', 'the sandbox failed to start')
-  }
-
-  /** The agent started sandbox `id` (asked for at `since`): it runs, unless it was killed meanwhile. */
-  private async started(
-    owner: string,
-    id: string,
-    template: string,
-    from: 'snapshot' | 'template',
-    since: number,
-  ): Promise<Sandbox> {
-    if (!this.store.transition(id, ['starting'], 'running', 'started')) {
-      // killed or expired while it was starting
-      await this.agent.stop(id)
-    }
-    const ms = performance.now() - since
-    this.metrics?.createSeconds.observe({ template, from }, ms / 1000)
-    this.log.info({ sandboxId: id, template, ms: Math.round(ms) }, 'sandbox started')
-    return this.public(this.own(owner, id))
   }
 
   private ownSnapshot(owner: string, id: string): SnapshotRecord {
@@ -234,63 +164,9 @@ export class SandboxService {
    * `count` new sandboxes from the live state of `id` (which keeps running). All or nothing: if
    * one fails to start, those already started are killed.
    */
-  async fork(owner: string, id: string, req: { count: number; ttlSeconds: number; metadata?: Record<string, string> }) {
+  async fork(owner: string, id: string, req: ForkInput): Promise<Sandbox[]> {
     const src = await this.awake(owner, id)
-    if (this.store.countActive() + req.count > this.limits.maxSandboxes)
-      throw new AppError('NO_CAPACITY', `this host runs at most ${this.limits.maxSandboxes} sandboxes`)
-    const forkStarted = performance.now()
-    const input: LaunchInput = {
-      template: src.template,
-      resources: src.resources,
-      envs: {},
-      metadata: req.metadata ?? src.metadata,
-      ttlSeconds: req.ttlSeconds,
-      // from the agent's checkpoint of the source
-      snapshot: undefined,
-      persistent: false,
-      // the same policy; each fork has its own namespace and address
-      network: src.network,
-    }
-    const ids = Array.from({ length: req.count }, newSandboxId)
-    let checkpointed: number | null = null
-    let outcomes: ForkOutcome[]
-    try {
-      outcomes = await this.agent.fork(
-        id,
-        ids.map((child) => this.startSpec(child, input)),
-        {
-          // the forks are recorded once the source's checkpoint is written, as they start
-          onCheckpointed: () => {
-            checkpointed = performance.now()
-            for (const child of ids) this.insert(owner, child, input)
-          },
-        },
-      )
-    } catch (err) {
-      if (checkpointed === null) throw err
-      // the forks were recorded and the agent gave up on them: none is left starting
-      let failure: AppError | null = null
-      for (const child of ids) {
-        failure ??= this.startFailed(child, err)
-        await this.agent.stop(child)
-      }
-      throw failure ?? err
-    }
-    const since = checkpointed ?? forkStarted
-    const forks: Sandbox[] = []
-    let failure: AppError | null = null
-    for (const o of outcomes) {
-      if (o.error) failure ??= this.startFailed(o.id, o.error)
-      else forks.push(await this.started(owner, o.id, input.template, 'snapshot', since))
-    }
-    if (failure) {
-      for (const f of forks) this.end(f.id, 'killed')
-      throw failure
-    }
-    for (const f of forks) this.store.event(f.id, 'forked-from', id)
-    this.store.event(id, 'forked', forks.map((f) => f.id).join(','))
-    this.metrics?.forkSeconds.observe({ count: String(req.count) }, (performance.now() - forkStarted) / 1000)
-    return forks
+    return this.launcher.fork(owner, src, req, (fork) => this.end(fork, 'killed'))
   }
 
   /** Throws what a call on the sandbox would: not this owner's, or neither running nor hibernated. */
