@@ -1,6 +1,6 @@
 // The server tests' FakeAgent with an in-memory file tree per sandbox, so the files routes answer
 // with real entries.
-import { AppError, type FileEntry, type GuestFileOp } from '@forkbox/protocol'
+import { AppError, type FileEntry, type GuestFileOp, type GuestFileOps } from '@forkbox/protocol'
 import { FakeAgent } from '../../../apps/server/test/fake-agent.ts'
 
 interface Stored {
@@ -68,7 +68,12 @@ export class FilesAgent extends FakeAgent {
     return this.#entry(path, f)
   }
 
-  override async fileOp(id = '', op: GuestFileOp = { op: 'usage' }): Promise<unknown> {
+  override async fileOp<R extends GuestFileOp>(id: string, op: R): Promise<GuestFileOps[R['op']]['res']> {
+    // the switch narrows `op`, not `R`: its answer is the op's result type by construction
+    return this.#fileOp(id, op) as GuestFileOps[R['op']]['res']
+  }
+
+  #fileOp(id: string, op: GuestFileOp): GuestFileOps[GuestFileOp['op']]['res'] {
     const tree = this.#tree(id)
     switch (op.op) {
       case 'usage':
@@ -93,7 +98,7 @@ export class FilesAgent extends FakeAgent {
       case 'remove':
         this.#get(id, op.path)
         tree.delete(op.path)
-        return null
+        return {}
     }
   }
 }
