@@ -1,5 +1,6 @@
 // What every bench script shares: percentiles, timing loops, the report, and a throwaway host.
 import { rmSync } from 'node:fs'
+import { defaultAgentConfig } from '@forkbox/agent'
 import { type Host, startHost } from '@forkbox/host'
 
 export const N = Number(process.argv[process.argv.indexOf('--iterations') + 1]) || 50
@@ -61,7 +62,7 @@ export async function benchHost(
   const host = await startHost({
     port: 0,
     dataDir,
-    templatesDir: process.env.FORKBOX_TEMPLATES_DIR ?? '/var/lib/forkbox/templates',
+    templatesDir: process.env.FORKBOX_TEMPLATES_DIR ?? defaultAgentConfig().templatesDir,
     runscStateDir: `/run/${tag}`,
     cgroupParent: tag,
     logLevel: 'warn',

@@ -20,9 +20,11 @@ command -v python3 >/dev/null || need_apt+=(python3)
 # exposed ports are served at PORT-ID.localhost (each its own browser origin): *.localhost must
 # resolve to loopback for every program on this host, not only browsers and curl
 getent hosts forkbox-check.localhost >/dev/null || need_apt+=(libnss-myhostname)
-# the Python SDK's tests run on Debian's python3 with its httpx (PyPI is not reachable here)
+# the Python SDK's tests run on Debian's python3 with its httpx, in a venv that adds httpx-sse
+# (scripts/python-venv.sh; PyPI is not reachable here)
 if [[ $for_tests -eq 1 ]]; then
   /usr/bin/python3 -c 'import httpx' 2>/dev/null || need_apt+=(python3-httpx)
+  /usr/bin/python3 -c 'import ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 fi
 have_runsc=0
 if command -v runsc >/dev/null; then
@@ -61,6 +63,10 @@ fi
 if [[ ! -f node_modules/.package-lock.json ]] || [[ package-lock.json -nt node_modules/.package-lock.json ]]; then
   say "installing npm dependencies"
   npm ci --no-audit --no-fund >&2
+fi
+
+if [[ $for_tests -eq 1 ]]; then
+  say "python venv for the SDK's tests: $(bash scripts/python-venv.sh)"
 fi
 
 ln -sf "$PWD/apps/cli/bin/forkbox.mjs" /usr/local/bin/forkbox

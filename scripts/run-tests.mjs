@@ -39,8 +39,23 @@ const e2e = find(join(root, 'tests'))
 if (only !== 'e2e') {
   run('typecheck', [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json', '--noEmit'])
   run('lint', [join(root, 'node_modules/@biomejs/biome/bin/biome'), 'check', '.'])
+  run('guest typecheck', [join(root, 'node_modules/pyright/index.js'), '-p', join(root, 'pyrightconfig.json')])
 }
 if (only !== 'e2e' && unit.length) run('unit tests', ['--import', 'tsx', '--test', ...unit])
+if (only !== 'e2e') {
+  // the guest (Python, stdlib only): its tests import the package from apps/guest
+  console.log('\n# guest unit tests')
+  const guest = join(root, 'apps/guest')
+  const r = spawnSync('python3', ['-m', 'unittest', 'discover', '-s', join(guest, 'tests'), '-t', guest], {
+    cwd: guest,
+    stdio: 'inherit',
+    env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' },
+  })
+  if (r.status !== 0) {
+    console.error('# guest unit tests failed')
+    process.exit(r.status ?? 1)
+  }
+}
 if (only !== 'unit' && e2e.length) {
   run('template build', ['--import', 'tsx', join(root, 'tests/e2e/prepare.ts')])
   run('end-to-end tests (real runsc)', ['--import', 'tsx', '--test', '--test-concurrency=1', ...e2e])

@@ -3,7 +3,6 @@ their responses, so the sync and async clients share every request and every par
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Generator, List, Optional, Union
 from urllib.parse import quote
@@ -30,34 +29,6 @@ Op = Generator[Call, Any, Any]
 
 def sandbox_path(sandbox_id: str) -> str:
     return f"/v1/sandboxes/{quote(sandbox_id, safe='')}"
-
-
-class SseParser:
-    """Server-Sent Events, one line at a time: ``feed`` returns (event, payload) once an event is
-    complete. A blank line ends an event; so does the next ``event:`` line (some line splitters
-    drop blank lines), and ``end()``."""
-
-    def __init__(self) -> None:
-        self.event, self.data = "message", []
-
-    def _take(self):
-        done = (self.event, json.loads("\n".join(self.data))) if self.data else None
-        self.event, self.data = "message", []
-        return done
-
-    def feed(self, line: str):
-        if line == "":
-            return self._take()
-        if line.startswith("event:"):
-            done = self._take() if self.data else None
-            self.event = line[6:].strip()
-            return done
-        if line.startswith("data:"):
-            self.data.append(line[6:] if line[5:6] == " " else line[5:])
-        return None
-
-    def end(self):
-        return self._take()
 
 
 def _compact(d: Dict[str, Any]) -> Dict[str, Any]:

@@ -1,15 +1,20 @@
-"""Runs the operations of ``_core`` over httpx, blocking or with asyncio."""
+"""Runs the operations of ``_core`` over httpx, blocking or with asyncio: retries (``_retry``),
+error mapping, and event streams parsed by httpx-sse."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import time
 from typing import Any, Optional
 
 import httpx
+from httpx_sse import EventSource
 
 from . import errors
 from ._config import resolve
-from ._core import Call, Op, SseParser
+from ._core import Call, Op
+from ._retry import RetryPolicy
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=60.0, pool=10.0)
 
@@ -21,9 +26,12 @@ def _headers(key: str, call: Call) -> dict:
     return h
 
 
-def _check(res: httpx.Response) -> None:
-    if res.status_code >= 400:
-        raise errors.error_from(res.status_code, res.text, res.headers.get("x-request-id"))
+def _request(client: httpx.Client | httpx.AsyncClient, key: str, call: Call) -> httpx.Request:
+    return client.build_request(call.method, call.path, json=call.json, params=call.params, content=call.content, headers=_headers(key, call))
+
+
+def _error(res: httpx.Response) -> errors.ForkboxError:
+    return errors.error_from(res.status_code, res.text, res.headers.get("x-request-id"))
 
 
 def _decode(call: Call, res: httpx.Response) -> Any:
@@ -34,32 +42,66 @@ def _decode(call: Call, res: httpx.Response) -> Any:
     return res.json()
 
 
-class SyncTransport:
-    def __init__(self, api_key: Optional[str] = None, url: Optional[str] = None) -> None:
+class _Transport:
+    """What both clients share: where to connect and when to retry (a failure not retried raises)."""
+
+    def __init__(self, api_key: Optional[str], url: Optional[str], max_retries: Optional[int]) -> None:
         self.key, self.url = resolve(api_key, url)
-        self.client = httpx.Client(base_url=self.url, timeout=DEFAULT_TIMEOUT)
+        self.retry = RetryPolicy(max_retries)
+
+    def _unreachable(self, e: httpx.TransportError) -> errors.ConnectionError:
+        return errors.ConnectionError("CONNECTION_ERROR", f"cannot reach forkbox at {self.url}: {e}")
+
+    def _delay_after_error(self, attempt: int, call: Call, e: httpx.TransportError) -> float:
+        delay = self.retry.after_connection_error(attempt, call.method)
+        if delay is None:
+            raise self._unreachable(e) from e
+        return delay
+
+    def _delay_after_status(self, attempt: int, res: httpx.Response) -> float:
+        """For a read, closed response of status >= 400."""
+        delay = self.retry.after_status(attempt, res.status_code, res.headers.get("retry-after"))
+        if delay is None:
+            raise _error(res)
+        return delay
+
+
+class SyncTransport(_Transport):
+    def __init__(self, api_key: Optional[str] = None, url: Optional[str] = None, *, max_retries: Optional[int] = None, http: Optional[httpx.BaseTransport] = None) -> None:
+        super().__init__(api_key, url, max_retries)
+        self.client = httpx.Client(base_url=self.url, timeout=DEFAULT_TIMEOUT, transport=http)
+
+    def _open(self, call: Call) -> httpx.Response:
+        """Sends with retries; returns a 2xx response whose body is not read yet."""
+        request = _request(self.client, self.key, call)
+        attempt = 0
+        while True:
+            try:
+                res = self.client.send(request, stream=True)
+            except httpx.TransportError as e:
+                delay = self._delay_after_error(attempt, call, e)
+            else:
+                if res.status_code < 400:
+                    return res
+                res.read()
+                res.close()
+                delay = self._delay_after_status(attempt, res)
+            time.sleep(delay)
+            attempt += 1
 
     def send(self, call: Call) -> Any:
+        res = self._open(call)
         try:
             if call.events is None:
-                res = self.client.request(call.method, call.path, json=call.json, params=call.params, content=call.content, headers=_headers(self.key, call))
-                _check(res)
+                res.read()
                 return _decode(call, res)
-            with self.client.stream(call.method, call.path, json=call.json, params=call.params, headers=_headers(self.key, call)) as res:
-                if res.status_code >= 400:
-                    res.read()
-                    _check(res)
-                parser = SseParser()
-                for line in res.iter_lines():
-                    done = parser.feed(line)
-                    if done:
-                        call.events(*done)
-                done = parser.end()
-                if done:
-                    call.events(*done)
+            for sse in EventSource(res).iter_sse():
+                call.events(sse.event, sse.json())
             return None
         except httpx.TransportError as e:
-            raise errors.ConnectionError("CONNECTION_ERROR", f"cannot reach forkbox at {self.url}: {e}") from e
+            raise self._unreachable(e) from e
+        finally:
+            res.close()
 
     def run(self, op: Op) -> Any:
         try:
@@ -73,36 +115,44 @@ class SyncTransport:
         self.client.close()
 
 
-class AsyncTransport:
-    def __init__(self, api_key: Optional[str] = None, url: Optional[str] = None) -> None:
-        self.key, self.url = resolve(api_key, url)
-        self.client = httpx.AsyncClient(base_url=self.url, timeout=DEFAULT_TIMEOUT)
+class AsyncTransport(_Transport):
+    def __init__(self, api_key: Optional[str] = None, url: Optional[str] = None, *, max_retries: Optional[int] = None, http: Optional[httpx.AsyncBaseTransport] = None) -> None:
+        super().__init__(api_key, url, max_retries)
+        self.client = httpx.AsyncClient(base_url=self.url, timeout=DEFAULT_TIMEOUT, transport=http)
+
+    async def _open(self, call: Call) -> httpx.Response:
+        """Sends with retries; returns a 2xx response whose body is not read yet."""
+        request = _request(self.client, self.key, call)
+        attempt = 0
+        while True:
+            try:
+                res = await self.client.send(request, stream=True)
+            except httpx.TransportError as e:
+                delay = self._delay_after_error(attempt, call, e)
+            else:
+                if res.status_code < 400:
+                    return res
+                await res.aread()
+                await res.aclose()
+                delay = self._delay_after_status(attempt, res)
+            await asyncio.sleep(delay)
+            attempt += 1
 
     async def send(self, call: Call) -> Any:
+        res = await self._open(call)
         try:
             if call.events is None:
-                res = await self.client.request(call.method, call.path, json=call.json, params=call.params, content=call.content, headers=_headers(self.key, call))
-                _check(res)
+                await res.aread()
                 return _decode(call, res)
-            async with self.client.stream(call.method, call.path, json=call.json, params=call.params, headers=_headers(self.key, call)) as res:
-                if res.status_code >= 400:
-                    await res.aread()
-                    _check(res)
-                parser = SseParser()
-                async for line in res.aiter_lines():
-                    done = parser.feed(line)
-                    if done:
-                        out = call.events(*done)
-                        if inspect.isawaitable(out):
-                            await out
-                done = parser.end()
-                if done:
-                    out = call.events(*done)
-                    if inspect.isawaitable(out):
-                        await out
+            async for sse in EventSource(res).aiter_sse():
+                out = call.events(sse.event, sse.json())
+                if inspect.isawaitable(out):
+                    await out
             return None
         except httpx.TransportError as e:
-            raise errors.ConnectionError("CONNECTION_ERROR", f"cannot reach forkbox at {self.url}: {e}") from e
+            raise self._unreachable(e) from e
+        finally:
+            await res.aclose()
 
     async def run(self, op: Op) -> Any:
         try:

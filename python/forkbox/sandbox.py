@@ -106,19 +106,20 @@ class Sandbox:
         network: Optional[Dict[str, Any]] = None,
         api_key: Optional[str] = None,
         url: Optional[str] = None,
+        max_retries: Optional[int] = None,
     ) -> "Sandbox":
-        t = SyncTransport(api_key, url)
+        t = SyncTransport(api_key, url, max_retries=max_retries)
         info = t.run(core.create(template=template, ttl_seconds=ttl_seconds, metadata=metadata, envs=envs, resources=resources, snapshot=snapshot, persistent=persistent, network=network))
         return cls(t, info)
 
     @classmethod
-    def connect(cls, sandbox_id: str, *, api_key: Optional[str] = None, url: Optional[str] = None) -> "Sandbox":
-        t = SyncTransport(api_key, url)
+    def connect(cls, sandbox_id: str, *, api_key: Optional[str] = None, url: Optional[str] = None, max_retries: Optional[int] = None) -> "Sandbox":
+        t = SyncTransport(api_key, url, max_retries=max_retries)
         return cls(t, t.run(core.get(sandbox_id)))
 
     @staticmethod
-    def list(*, metadata: Optional[Dict[str, str]] = None, state: Optional[str] = None, api_key: Optional[str] = None, url: Optional[str] = None) -> List[SandboxInfo]:
-        t = SyncTransport(api_key, url)
+    def list(*, metadata: Optional[Dict[str, str]] = None, state: Optional[str] = None, api_key: Optional[str] = None, url: Optional[str] = None, max_retries: Optional[int] = None) -> List[SandboxInfo]:
+        t = SyncTransport(api_key, url, max_retries=max_retries)
         try:
             return t.run(core.list_sandboxes(metadata=metadata, state=state))
         finally:
@@ -303,19 +304,20 @@ class AsyncSandbox:
         network: Optional[Dict[str, Any]] = None,
         api_key: Optional[str] = None,
         url: Optional[str] = None,
+        max_retries: Optional[int] = None,
     ) -> "AsyncSandbox":
-        t = AsyncTransport(api_key, url)
+        t = AsyncTransport(api_key, url, max_retries=max_retries)
         info = await t.run(core.create(template=template, ttl_seconds=ttl_seconds, metadata=metadata, envs=envs, resources=resources, snapshot=snapshot, persistent=persistent, network=network))
         return cls(t, info)
 
     @classmethod
-    async def connect(cls, sandbox_id: str, *, api_key: Optional[str] = None, url: Optional[str] = None) -> "AsyncSandbox":
-        t = AsyncTransport(api_key, url)
+    async def connect(cls, sandbox_id: str, *, api_key: Optional[str] = None, url: Optional[str] = None, max_retries: Optional[int] = None) -> "AsyncSandbox":
+        t = AsyncTransport(api_key, url, max_retries=max_retries)
         return cls(t, await t.run(core.get(sandbox_id)))
 
     @staticmethod
-    async def list(*, metadata: Optional[Dict[str, str]] = None, state: Optional[str] = None, api_key: Optional[str] = None, url: Optional[str] = None) -> List[SandboxInfo]:
-        t = AsyncTransport(api_key, url)
+    async def list(*, metadata: Optional[Dict[str, str]] = None, state: Optional[str] = None, api_key: Optional[str] = None, url: Optional[str] = None, max_retries: Optional[int] = None) -> List[SandboxInfo]:
+        t = AsyncTransport(api_key, url, max_retries=max_retries)
         try:
             return await t.run(core.list_sandboxes(metadata=metadata, state=state))
         finally:

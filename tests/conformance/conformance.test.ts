@@ -1,7 +1,7 @@
 // One list of behaviours (behaviours.json), run through both SDKs against a real server on real
 // runsc: every behaviour must be implemented and pass in each.
 import assert from 'node:assert/strict'
-import { execFile } from 'node:child_process'
+import { execFile, execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { describe, it } from 'node:test'
 import { promisify } from 'node:util'
@@ -9,6 +9,10 @@ import { useTestHost } from '../e2e/harness.ts'
 import { type Results, runTsBehaviours } from './ts-sdk.ts'
 
 const host = useTestHost()
+// Debian's python3 and httpx, plus httpx-sse (the venv is made once, offline)
+const python = execFileSync('bash', [new URL('../../scripts/python-venv.sh', import.meta.url).pathname])
+  .toString()
+  .trim()
 const behaviours = Object.keys(JSON.parse(readFileSync(new URL('./behaviours.json', import.meta.url), 'utf8')))
 
 function check(sdk: string, results: Results): void {
@@ -25,27 +29,19 @@ describe('SDK conformance', () => {
   })
 
   it('the Python SDK (sync)', async () => {
-    const { stdout } = await promisify(execFile)(
-      '/usr/bin/python3',
-      [new URL('./python_sdk.py', import.meta.url).pathname],
-      {
-        env: { ...process.env, FORKBOX_URL: host().conn.url, FORKBOX_API_KEY: host().conn.apiKey },
-        timeout: 300_000,
-        maxBuffer: 16 * 1024 * 1024,
-      },
-    )
+    const { stdout } = await promisify(execFile)(python, [new URL('./python_sdk.py', import.meta.url).pathname], {
+      env: { ...process.env, FORKBOX_URL: host().conn.url, FORKBOX_API_KEY: host().conn.apiKey },
+      timeout: 300_000,
+      maxBuffer: 16 * 1024 * 1024,
+    })
     check('Python', JSON.parse(stdout.trim().split('\n').at(-1) as string) as Results)
   })
 
   it('the Python SDK (asyncio mirror)', async () => {
-    const { stdout } = await promisify(execFile)(
-      '/usr/bin/python3',
-      [new URL('./python_async.py', import.meta.url).pathname],
-      {
-        env: { ...process.env, FORKBOX_URL: host().conn.url, FORKBOX_API_KEY: host().conn.apiKey },
-        timeout: 300_000,
-      },
-    )
+    const { stdout } = await promisify(execFile)(python, [new URL('./python_async.py', import.meta.url).pathname], {
+      env: { ...process.env, FORKBOX_URL: host().conn.url, FORKBOX_API_KEY: host().conn.apiKey },
+      timeout: 300_000,
+    })
     assert.deepEqual(JSON.parse(stdout.trim()), { ok: true })
   })
 })

@@ -2,7 +2,7 @@
 // PNG), streamed output, errors, timeouts, kernel death, contexts, fresh randomness per sandbox,
 // and a fork that carries the kernel's state.
 import assert from 'node:assert/strict'
-import { execFile } from 'node:child_process'
+import { execFile, execFileSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -246,15 +246,20 @@ describe('examples', () => {
     const dir = mkdtempSync(join(tmpdir(), 'fbx-example-'))
     try {
       const out = join(dir, 'chart.png')
-      const { stdout } = await promisify(execFile)('/usr/bin/python3', ['examples/python/code_interpreter.py', out], {
-        env: {
-          ...process.env,
-          PYTHONPATH: 'python',
-          FORKBOX_URL: host().conn.url,
-          FORKBOX_API_KEY: host().conn.apiKey,
+      const { stdout } = await promisify(execFile)(
+        // the SDK's Python: Debian's python3 with httpx-sse added (scripts/python-venv.sh)
+        execFileSync('bash', ['scripts/python-venv.sh']).toString().trim(),
+        ['examples/python/code_interpreter.py', out],
+        {
+          env: {
+            ...process.env,
+            PYTHONPATH: 'python',
+            FORKBOX_URL: host().conn.url,
+            FORKBOX_API_KEY: host().conn.apiKey,
+          },
+          timeout: 120_000,
         },
-        timeout: 120_000,
-      })
+      )
       assert.match(stdout, /totals: \{'west': 165, 'south': 200, 'north': 255, 'east': 310\}/)
       const size = pngSize(readFileSync(out).toString('base64'))
       assert.ok(size.width > 100 && size.height > 100, JSON.stringify(size))

@@ -11,9 +11,7 @@ import { describe, it } from 'node:test'
 import { networkNames } from '@forkbox/agent'
 import { startHost } from '@forkbox/host'
 import { Sandbox } from '@forkbox/sdk'
-import { cgroupHierarchiesWith, networkLeftovers, testSubnet } from './harness.ts'
-
-const templatesDir = process.env.FORKBOX_TEMPLATES_DIR ?? '/var/lib/forkbox/templates'
+import { cgroupHierarchiesWith, networkLeftovers, sharedTemplatesDir as templatesDir, testSubnet } from './harness.ts'
 
 /** A host in a child process (fixtures/crash-host.ts) on fresh dirs; its stdout comes line by line. */
 function crashHost(tag: string, mode?: 'fork' | 'hibernate') {

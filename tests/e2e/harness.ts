@@ -5,7 +5,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before } from 'node:test'
-import { networkNames } from '@forkbox/agent'
+import { defaultAgentConfig, networkNames } from '@forkbox/agent'
 import { type Host, type HostOptions, startHost } from '@forkbox/host'
 import type { ConnectionOptions } from '@forkbox/sdk'
 
@@ -27,6 +27,9 @@ export function testSubnet(salt = 0): string {
   return `10.${170 + ((process.pid + salt) % 40)}.0.0/16`
 }
 
+/** The baked templates every test host shares (prepare.ts fills it): FORKBOX_TEMPLATES_DIR, else the agent's default. */
+export const sharedTemplatesDir = process.env.FORKBOX_TEMPLATES_DIR ?? defaultAgentConfig().templatesDir
+
 export async function startTestHost(opts: Partial<HostOptions> = {}): Promise<TestHost> {
   const dataDir = mkdtempSync(join(tmpdir(), 'forkbox-e2e-'))
   const tag = `fbx-e2e-${process.pid}`
@@ -34,7 +37,7 @@ export async function startTestHost(opts: Partial<HostOptions> = {}): Promise<Te
   const host = await startHost({
     port: 0,
     dataDir,
-    templatesDir: process.env.FORKBOX_TEMPLATES_DIR ?? '/var/lib/forkbox/templates',
+    templatesDir: sharedTemplatesDir,
     runscStateDir: stateDir,
     cgroupParent: tag,
     logLevel: 'warn',

@@ -3,14 +3,14 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { defaultAgentConfig, LocalAgent } from '@forkbox/agent'
-import { testSubnet } from './harness.ts'
+import { sharedTemplatesDir, testSubnet } from './harness.ts'
 
 const dataDir = mkdtempSync(join(tmpdir(), 'forkbox-e2e-prepare-'))
 const runscStateDir = `/run/forkbox-e2e-prepare-${process.pid}`
 const agent = new LocalAgent(
   defaultAgentConfig({
     dataDir,
-    templatesDir: process.env.FORKBOX_TEMPLATES_DIR ?? '/var/lib/forkbox/templates',
+    templatesDir: sharedTemplatesDir,
     runscStateDir,
     cgroupParent: `forkbox-e2e-prepare-${process.pid}`,
     poolSize: 0,
@@ -19,7 +19,7 @@ const agent = new LocalAgent(
   }),
 )
 let last = ''
-for (const t of agent.templates()) {
+for (const t of await agent.templates()) {
   await agent.ensureTemplate(t.name, (p) => {
     const line = `${p.template}: ${p.phase} ${Math.round((p.fraction ?? 0) * 100)}%`
     if (line !== last) console.log(line)
@@ -30,8 +30,5 @@ await agent.close()
 for (const dir of [dataDir, runscStateDir]) rmSync(dir, { recursive: true, force: true })
 console.log(
   'templates ready:',
-  agent
-    .templates()
-    .map((t) => `${t.name}${t.ready ? '' : ' (missing)'}`)
-    .join(', '),
+  (await agent.templates()).map((t) => `${t.name}${t.ready ? '' : ' (missing)'}`).join(', '),
 )

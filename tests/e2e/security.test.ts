@@ -11,10 +11,9 @@ import { after, before, describe, it } from 'node:test'
 import { Sandbox } from '@forkbox/sdk'
 import WebSocket from 'ws'
 import { e2bApi } from '../../apps/server/src/e2b/index.ts'
-import { leftovers, NOTHING_LEFT, type TestHost, testSubnet } from './harness.ts'
+import { leftovers, NOTHING_LEFT, type TestHost, sharedTemplatesDir as templatesDir, testSubnet } from './harness.ts'
 
 const root = new URL('../..', import.meta.url).pathname
-const templatesDir = process.env.FORKBOX_TEMPLATES_DIR ?? '/var/lib/forkbox/templates'
 
 interface Server {
   url: string

@@ -1,52 +1,46 @@
-// The agent's settings; the host process reads them from env/flags once and passes them in.
+// The agent's settings and the one place their defaults live; the host reads env/flags once and
+// passes them in (its own schema picks these fields, defaults included).
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-
-export interface AgentConfig {
-  /** Per-sandbox bundle dirs live under `${dataDir}/sandboxes`. */
-  dataDir: string
-  /** Built template rootfs cache (content-addressed); shareable between data dirs. */
-  templatesDir: string
-  /** Where template definitions (templates/NAME/template.json) are read from. */
-  definitionsDir: string
-  runscPath: string
-  platform: string
-  /** runsc --root: container state. Kept apart from any other runsc user on the host. */
-  runscStateDir: string
-  /** Parent cgroup of every sandbox's cgroup. */
-  cgroupParent: string
-  mirror: string
-  guestScript: string
-  /** Restored, never-used sandboxes kept ready per template (0 turns the pool off). */
-  poolSize: number
-  /** IPv4 block each sandbox's /30 is cut from (one per agent on a host). */
-  networkSubnet: string
-  /** Private ranges the operator lets sandboxes with internet reach (blocked otherwise). */
-  networkAllowPrivate: string[]
-  /** `host:port` DNS servers the sandboxes' resolver forwards to; empty: the host's resolv.conf. */
-  dnsUpstreams: string[]
-  /** Network slots (namespace + veth) kept made ahead of creates. */
-  spareNetworkSlots: number
-}
+import { z } from 'zod'
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url))
 
-export function defaultAgentConfig(overrides: Partial<AgentConfig> = {}): AgentConfig {
-  const dataDir = overrides.dataDir ?? '/var/lib/forkbox'
-  return {
-    dataDir,
-    templatesDir: `${dataDir}/templates`,
-    definitionsDir: `${repoRoot}templates`,
-    runscPath: 'runsc',
-    platform: 'systrap',
-    runscStateDir: '/run/forkbox/runsc',
-    cgroupParent: 'forkbox',
-    mirror: 'http://deb.debian.org/debian',
-    guestScript: `${repoRoot}apps/guest/forkbox_guest.py`,
-    poolSize: 2,
-    networkSubnet: '10.213.0.0/16',
-    networkAllowPrivate: [],
-    dnsUpstreams: [],
-    spareNetworkSlots: 4,
-    ...overrides,
-  }
+export const AgentSettings = z.object({
+  /** Per-sandbox bundle dirs live under `${dataDir}/sandboxes`. */
+  dataDir: z.string().default('/var/lib/forkbox'),
+  /** Built template rootfs cache (content-addressed; shareable between data dirs); default `${dataDir}/templates`. */
+  templatesDir: z.string().optional(),
+  /** Where template definitions (templates/NAME/template.json) are read from. */
+  definitionsDir: z.string().default(`${repoRoot}templates`),
+  runscPath: z.string().default('runsc'),
+  platform: z.string().default('systrap'),
+  /** runsc --root: container state. Kept apart from any other runsc user on the host. */
+  runscStateDir: z.string().default('/run/forkbox/runsc'),
+  /** Parent cgroup of every sandbox's cgroup. */
+  cgroupParent: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]+$/)
+    .default('forkbox'),
+  mirror: z.string().default('http://deb.debian.org/debian'),
+  /** apps/guest: the guest package and the code kernels, installed into every sandbox. */
+  guestDir: z.string().default(`${repoRoot}apps/guest`),
+  /** Restored, never-used sandboxes kept ready per template (0 turns the pool off). */
+  poolSize: z.number().int().min(0).max(64).default(2),
+  /** IPv4 block each sandbox's /30 is cut from (one per agent on a host). */
+  networkSubnet: z.string().default('10.213.0.0/16'),
+  /** Private ranges (CIDRs) the operator lets sandboxes with internet reach (all blocked otherwise). */
+  networkAllowPrivate: z.array(z.string()).default([]),
+  /** DNS servers (`ip` or `ip:port`) the sandboxes' resolver forwards to; empty: the host's resolv.conf. */
+  dnsUpstreams: z.array(z.string().transform((u) => (u.includes(':') ? u : `${u}:53`))).default([]),
+  /** Network slots (namespace + veth) kept made ahead of creates. */
+  spareNetworkSlots: z.number().int().min(0).default(4),
+})
+export type AgentConfigInput = z.input<typeof AgentSettings>
+export type AgentConfig = z.output<typeof AgentSettings> & { templatesDir: string }
+
+/** The agent's settings: what `input` says, the defaults for the rest. */
+export function defaultAgentConfig(input: AgentConfigInput = {}): AgentConfig {
+  const c = AgentSettings.parse(input)
+  return { ...c, templatesDir: c.templatesDir ?? join(c.dataDir, 'templates') }
 }

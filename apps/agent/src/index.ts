@@ -1,3 +1,3 @@
 export { LocalAgent } from './agent.ts'
-export { type AgentConfig, defaultAgentConfig } from './config.ts'
+export { type AgentConfig, type AgentConfigInput, AgentSettings, defaultAgentConfig } from './config.ts'
 export { CLOSED, networkNames } from './network/manager.ts'

@@ -2,47 +2,39 @@ import assert from 'node:assert/strict'
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
+import { AppError } from '@forkbox/protocol'
+import { Sandbox } from '@forkbox/sdk'
 import type { StartHostOptions } from '../src/index.ts'
-import { execResult, harness, json, type SeenRequest, sandbox } from './harness.ts'
+import { type Harness, type SeenRequest, useHarness } from './harness.ts'
 
-const b64 = (s: string | Uint8Array) => Buffer.from(s).toString('base64')
-const noContent = () => new Response(null, { status: 204 })
+const harness = useHarness()
 const lines = (reqs: SeenRequest[]) => reqs.map((r) => `${r.method} ${r.url.pathname}`)
+const body = (req: SeenRequest | undefined) => JSON.parse(new TextDecoder().decode(req?.body))
+
+/** A sandbox made beforehand through the SDK; the requests that made it are forgotten. */
+async function existing(h: Harness, options: Parameters<typeof Sandbox.create>[0] = {}): Promise<string> {
+  const sbx = await Sandbox.create({ ...h.server.conn(), ...options })
+  h.requests.length = 0
+  return sbx.id
+}
 
 describe('forkbox run', () => {
   it("creates, execs, mirrors raw output, kills, and exits with the command's code", async () => {
-    const h = harness((req) => {
-      if (req.method === 'DELETE') return noContent()
-      if (req.url.pathname.endsWith('/exec')) {
-        return json(200, execResult({ exitCode: 3, stdout: b64(new Uint8Array([0xff, 0x0a])), stderr: b64('warn\n') }))
-      }
-      return json(201, sandbox())
-    })
-    const code = await h.run(
-      'run',
-      '-t',
-      'python',
-      '--timeout',
-      '5',
-      '-e',
-      'A=1',
-      '-e',
-      'B=2',
-      '--',
-      'echo',
-      '-n',
-      'hi',
-    )
+    const h = harness()
+    h.server.agent.nextExec = { exitCode: 3, stdout: Buffer.from([0xff, 0x0a]), stderr: Buffer.from('warn\n') }
+    const code = await h.run('run', '-t', 'base', '--timeout', '5', '-e', 'A=1', '-e', 'B=2', '--', 'echo', '-n', 'hi')
     assert.equal(code, 3)
     assert.deepEqual(h.stdoutBytes(), new Uint8Array([0xff, 0x0a]))
     assert.equal(h.stderr(), 'warn\n')
+    const id = h.server.agent.started[0]?.id
     assert.deepEqual(lines(h.requests), [
       'POST /v1/sandboxes',
-      'POST /v1/sandboxes/sbx_1/exec',
-      'DELETE /v1/sandboxes/sbx_1',
+      `POST /v1/sandboxes/${id}/exec`,
+      `DELETE /v1/sandboxes/${id}`,
     ])
-    assert.deepEqual(JSON.parse(h.requests[0]?.body ?? ''), { template: 'python', ttlSeconds: 300 })
-    assert.deepEqual(JSON.parse(h.requests[1]?.body ?? ''), {
+    assert.deepEqual(h.server.agent.stopped, [id])
+    assert.deepEqual(body(h.requests[0]), { template: 'base', ttlSeconds: 300 })
+    assert.deepEqual(body(h.requests[1]), {
       cmd: ['echo', '-n', 'hi'],
       env: { A: '1', B: '2' },
       timeoutSeconds: 5,
@@ -51,48 +43,45 @@ describe('forkbox run', () => {
   })
 
   it('sends one word as a shell string and stdin when asked', async () => {
-    const h = harness((req) =>
-      req.method === 'DELETE'
-        ? noContent()
-        : req.url.pathname.endsWith('/exec')
-          ? json(200, execResult())
-          : json(201, sandbox()),
-    )
+    const h = harness()
     assert.equal(await h.run('run', '-i', '--', 'cat | wc -c'), 0)
-    const body = JSON.parse(h.requests[1]?.body ?? '')
-    assert.equal(body.cmd, 'cat | wc -c')
-    assert.equal(body.stdin, b64('from stdin'))
-    assert.equal(body.stdinEncoding, 'base64')
+    assert.equal(h.stdout(), 'ran cat | wc -c')
+    const sent = body(h.requests[1])
+    assert.equal(sent.cmd, 'cat | wc -c')
+    assert.equal(sent.stdin, Buffer.from('from stdin').toString('base64'))
+    assert.equal(sent.stdinEncoding, 'base64')
   })
 
   it('still kills the sandbox when exec fails, and prints CODE: message', async () => {
-    const h = harness((req) => {
-      if (req.method === 'DELETE') return noContent()
-      if (req.url.pathname.endsWith('/exec')) {
-        return json(410, { error: { code: 'SANDBOX_ERRORED', message: 'sandbox ran out of memory', requestId: 'r1' } })
-      }
-      return json(201, sandbox())
-    })
+    const h = harness()
+    h.server.agent.exec = () =>
+      Promise.reject(new AppError('SANDBOX_ERRORED', 'sandbox ran out of memory', { reason: 'out_of_memory' }))
     assert.equal(await h.run('run', 'true'), 1)
     assert.equal(h.stderr(), 'forkbox: SANDBOX_ERRORED: sandbox ran out of memory\n')
     assert.equal(h.requests.at(-1)?.method, 'DELETE')
+    assert.equal(h.server.agent.stopped.length, 1)
   })
 
   it('on Ctrl-C aborts the exec, kills the sandbox and exits 130', async () => {
-    const h = harness((req) => {
-      if (req.method === 'DELETE') return noContent()
-      if (req.url.pathname.endsWith('/exec')) {
-        queueMicrotask(() => h.interrupt())
-        return new Promise<Response>(() => {})
-      }
-      return json(201, sandbox())
-    })
+    const h = harness()
+    let execAborted = false
+    h.server.agent.exec = (_id, _req, signal) => {
+      queueMicrotask(() => h.interrupt())
+      return new Promise((_, reject) =>
+        signal?.addEventListener('abort', () => {
+          execAborted = true
+          reject(new AppError('CANCELLED', 'the client went away'))
+        }),
+      )
+    }
     assert.equal(await h.run('run', 'sleep', '100'), 130)
     assert.equal(h.requests.at(-1)?.method, 'DELETE')
+    assert.equal(h.server.agent.stopped.length, 1)
+    assert.ok(execAborted, 'the server saw the request go away')
   })
 
   it('reports usage errors without touching the network', async () => {
-    const h = harness(() => json(500, {}))
+    const h = harness()
     assert.equal(await h.run('run', 'ls', '-la'), 1)
     assert.match(h.stderr(), /^forkbox: USAGE: unknown option '-la' \(put the sandbox command after --\)\n$/)
     assert.equal(await h.run('run', '--timeout', 'soon', 'ls'), 1)
@@ -103,14 +92,14 @@ describe('forkbox run', () => {
 
 describe('forkbox exec', () => {
   it('connects and passes cwd, env and timeout', async () => {
-    const h = harness((req) =>
-      req.method === 'GET' ? json(200, sandbox({ id: 'sbx_9' })) : json(200, execResult({ stdout: b64('ok\n') })),
-    )
-    const code = await h.run('exec', 'sbx_9', '--cwd', '/tmp', '--env', 'K=V', '--timeout', '2.5', '--', 'ls', '-la')
+    const h = harness()
+    const id = await existing(h)
+    h.server.agent.nextExec = { stdout: Buffer.from('ok\n') }
+    const code = await h.run('exec', id, '--cwd', '/tmp', '--env', 'K=V', '--timeout', '2.5', '--', 'ls', '-la')
     assert.equal(code, 0)
     assert.equal(h.stdout(), 'ok\n')
-    assert.deepEqual(lines(h.requests), ['GET /v1/sandboxes/sbx_9', 'POST /v1/sandboxes/sbx_9/exec'])
-    assert.deepEqual(JSON.parse(h.requests[1]?.body ?? ''), {
+    assert.deepEqual(lines(h.requests), [`GET /v1/sandboxes/${id}`, `POST /v1/sandboxes/${id}/exec`])
+    assert.deepEqual(body(h.requests[1]), {
       cmd: ['ls', '-la'],
       cwd: '/tmp',
       env: { K: 'V' },
@@ -119,88 +108,106 @@ describe('forkbox exec', () => {
     })
   })
 
-  it('notes a timeout on stderr', async () => {
-    const h = harness((req) =>
-      req.method === 'GET' ? json(200, sandbox()) : json(200, execResult({ exitCode: 137, timedOut: true })),
-    )
-    assert.equal(await h.run('exec', 'sbx_1', '--timeout', '1', 'sleep 5'), 137)
-    assert.equal(h.stderr(), 'forkbox: command timed out after 1s\n')
+  // the server answers a command killed at its timeout with EXEC_TIMEOUT (408), not a result
+  it('reports a timeout as the server does', async () => {
+    const h = harness()
+    const id = await existing(h)
+    h.server.agent.nextExec = { exitCode: 137, timedOut: true }
+    assert.equal(await h.run('exec', id, '--timeout', '1', 'sleep 5'), 1)
+    assert.equal(h.stderr(), 'forkbox: EXEC_TIMEOUT: command did not finish within 1s and was killed\n')
   })
 
   it('prints a not-found error', async () => {
-    const h = harness(() =>
-      json(404, { error: { code: 'SANDBOX_NOT_FOUND', message: 'no sandbox nope', requestId: 'r' } }),
-    )
+    const h = harness()
     assert.equal(await h.run('exec', 'nope', 'true'), 1)
     assert.equal(h.stderr(), 'forkbox: SANDBOX_NOT_FOUND: no sandbox nope\n')
   })
 })
 
 describe('forkbox ls', () => {
-  const list = [
-    sandbox({ metadata: { user: 'a', job: '7' } }),
-    sandbox({ id: 'sbx_2', state: 'errored', errorReason: 'out_of_memory', endedAt: 'x' }),
-  ]
+  async function twoSandboxes(h: Harness): Promise<[string, string]> {
+    const a = await existing(h, { ttlSeconds: 300, metadata: { user: 'a', job: '7' } })
+    const b = await existing(h, { ttlSeconds: 300 })
+    h.server.agent.die(b, 'out_of_memory')
+    return [a, b]
+  }
 
   it('prints a table of running sandboxes by default', async () => {
-    const h = harness(() => json(200, { sandboxes: list }))
+    const h = harness()
+    const [a] = await twoSandboxes(h)
     assert.equal(await h.run('ls'), 0)
     assert.equal(h.requests[0]?.url.search, '?state=running')
+    const pad = ' '.repeat(a.length - 2)
     assert.equal(
       h.stdout(),
       [
-        'ID     TEMPLATE  STATE                    CREATED  EXPIRES  METADATA',
-        'sbx_1  base      running                  1m ago   in 4m    user=a,job=7',
-        'sbx_2  base      errored (out_of_memory)  1m ago   -',
+        `ID${pad}  TEMPLATE  STATE    CREATED  EXPIRES  METADATA`,
+        `${a}  base      running  1m ago   in 4m    user=a,job=7`,
         '',
       ].join('\n'),
     )
   })
 
+  it('--all shows ended sandboxes with their reason', async () => {
+    const h = harness()
+    const [, b] = await twoSandboxes(h)
+    assert.equal(await h.run('ls', '--all'), 0)
+    assert.match(h.stdout(), new RegExp(`^${b}  base      errored \\(out_of_memory\\)  1m ago   -`, 'm'))
+  })
+
   it('--all drops the state filter, -m filters by metadata, --json prints JSON', async () => {
-    const h = harness(() => json(200, { sandboxes: list }))
+    const h = harness()
+    const [a] = await twoSandboxes(h)
     assert.equal(await h.run('ls', '--all', '--json', '-m', 'user=a'), 0)
     assert.equal(h.requests[0]?.url.search, '?metadata.user=a')
-    assert.deepEqual(JSON.parse(h.stdout()), list)
+    const listed = JSON.parse(h.stdout())
+    assert.deepEqual(
+      listed.map((s: { id: string; metadata: unknown }) => [s.id, s.metadata]),
+      [[a, { user: 'a', job: '7' }]],
+    )
   })
 })
 
 describe('forkbox kill', () => {
   it('kills each id and keeps going after a failure', async () => {
-    const h = harness((req) =>
-      req.url.pathname.endsWith('/bad')
-        ? json(404, { error: { code: 'SANDBOX_NOT_FOUND', message: 'no sandbox bad', requestId: 'r' } })
-        : noContent(),
-    )
-    assert.equal(await h.run('kill', 'sbx_1', 'bad', 'sbx_2'), 1)
-    assert.equal(h.stdout(), 'sbx_1\nsbx_2\n')
+    const h = harness()
+    const one = await existing(h)
+    const two = await existing(h)
+    assert.equal(await h.run('kill', one, 'bad', two), 1)
+    assert.equal(h.stdout(), `${one}\n${two}\n`)
     assert.equal(h.stderr(), 'forkbox: SANDBOX_NOT_FOUND: no sandbox bad\n')
+    assert.deepEqual(h.server.agent.stopped, [one, two])
   })
 })
 
 describe('forkbox keys', () => {
-  const info = { id: 'key_1', name: 'ci', prefix: 'fbx_ab', createdAt: '2025-01-01T00:00:00Z', revokedAt: null }
-
   it('create prints only the secret on stdout', async () => {
-    const h = harness(() => json(201, { ...info, key: 'fbx_secret' }))
+    const h = harness()
     assert.equal(await h.run('keys', 'create', 'ci'), 0)
-    assert.equal(h.stdout(), 'fbx_secret\n')
-    assert.match(h.stderr(), /created key key_1/)
-    assert.deepEqual(JSON.parse(h.requests[0]?.body ?? ''), { name: 'ci' })
+    assert.match(h.stdout(), /^fbx_\w+\n$/)
+    assert.match(h.stderr(), /created key key_/)
+    assert.deepEqual(body(h.requests[0]), { name: 'ci' })
+    const secret = h.stdout().trim()
+    assert.equal(h.server.cp.keys.list().find((k) => k.name === 'ci')?.prefix, secret.slice(0, 12))
   })
 
   it('list and revoke', async () => {
-    const h = harness((req) => (req.method === 'DELETE' ? noContent() : json(200, { keys: [info] })))
+    const h = harness()
+    const ci = h.server.cp.keys.create('ci', false)
     assert.equal(await h.run('keys', 'list'), 0)
-    assert.equal(h.stdout(), 'ID     NAME  PREFIX  CREATED  REVOKED\nkey_1  ci    fbx_ab  1m ago   -\n')
-    assert.equal(await h.run('keys', 'revoke', 'key_1'), 0)
-    assert.deepEqual(lines(h.requests), ['GET /v1/keys', 'DELETE /v1/keys/key_1'])
+    const rows = h.stdout().trimEnd().split('\n')
+    assert.match(rows[0] ?? '', /^ID\s+NAME\s+PREFIX\s+CREATED\s+REVOKED$/)
+    assert.match(rows[2] ?? '', new RegExp(`^${ci.id}\\s+ci\\s+${ci.prefix}\\s+1m ago\\s+-$`))
+    assert.equal(await h.run('keys', 'revoke', ci.id), 0)
+    assert.deepEqual(lines(h.requests), ['GET /v1/keys', `DELETE /v1/keys/${ci.id}`])
+    assert.ok(h.server.cp.keys.list().find((k) => k.id === ci.id)?.revokedAt)
   })
 
   it("a non-admin key gets the server's error", async () => {
-    const h = harness(() => json(403, { error: { code: 'FORBIDDEN', message: 'admin key required', requestId: 'r' } }))
+    const h = harness()
+    h.ctx.connection = { ...h.ctx.connection, apiKey: h.server.cp.keys.create('tenant', false).key }
     assert.equal(await h.run('keys', 'list'), 1)
-    assert.equal(h.stderr(), 'forkbox: FORBIDDEN: admin key required\n')
+    assert.match(h.stderr(), /^forkbox: FORBIDDEN: only an admin key can .*\n$/)
   })
 })
 
@@ -233,7 +240,7 @@ describe('forkbox up', () => {
 
   it('shows progress, prints url and key, writes credentials, and closes on a signal', async () => {
     const { host, state } = fakeHost('fbx_boot')
-    const h = harness(() => json(500, {}), { loadHost: async () => host })
+    const h = harness({ loadHost: async () => host })
     const done = h.run('up', '--port', '9000', '--host', '0.0.0.0')
     await waitFor(() => h.stdout().includes('press Ctrl-C'))
     assert.equal(state.options?.port, 9000)
@@ -259,7 +266,7 @@ describe('forkbox up', () => {
 
   it('keeps the stored key when no new bootstrap key was made, but updates the url', async () => {
     const { host } = fakeHost(null)
-    const h = harness(() => json(500, {}), { loadHost: async () => host })
+    const h = harness({ loadHost: async () => host })
     const path = join(h.configDir, 'forkbox', 'credentials.json')
     mkdirSync(join(h.configDir, 'forkbox'), { recursive: true })
     writeFileSync(path, JSON.stringify({ url: 'http://old:1', apiKey: 'fbx_kept' }))
@@ -273,7 +280,7 @@ describe('forkbox up', () => {
 
   it('does not print the admin key when stdout is not a terminal (it would land in a log file)', async () => {
     const { host } = fakeHost('fbx_boot_secret')
-    const h = harness(() => json(500, {}), { loadHost: async () => host, stdoutIsTerminal: false })
+    const h = harness({ loadHost: async () => host, stdoutIsTerminal: false })
     const done = h.run('up')
     await waitFor(() => h.stdout().includes('press Ctrl-C'))
     assert.doesNotMatch(h.stdout() + h.stderr(), /fbx_boot_secret/)
@@ -285,7 +292,7 @@ describe('forkbox up', () => {
   })
 
   it('reports a host that fails to start', async () => {
-    const h = harness(() => json(500, {}), {
+    const h = harness({
       loadHost: async () => ({
         startHost: () => Promise.reject(Object.assign(new Error('listen EADDRINUSE'), { code: 'EADDRINUSE' })),
       }),
@@ -296,33 +303,23 @@ describe('forkbox up', () => {
 })
 
 describe('forkbox snapshot and fork', () => {
-  const sbx = (id: string) => sandbox({ id })
-
   it('snapshot prints the snapshot id', async () => {
-    const h = harness((req) =>
-      req.method === 'GET'
-        ? json(200, sbx('sbx-1'))
-        : json(201, {
-            id: 'snap-1',
-            sandboxId: 'sbx-1',
-            template: 'base',
-            resources: sbx('x').resources,
-            sizeBytes: 9,
-            createdAt: 'now',
-          }),
-    )
-    assert.equal(await h.run('snapshot', 'sbx-1'), 0)
-    assert.equal(h.stdout(), 'snap-1\n')
-    assert.deepEqual(lines(h.requests), ['GET /v1/sandboxes/sbx-1', 'POST /v1/sandboxes/sbx-1/snapshots'])
+    const h = harness()
+    const id = await existing(h)
+    assert.equal(await h.run('snapshot', id), 0)
+    const [snapshot] = h.server.agent.snapshots
+    assert.equal(h.stdout(), `${snapshot}\n`)
+    assert.deepEqual(lines(h.requests), [`GET /v1/sandboxes/${id}`, `POST /v1/sandboxes/${id}/snapshots`])
   })
 
   it('fork asks for the count and prints one id a line', async () => {
-    const h = harness((req) =>
-      req.method === 'GET' ? json(200, sbx('sbx-1')) : json(201, { sandboxes: [sbx('sbx-2'), sbx('sbx-3')] }),
-    )
-    assert.equal(await h.run('fork', 'sbx-1', '--count', '2'), 0)
-    assert.equal(h.stdout(), 'sbx-2\nsbx-3\n')
-    assert.deepEqual(JSON.parse(h.requests[1]?.body ?? ''), { count: 2 })
-    assert.equal(await h.run('fork', 'sbx-1', '--count', '0'), 1)
+    const h = harness()
+    const id = await existing(h)
+    assert.equal(await h.run('fork', id, '--count', '2'), 0)
+    const forks = h.server.agent.started.slice(1).map((s) => s.id)
+    assert.equal(forks.length, 2)
+    assert.equal(h.stdout(), `${forks.join('\n')}\n`)
+    assert.deepEqual(body(h.requests[1]), { count: 2 })
+    assert.equal(await h.run('fork', id, '--count', '0'), 1)
   })
 })

@@ -1,26 +1,23 @@
-// A CliContext whose edges are fakes: captured output, a routed fetch, no real signals or host.
+// A CliContext whose edges are fakes (captured output, no real signals or host) and whose SDK
+// reaches the real control plane in-process (packages/sdk/test/server.ts).
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after } from 'node:test'
+import { type SeenRequest, type TestServer, useTestServer } from '../../../packages/sdk/test/server.ts'
 import type { CliContext, HostModule } from '../src/index.ts'
 import { runCli } from '../src/index.ts'
+
+export type { SeenRequest }
 
 const tempDirs: string[] = []
 after(() => {
   for (const d of tempDirs) rmSync(d, { recursive: true, force: true })
 })
 
-export interface SeenRequest {
-  method: string
-  url: URL
-  body: string
-}
-
-export type Route = (req: SeenRequest) => Response | Promise<Response>
-
 export interface Harness {
   ctx: CliContext
+  server: TestServer
   requests: SeenRequest[]
   stdout(): string
   stderr(): string
@@ -31,26 +28,20 @@ export interface Harness {
   run(...args: string[]): Promise<number>
 }
 
-export function harness(route: Route, extra: Partial<CliContext> = {}): Harness {
+/** Call at the top of a test file: each test gets a fresh server; `harness` builds a CLI on it. */
+export function useHarness(): (extra?: Partial<CliContext>) => Harness {
+  const server = useTestServer()
+  return (extra = {}) => harness(server(), extra)
+}
+
+function harness(server: TestServer, extra: Partial<CliContext>): Harness {
   const out: Uint8Array[] = []
   const err: Uint8Array[] = []
   const enc = new TextEncoder()
   const capture = (sink: Uint8Array[]) => ({
     write: (chunk: string | Uint8Array) => sink.push(typeof chunk === 'string' ? enc.encode(chunk) : chunk),
   })
-  const requests: SeenRequest[] = []
   const handlers = new Set<() => void>()
-  const fetchImpl = async (input: string | URL | Request, init?: RequestInit) => {
-    const request = new Request(input, init)
-    const seen = { method: request.method, url: new URL(request.url), body: await request.text() }
-    requests.push(seen)
-    const signal = init?.signal
-    if (!signal) return route(seen)
-    return new Promise<Response>((resolve, reject) => {
-      signal.addEventListener('abort', () => reject(signal.reason), { once: true })
-      Promise.resolve(route(seen)).then(resolve, reject)
-    })
-  }
   const configDir = mkdtempSync(join(tmpdir(), 'forkbox-cli-'))
   tempDirs.push(configDir)
   const noHost: HostModule = {
@@ -60,14 +51,15 @@ export function harness(route: Route, extra: Partial<CliContext> = {}): Harness 
     stdout: capture(out),
     stderr: capture(err),
     readStdin: async () => enc.encode('from stdin'),
-    connection: { apiKey: 'fbx_test', url: 'http://forkbox.test', fetch: fetchImpl as typeof fetch, maxRetries: 0 },
+    connection: { ...server.conn(), maxRetries: 0 },
     configSource: { env: { XDG_CONFIG_HOME: configDir } },
     loadHost: async () => noHost,
     onInterrupt: (handler) => {
       handlers.add(handler)
       return () => handlers.delete(handler)
     },
-    now: () => Date.parse('2025-01-01T00:01:00Z'),
+    // a minute on, so listings read `1m ago` and `in 4m` for a 5-minute sandbox made just now
+    now: () => Date.now() + 60_000,
     exitCode: 0,
     stdoutIsTerminal: true,
     ...extra,
@@ -75,7 +67,8 @@ export function harness(route: Route, extra: Partial<CliContext> = {}): Harness 
   const concat = (parts: Uint8Array[]) => Buffer.concat(parts)
   return {
     ctx,
-    requests,
+    server,
+    requests: server.requests,
     stdout: () => concat(out).toString('utf8'),
     stderr: () => concat(err).toString('utf8'),
     stdoutBytes: () => new Uint8Array(concat(out)),
@@ -84,39 +77,5 @@ export function harness(route: Route, extra: Partial<CliContext> = {}): Harness 
     },
     configDir,
     run: (...args) => runCli(args, ctx),
-  }
-}
-
-export function json(status: number, body: unknown): Response {
-  return new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } })
-}
-
-export function sandbox(overrides: Record<string, unknown> = {}) {
-  return {
-    id: 'sbx_1',
-    template: 'base',
-    state: 'running',
-    metadata: {},
-    resources: { vcpus: 1, memoryMB: 512, diskMB: 1024, pids: 256 },
-    createdAt: '2025-01-01T00:00:00.000Z',
-    expiresAt: '2025-01-01T00:05:00.000Z',
-    endedAt: null,
-    errorReason: null,
-    errorMessage: null,
-    ...overrides,
-  }
-}
-
-export function execResult(overrides: Record<string, unknown> = {}) {
-  return {
-    exitCode: 0,
-    signal: null,
-    stdout: '',
-    stderr: '',
-    encoding: 'base64',
-    timedOut: false,
-    truncated: false,
-    durationMs: 5,
-    ...overrides,
   }
 }

@@ -1,91 +1,86 @@
 // Settings of a single-host forkbox (control plane + agent in one process), from env and options.
+// Only the host's own defaults live here: the agent's and the server's fields are picked, defaults
+// and all, from their schemas, so each default is written once.
+import { AgentSettings } from '@forkbox/agent'
+import { ServerConfig } from '@forkbox/server'
 import { z } from 'zod'
 
-const list = z.union([
-  z.array(z.string()),
-  z.string().transform((s) =>
-    s
-      .split(',')
-      .map((t) => t.trim())
-      .filter(Boolean),
-  ),
-])
-
 export const HostConfig = z.object({
-  port: z.coerce.number().int().min(0).max(65535).default(7411),
+  port: z.number().int().min(0).max(65535).default(7411),
   host: z.string().default('127.0.0.1'),
-  dataDir: z.string().default('/var/lib/forkbox'),
-  templatesDir: z.string().optional(),
-  runscPath: z.string().default('runsc'),
-  runscStateDir: z.string().default('/run/forkbox/runsc'),
-  cgroupParent: z
-    .string()
-    .regex(/^[A-Za-z0-9_.-]+$/)
-    .default('forkbox'),
-  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Templates built (if missing) before the server starts answering. */
-  prebuild: z
-    .union([
-      z.array(z.string()),
-      z.string().transform((s) =>
-        s
-          .split(',')
-          .map((t) => t.trim())
-          .filter(Boolean),
-      ),
-    ])
-    .default(['base', 'code-interpreter']),
-  maxSandboxes: z.coerce.number().int().positive().default(150),
-  /** Restored, never-used sandboxes kept ready per template; 0 turns the pool off. */
-  poolSize: z.coerce.number().int().min(0).max(64).default(2),
-  /** Hibernate (or kill) a non-persistent sandbox after this long without a request; 0: never. */
-  idleTimeoutSeconds: z.coerce.number().int().min(0).default(600),
-  idleAction: z.enum(['hibernate', 'kill']).default('hibernate'),
-  /** IPv4 block the sandboxes' addresses come from (a /30 each); one per forkbox on a host. */
-  networkSubnet: z.string().default('10.213.0.0/16'),
-  /** Private ranges (CIDRs) sandboxes with internet may reach; all private ranges are blocked otherwise. */
-  networkAllowPrivate: list.default([]),
-  /** DNS servers (`ip` or `ip:port`) the sandboxes' resolver asks; default: the host's resolv.conf. */
-  dnsUpstreams: list.default([]),
-  /** Exposed ports are served at `{port}-{id}.{portsDomain}` on this server's port, each its own origin. */
-  portsDomain: z
-    .string()
-    .regex(/^[a-z0-9.-]+$/i)
-    .default('localhost'),
-  /** Also serve exposed ports at `/s/{id}/{port}/` on the API's origin (one origin for all sandboxes). */
-  portsPathRoute: z
-    .union([z.boolean(), z.enum(['1', 'true', '0', 'false']).transform((v) => v === '1' || v === 'true')])
-    .default(false),
+  prebuild: z.array(z.string()).default(['base', 'code-interpreter']),
+  ...AgentSettings.pick({
+    dataDir: true,
+    templatesDir: true,
+    runscPath: true,
+    runscStateDir: true,
+    cgroupParent: true,
+    poolSize: true,
+    networkSubnet: true,
+    networkAllowPrivate: true,
+    dnsUpstreams: true,
+  }).shape,
+  ...ServerConfig.pick({
+    logLevel: true,
+    maxSandboxes: true,
+    idleTimeoutSeconds: true,
+    idleAction: true,
+    portsDomain: true,
+    portsPathRoute: true,
+  }).shape,
 })
 export type HostConfig = z.infer<typeof HostConfig>
 export type HostOptions = z.input<typeof HostConfig>
 
-const ENV: Record<string, keyof HostConfig> = {
-  FORKBOX_PORT: 'port',
-  FORKBOX_HOST: 'host',
-  FORKBOX_DATA_DIR: 'dataDir',
-  FORKBOX_TEMPLATES_DIR: 'templatesDir',
-  FORKBOX_RUNSC: 'runscPath',
-  FORKBOX_RUNSC_STATE_DIR: 'runscStateDir',
-  FORKBOX_CGROUP_PARENT: 'cgroupParent',
-  FORKBOX_LOG_LEVEL: 'logLevel',
-  FORKBOX_MAX_SANDBOXES: 'maxSandboxes',
-  FORKBOX_POOL_SIZE: 'poolSize',
-  FORKBOX_PREBUILD: 'prebuild',
-  FORKBOX_IDLE_TIMEOUT_SECONDS: 'idleTimeoutSeconds',
-  FORKBOX_IDLE_ACTION: 'idleAction',
-  FORKBOX_NETWORK_SUBNET: 'networkSubnet',
-  FORKBOX_NETWORK_ALLOW_PRIVATE: 'networkAllowPrivate',
-  FORKBOX_DNS_UPSTREAMS: 'dnsUpstreams',
-  FORKBOX_PORTS_DOMAIN: 'portsDomain',
-  FORKBOX_PORTS_PATH_ROUTE: 'portsPathRoute',
+/** How an env var's text becomes the value the schema checks. */
+type EnvKind = 'text' | 'number' | 'flag' | 'list'
+
+const ENV: Record<string, [keyof HostConfig, EnvKind]> = {
+  FORKBOX_PORT: ['port', 'number'],
+  FORKBOX_HOST: ['host', 'text'],
+  FORKBOX_DATA_DIR: ['dataDir', 'text'],
+  FORKBOX_TEMPLATES_DIR: ['templatesDir', 'text'],
+  FORKBOX_RUNSC: ['runscPath', 'text'],
+  FORKBOX_RUNSC_STATE_DIR: ['runscStateDir', 'text'],
+  FORKBOX_CGROUP_PARENT: ['cgroupParent', 'text'],
+  FORKBOX_LOG_LEVEL: ['logLevel', 'text'],
+  FORKBOX_MAX_SANDBOXES: ['maxSandboxes', 'number'],
+  FORKBOX_POOL_SIZE: ['poolSize', 'number'],
+  FORKBOX_PREBUILD: ['prebuild', 'list'],
+  FORKBOX_IDLE_TIMEOUT_SECONDS: ['idleTimeoutSeconds', 'number'],
+  FORKBOX_IDLE_ACTION: ['idleAction', 'text'],
+  FORKBOX_NETWORK_SUBNET: ['networkSubnet', 'text'],
+  FORKBOX_NETWORK_ALLOW_PRIVATE: ['networkAllowPrivate', 'list'],
+  FORKBOX_DNS_UPSTREAMS: ['dnsUpstreams', 'list'],
+  FORKBOX_PORTS_DOMAIN: ['portsDomain', 'text'],
+  FORKBOX_PORTS_PATH_ROUTE: ['portsPathRoute', 'flag'],
+}
+
+function fromText(text: string, kind: EnvKind): string | number | boolean | string[] {
+  switch (kind) {
+    case 'text':
+      return text
+    case 'number':
+      // text that is no number stays text: the schema then names the variable's field in its error
+      return /^\s*-?\d+(\.\d+)?\s*$/.test(text) ? Number(text) : text
+    case 'flag':
+      return text === '1' || text === 'true' ? true : text === '0' || text === 'false' ? false : text
+    case 'list':
+      return text
+        .split(',')
+        .map((t) => t.trim())
+        .filter(Boolean)
+  }
 }
 
 /** Explicit options win over env vars, which win over defaults. */
 export function loadHostConfig(opts: HostOptions = {}, env: NodeJS.ProcessEnv = process.env): HostConfig {
   const fromEnv: Record<string, unknown> = {}
-  for (const [name, key] of Object.entries(ENV))
-    if (env[name] !== undefined && env[name] !== '') fromEnv[key] = env[name]
+  for (const [name, [key, kind]] of Object.entries(ENV)) {
+    const text = env[name]
+    if (text !== undefined && text !== '') fromEnv[key] = fromText(text, kind)
+  }
   const defined = Object.fromEntries(Object.entries(opts).filter(([, v]) => v !== undefined))
   return HostConfig.parse({ ...fromEnv, ...defined })
 }

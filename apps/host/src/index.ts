@@ -28,14 +28,14 @@ export async function startHost(
   const agent = new LocalAgent(
     defaultAgentConfig({
       dataDir: config.dataDir,
-      templatesDir: config.templatesDir ?? join(config.dataDir, 'templates'),
+      templatesDir: config.templatesDir,
       runscPath: config.runscPath,
       runscStateDir: config.runscStateDir,
       cgroupParent: config.cgroupParent,
       poolSize: config.poolSize,
       networkSubnet: config.networkSubnet,
       networkAllowPrivate: config.networkAllowPrivate,
-      dnsUpstreams: config.dnsUpstreams.map((u) => (u.includes(':') ? u : `${u}:53`)),
+      dnsUpstreams: config.dnsUpstreams,
     }),
   )
   // first, before anything of ours exists: remove what a previous process left

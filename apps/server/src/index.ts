@@ -75,11 +75,7 @@ export async function createControlPlane(opts: {
     templates: () => opts.agent.templates(),
   })
   const sampler = setInterval(() => {
-    try {
-      metrics.sample()
-    } catch (err) {
-      log.error({ err }, 'metrics sampling failed')
-    }
+    metrics.sample().catch((err: unknown) => log.error({ err }, 'metrics sampling failed'))
   }, SAMPLE_INTERVAL_MS)
   sampler.unref()
   let lastPrune = 0

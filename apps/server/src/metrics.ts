@@ -77,9 +77,10 @@ export class Metrics {
       help: 'Restored, never-used sandboxes ready per template',
       labelNames: ['template'],
       registers,
-      collect() {
+      async collect() {
+        const sizes = await agent.poolSizes()
         this.reset()
-        for (const [template, n] of Object.entries(agent.poolSizes())) this.set({ template }, n)
+        for (const [template, n] of Object.entries(sizes)) this.set({ template }, n)
       },
     })
     const usage = () => agent.usage()
@@ -88,9 +89,10 @@ export class Metrics {
       help: 'CPU time used by each running sandbox',
       labelNames: ['sandbox'],
       registers,
-      collect() {
+      async collect() {
+        const all = await usage()
         this.reset()
-        for (const u of usage()) this.set({ sandbox: u.id }, u.cpuSeconds)
+        for (const u of all) this.set({ sandbox: u.id }, u.cpuSeconds)
       },
     })
     new Gauge({
@@ -98,9 +100,10 @@ export class Metrics {
       help: 'Memory in use by each running sandbox (its cgroup, gVisor included)',
       labelNames: ['sandbox'],
       registers,
-      collect() {
+      async collect() {
+        const all = await usage()
         this.reset()
-        for (const u of usage()) this.set({ sandbox: u.id }, u.memoryBytes)
+        for (const u of all) this.set({ sandbox: u.id }, u.memoryBytes)
       },
     })
     for (const [dir, key] of [
@@ -112,21 +115,23 @@ export class Metrics {
         help: `Bytes each running sandbox ${dir === 'rx' ? 'received' : 'sent'} on its network interface`,
         labelNames: ['sandbox'],
         registers,
-        collect() {
+        async collect() {
+          const all = await usage()
           this.reset()
-          for (const u of usage()) this.set({ sandbox: u.id }, u[key])
+          for (const u of all) this.set({ sandbox: u.id }, u[key])
         },
       })
     this.sampleFrom = usage
   }
 
-  private readonly sampleFrom: () => SandboxUsage[]
+  private readonly sampleFrom: () => Promise<SandboxUsage[]>
 
   /** Adds one sample per running sandbox; forgets sandboxes that are gone. */
-  sample(): void {
+  async sample(): Promise<void> {
+    const usage = await this.sampleFrom()
     const at = new Date().toISOString()
     const seen = new Set<string>()
-    for (const u of this.sampleFrom()) {
+    for (const u of usage) {
       seen.add(u.id)
       let ring = this.samples.get(u.id)
       if (!ring) {

@@ -4,10 +4,19 @@ import {
   AppError,
   type EgressPolicy,
   type FileEntry,
+  type ForkOptions,
+  type ForkOutcome,
+  type GuestContextOp,
+  type GuestContextOps,
   type GuestExecOutput,
   type GuestExecRequest,
+  type GuestFileOp,
+  type GuestFileOps,
+  type GuestProcessOp,
+  type GuestProcessOps,
   type GuestRunCodeOutput,
   type GuestRunCodeRequest,
+  type OpResults,
   type ProcessExit,
   type PtySession,
   type RunCodeHandlers,
@@ -18,6 +27,18 @@ import {
   type TemplateInfo,
 } from '@forkbox/protocol'
 
+const entry = (path: string): FileEntry => ({
+  name: path.split('/').pop() ?? '',
+  path,
+  type: 'dir',
+  size: 0,
+  mode: 0o755,
+  mtimeMs: 0,
+  uid: 1000,
+  gid: 1000,
+})
+const context = { id: 'ctx-1', language: 'python' as const, cwd: null, running: true }
+
 export class FakeAgent implements AgentApi {
   started: StartSandboxSpec[] = []
   stopped: string[] = []
@@ -25,7 +46,7 @@ export class FakeAgent implements AgentApi {
   listeners: SandboxExitListener[] = []
   nextExec: Partial<GuestExecOutput> = {}
 
-  templates(): TemplateInfo[] {
+  async templates(): Promise<TemplateInfo[]> {
     const r = { vcpus: 1, memoryMB: 512, diskMB: 1024, pids: 1024 }
     return [{ name: 'base', description: 'fake', defaults: r, maxima: { ...r, memoryMB: 2048 }, ready: true }]
   }
@@ -78,8 +99,18 @@ export class FakeAgent implements AgentApi {
       gid: 1000,
     }
   }
-  async fileOp(): Promise<unknown> {
-    return []
+  /** Lists are empty; stat, mkdir and rename answer with a directory at the path. */
+  async fileOp<R extends GuestFileOp>(_id: string, req: R): Promise<GuestFileOps[R['op']]['res']> {
+    const path = 'path' in req ? req.path : 'to' in req ? req.to : '/'
+    const results: OpResults<GuestFileOps> = {
+      usage: { usedBytes: 0 },
+      stat: entry(path),
+      list: [],
+      mkdir: entry(path),
+      remove: {},
+      rename: entry(path),
+    }
+    return results[req.op]
   }
   /** Echoes the cell: its code to stdout in two chunks that split a multi-byte character, then as the main result. */
   async runCode(id: string, req: GuestRunCodeRequest, h: RunCodeHandlers = {}): Promise<GuestRunCodeOutput> {
@@ -101,20 +132,52 @@ export class FakeAgent implements AgentApi {
     await h.onStdout?.(Buffer.from('bg out\n'))
     return { exitCode: 0, signal: null, timedOut: false, durationMs: 1, offset: 7 }
   }
-  openPty(): PtySession {
+  async openPty(): Promise<PtySession> {
     throw new AppError('INTERNAL', 'no terminals in the fake agent')
   }
-  async processOp(): Promise<unknown> {
-    return []
+  /** No processes are listed; a signal answers for the one background process (42). */
+  async processOp<R extends GuestProcessOp>(_id: string, req: R): Promise<GuestProcessOps[R['op']]['res']> {
+    const proc = { pid: 42, cmd: 'fake', running: false, exitCode: 0, signal: null, startedAt: 0, outputBytes: 7 }
+    const results: OpResults<GuestProcessOps> = { proc_list: [], proc_stdin: {}, proc_signal: proc }
+    return results[req.op]
   }
-  async codeContext(): Promise<unknown> {
-    return []
+  /** No contexts are listed; create and restart answer with one python context. */
+  async codeContext<R extends GuestContextOp>(_id: string, req: R): Promise<GuestContextOps[R['op']]['res']> {
+    const results: OpResults<GuestContextOps> = {
+      context_create: context,
+      context_list: [],
+      context_restart: context,
+      context_remove: {},
+    }
+    return results[req.op]
   }
   snapshots = new Set<string>()
   async snapshot(id: string, snapshotId: string): Promise<{ sizeBytes: number }> {
     if (!this.live.has(id)) throw new AppError('SANDBOX_NOT_RUNNING', 'not live')
     this.snapshots.add(snapshotId)
     return { sizeBytes: 1234 }
+  }
+  /** Snapshots the source, then starts each child from it (so `failAfter` fails children too). */
+  async fork(
+    sourceId: string,
+    children: Omit<StartSandboxSpec, 'snapshot'>[],
+    opts: ForkOptions = {},
+  ): Promise<ForkOutcome[]> {
+    const snapshotId = `fork-${this.snapshots.size}-${Date.now()}`
+    await this.snapshot(sourceId, snapshotId)
+    try {
+      opts.onCheckpointed?.()
+      return await Promise.all(
+        children.map((c) =>
+          this.start({ ...c, snapshot: snapshotId }).then(
+            (): ForkOutcome => ({ id: c.id, error: null }),
+            (err: Error): ForkOutcome => ({ id: c.id, error: err }),
+          ),
+        ),
+      )
+    } finally {
+      await this.deleteSnapshot(snapshotId)
+    }
   }
   async deleteSnapshot(snapshotId: string): Promise<void> {
     this.snapshots.delete(snapshotId)
@@ -126,7 +189,7 @@ export class FakeAgent implements AgentApi {
     this.stopped.push(id)
     this.live.delete(id)
   }
-  usage(): SandboxUsage[] {
+  async usage(): Promise<SandboxUsage[]> {
     return [...this.live].map((id) => ({
       id,
       cpuSeconds: 1.5,
@@ -140,13 +203,13 @@ export class FakeAgent implements AgentApi {
     if (!this.live.has(id)) throw new AppError('SANDBOX_NOT_RUNNING', `sandbox ${id} is not running`)
     this.networks.set(id, policy)
   }
-  sandboxAddress(_id: string): string {
+  async sandboxAddress(_id: string): Promise<string> {
     return '127.0.0.1'
   }
-  poolSizes(): Record<string, number> {
+  async poolSizes(): Promise<Record<string, number>> {
     return { base: 2 }
   }
-  liveIds(): string[] {
+  async liveIds(): Promise<string[]> {
     return [...this.live]
   }
   onExit(l: SandboxExitListener): void {

@@ -1,7 +1,15 @@
 // The contract between the control plane and a host agent: the server drives sandboxes only
 // through this interface, so an HTTP client for a remote agent can stand in for the local one.
 import type { SandboxErrorReason } from './errors.ts'
-import type { CodeContext, CodeResult, ExecutionError, FileEntry, ResolvedResources, TemplateInfo } from './schemas.ts'
+import type {
+  GuestContextOp,
+  GuestContextOps,
+  GuestFileOp,
+  GuestFileOps,
+  GuestProcessOp,
+  GuestProcessOps,
+} from './guest-ops.ts'
+import type { CodeResult, ExecutionError, FileEntry, ResolvedResources, TemplateInfo } from './schemas.ts'
 
 export interface StartSandboxSpec {
   id: string
@@ -14,7 +22,8 @@ export interface StartSandboxSpec {
   network?: EgressPolicy
 }
 
-/** The part of a network policy the host enforces. */
+/** What a sandbox may reach, as the host enforces it: the egress part of the user-facing
+ * `NetworkPolicy` record (which also lists exposed ports, served by the control plane). */
 export interface EgressPolicy {
   internet: boolean
   allowOut: string[]
@@ -77,14 +86,6 @@ export interface GuestRunCodeOutput {
   durationMs: number
 }
 
-export type GuestContextOp =
-  | { op: 'context_create'; language: string; cwd?: string; env?: Record<string, string> }
-  | { op: 'context_list' }
-  | { op: 'context_restart'; context: string }
-  | { op: 'context_remove'; context: string }
-
-export type { CodeContext }
-
 /** Receivers of streamed output; the agent asks the guest for more once a returned promise settles. */
 export interface StreamHandlers {
   onStdout?(chunk: Uint8Array): void | Promise<void>
@@ -125,18 +126,14 @@ export interface PtySession {
   exited: Promise<{ exitCode: number; signal: string | null }>
 }
 
-export type GuestProcessOp =
-  | { op: 'proc_list' }
-  | { op: 'proc_stdin'; pid: number; data?: string; eof?: boolean }
-  | { op: 'proc_signal'; pid: number; signal: string }
+/** One fork made by `AgentApi.fork`: running, or why it is not. */
+export type ForkOutcome = { id: string; error: null } | { id: string; error: Error }
 
-export type GuestFileOp =
-  | { op: 'usage' }
-  | { op: 'stat'; path: string; user?: string }
-  | { op: 'list'; path: string; depth: number; user?: string }
-  | { op: 'mkdir'; path: string; user?: string }
-  | { op: 'remove'; path: string; recursive: boolean; user?: string }
-  | { op: 'rename'; from: string; to: string; user?: string }
+export interface ForkOptions {
+  /** Called once the source's checkpoint is written, before any fork starts from it. */
+  onCheckpointed?(): void
+  signal?: AbortSignal
+}
 
 export interface TemplateProgress {
   template: string
@@ -148,8 +145,9 @@ export interface TemplateProgress {
 
 export type SandboxExitListener = (id: string, reason: SandboxErrorReason | null, message: string | null) => void
 
+/** Every method is async: a client of a remote agent implements this as it is. */
 export interface AgentApi {
-  templates(): TemplateInfo[]
+  templates(): Promise<TemplateInfo[]>
   /** Builds the template's rootfs if it is not in the cache yet. */
   ensureTemplate(name: string, onProgress?: (p: TemplateProgress) => void): Promise<void>
   start(spec: StartSandboxSpec, signal?: AbortSignal): Promise<void>
@@ -167,9 +165,9 @@ export interface AgentApi {
     handlers: StreamHandlers,
     signal?: AbortSignal,
   ): Promise<ProcessExit | null>
-  processOp(id: string, op: GuestProcessOp): Promise<unknown>
+  processOp<R extends GuestProcessOp>(id: string, req: R): Promise<GuestProcessOps[R['op']]['res']>
   /** Starts a program on a new terminal; its output (one stream) goes to `onData`, flow controlled. */
-  openPty(id: string, spec: PtySpec, onData: (chunk: Uint8Array) => void | Promise<void>): PtySession
+  openPty(id: string, spec: PtySpec, onData: (chunk: Uint8Array) => void | Promise<void>): Promise<PtySession>
   /** Resolves once the guest has opened the file; the stream then carries its bytes (pulled: the
    * guest reads ahead by a window only; cancelling it stops the guest's read). `size` is null when
    * the kernel does not know it (procfs, sysfs): such a file is cut off past 16 MiB. Only regular
@@ -185,7 +183,7 @@ export interface AgentApi {
     body: AsyncIterable<Uint8Array>,
     opts?: { mode?: number; user?: string },
   ): Promise<FileEntry>
-  fileOp(id: string, op: GuestFileOp): Promise<unknown>
+  fileOp<R extends GuestFileOp>(id: string, req: R): Promise<GuestFileOps[R['op']]['res']>
   /** Runs a cell in one of the sandbox's code contexts; output and results go to `handlers` as they come. */
   runCode(
     id: string,
@@ -193,24 +191,30 @@ export interface AgentApi {
     handlers?: RunCodeHandlers,
     signal?: AbortSignal,
   ): Promise<GuestRunCodeOutput>
-  codeContext(id: string, op: GuestContextOp): Promise<unknown>
+  codeContext<R extends GuestContextOp>(id: string, req: R): Promise<GuestContextOps[R['op']]['res']>
   /** Checkpoints a running sandbox (memory, processes and disk) into snapshot `snapshotId`; it keeps running. */
   snapshot(id: string, snapshotId: string): Promise<{ sizeBytes: number }>
+  /**
+   * New sandboxes from the live state of `sourceId` (which keeps running): one checkpoint, then
+   * every child restored from it in parallel; the checkpoint is deleted once they have settled.
+   * Rejects, with no child started, when the checkpoint fails; otherwise each child's outcome.
+   */
+  fork(sourceId: string, children: Omit<StartSandboxSpec, 'snapshot'>[], opts?: ForkOptions): Promise<ForkOutcome[]>
   deleteSnapshot(snapshotId: string): Promise<void>
   /** Removes every stored snapshot not in `keep` (after a crash, what no record owns). */
   pruneSnapshots(keep: string[]): Promise<void>
   /** Stops the sandbox at once; the slow teardown continues in the background. */
   stop(id: string): Promise<void>
   /** CPU and memory of each running sandbox (from its cgroup). */
-  usage(): SandboxUsage[]
+  usage(): Promise<SandboxUsage[]>
   /** Replaces a running sandbox's egress policy; in force when this resolves (open flows it no longer allows are cut). */
   setNetwork(id: string, policy: EgressPolicy): Promise<void>
   /** The address the control plane reaches the sandbox's ports on. */
-  sandboxAddress(id: string): string
+  sandboxAddress(id: string): Promise<string>
   /** Restored, unclaimed sandboxes waiting in each template's pool. */
-  poolSizes(): Record<string, number>
+  poolSizes(): Promise<Record<string, number>>
   /** Sandboxes running now, including those re-attached after a restart. */
-  liveIds(): string[]
+  liveIds(): Promise<string[]>
   onExit(listener: SandboxExitListener): void
   close(): Promise<void>
 }

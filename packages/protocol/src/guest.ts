@@ -117,3 +117,91 @@ export type GuestErrorCode = (typeof guestErrorCodes)[number]
 export function isGuestErrorCode(value: unknown): value is GuestErrorCode {
   return typeof value === 'string' && (guestErrorCodes as readonly string[]).includes(value)
 }
+
+// ---- the values of `result` the golden frames also pin down ----
+
+export const GuestPing = z.object({ version, uptimeMs: int.min(0) })
+export const GuestUsage = z.object({ usedBytes: bytes })
+/** How a file read ends (after its empty file frame): the bytes it sent. */
+export const GuestReadDone = z.object({ size: bytes })
+export const GuestDetached = z.object({ detached: z.literal(true) })
+
+// ---- agent → guest: the requests (the guest applies a default to every field left out) ----
+
+const env = z.record(z.string(), z.string())
+const user = z.string().optional()
+const pid = int.positive()
+const fileRequest = { path: z.string(), user }
+
+export const GuestRequest = z.discriminatedUnion('op', [
+  z.object({
+    op: z.literal('exec'),
+    cmd: z.string().optional(),
+    argv: z.array(z.string()).optional(),
+    cwd: z.string().optional(),
+    env: env.optional(),
+    user,
+    timeoutMs: int.min(0).optional(),
+    maxOutputBytes: bytes.optional(),
+    window: bytes.optional(),
+    stdin: z.boolean().optional(),
+    background: z.boolean().optional(),
+    pty: z.boolean().optional(),
+    cols: int.positive().optional(),
+    rows: int.positive().optional(),
+  }),
+  z.object({ op: z.literal('signal'), signal: z.string().optional() }),
+  z.object({ op: z.literal('resize'), cols: int.positive(), rows: int.positive() }),
+  z.object({ op: z.literal('ack'), bytes }),
+  z.object({ op: z.literal('abort') }),
+  z.object({
+    op: z.literal('proc_attach'),
+    pid,
+    offset: bytes.optional(),
+    output: z.boolean().optional(),
+    window: bytes.optional(),
+  }),
+  z.object({ op: z.literal('proc_detach') }),
+  z.object({ op: z.literal('proc_ack'), bytes }),
+  z.object({ op: z.literal('proc_list') }),
+  z.object({ op: z.literal('proc_stdin'), pid, data: z.string().optional(), eof: z.boolean().optional() }),
+  z.object({ op: z.literal('proc_signal'), pid, signal: z.string().optional() }),
+  z.object({ op: z.literal('read'), ...fileRequest, window: bytes.optional() }),
+  z.object({ op: z.literal('write'), ...fileRequest, mode: int.min(0).optional() }),
+  z.object({ op: z.literal('stat'), ...fileRequest }),
+  z.object({ op: z.literal('mkdir'), ...fileRequest }),
+  z.object({ op: z.literal('list'), ...fileRequest, depth: int.positive().optional() }),
+  z.object({ op: z.literal('remove'), ...fileRequest, recursive: z.boolean().optional() }),
+  z.object({ op: z.literal('rename'), from: z.string(), to: z.string(), user }),
+  z.object({
+    op: z.literal('run_code'),
+    code: z.string(),
+    language: z.string().optional(),
+    context: z.string().optional(),
+    env: env.optional(),
+    timeoutMs: int.min(0).optional(),
+    maxOutputBytes: bytes.optional(),
+    silent: z.boolean().optional(),
+  }),
+  z.object({
+    op: z.literal('context_create'),
+    language: z.string().optional(),
+    cwd: z.string().optional(),
+    user,
+    env: env.optional(),
+  }),
+  z.object({ op: z.literal('context_list') }),
+  z.object({ op: z.literal('context_restart'), context: z.string().optional(), language: z.string().optional() }),
+  z.object({ op: z.literal('context_remove'), context: z.string().optional(), language: z.string().optional() }),
+  z.object({ op: z.literal('context_ready'), context: z.string().optional(), language: z.string().optional() }),
+  z.object({ op: z.literal('interrupt') }),
+  z.object({ op: z.literal('ping') }),
+  z.object({ op: z.literal('usage') }),
+  z.object({
+    op: z.literal('configure'),
+    env: env.optional(),
+    merge: z.boolean().optional(),
+    restored: z.boolean().optional(),
+  }),
+])
+export type GuestRequest = z.infer<typeof GuestRequest>

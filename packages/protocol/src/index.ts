@@ -1,11 +1,10 @@
 export type {
   AgentApi,
   EgressPolicy,
-  GuestContextOp,
+  ForkOptions,
+  ForkOutcome,
   GuestExecOutput,
   GuestExecRequest,
-  GuestFileOp,
-  GuestProcessOp,
   GuestRunCodeOutput,
   GuestRunCodeRequest,
   ProcessExit,
@@ -27,6 +26,7 @@ export {
   type SandboxErrorReason,
   sandboxErrorReasons,
 } from './errors.ts'
+export { SandboxEvent, SandboxEventType, sandboxEventTypes } from './events.ts'
 export {
   GuestAttachEnd,
   GuestAttached,
@@ -53,6 +53,20 @@ export {
   guestErrorCodes,
   isGuestErrorCode,
 } from './guest.ts'
+export {
+  type GuestContextOp,
+  type GuestContextOps,
+  GuestDiskUsage,
+  type GuestFileOp,
+  type GuestFileOps,
+  type GuestProcessOp,
+  type GuestProcessOps,
+  guestContextResults,
+  guestFileResults,
+  guestProcessResults,
+  type OpRequest,
+  type OpResults,
+} from './guest-ops.ts'
 export {
   ApiKeyInfo,
   CODE_LANGUAGES,

@@ -1,23 +1,14 @@
 // Lifecycle events of the key's sandboxes, past then live.
+import type { SandboxEvent, SandboxEventType } from '@forkbox/protocol'
 import type { HttpClient, RequestOptions } from './http.ts'
 import { eventError, serverSentEvents } from './sse.ts'
 
-export interface SandboxEvent {
-  /** Increasing; pass the last one seen as `since` to resume. */
-  id: number
-  sandboxId: string
-  /** Id of the API key owning the sandbox. */
-  owner: string
-  /** created, started, exec-started, exec-ended, forked, snapshotted, hibernated, woke, killed, ... */
-  type: string
-  at: string
-  detail: string | null
-}
+export type { SandboxEvent, SandboxEventType }
 
 export interface EventsOptions extends RequestOptions {
   sandboxId?: string
   /** Only these types. */
-  types?: string[]
+  types?: SandboxEventType[]
   /** Only events after this id. */
   since?: number
 }

@@ -41,7 +41,7 @@ export {
   TimeoutError,
   ValidationError,
 } from './errors.ts'
-export type { EventsOptions, SandboxEvent } from './events.ts'
+export type { EventsOptions, SandboxEvent, SandboxEventType } from './events.ts'
 export {
   type FileOptions,
   Files,

@@ -1,24 +1,28 @@
-// Server-Sent Events as the server sends them: `event:` + one `data:` line of JSON per event.
+// Server-Sent Events from our server: the stream parsed by eventsource-parser, each event's data as JSON.
 import { type ErrorBody, errorStatus, isErrorCode } from '@forkbox/protocol'
+import { EventSourceParserStream } from 'eventsource-parser/stream'
 import { errorFromResponse, type ForkboxError } from './errors.ts'
 
-export async function* serverSentEvents(res: Response): AsyncGenerator<{ event: string; payload: unknown }> {
+export interface ServerSentEvent {
+  /** The `event:` field; `message` when the server sent none. */
+  event: string
+  /** The `id:` field, when the server sent one. */
+  id: string | undefined
+  payload: unknown
+}
+
+export async function* serverSentEvents(res: Response): AsyncGenerator<ServerSentEvent> {
   if (!res.body) return
-  const decoder = new TextDecoder()
-  let buffer = ''
-  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-    buffer += decoder.decode(chunk, { stream: true })
-    for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
-      const block = buffer.slice(0, end)
-      buffer = buffer.slice(end + 2)
-      let event = 'message'
-      const data: string[] = []
-      for (const line of block.split('\n')) {
-        if (line.startsWith('event:')) event = line.slice(6).trim()
-        else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''))
-      }
-      if (data.length > 0) yield { event, payload: JSON.parse(data.join('\n')) }
+  const reader = res.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream()).getReader()
+  try {
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) return
+      yield { event: value.event ?? 'message', id: value.id, payload: JSON.parse(value.data) }
     }
+  } finally {
+    // a consumer that stops early must not leave the response streaming
+    await reader.cancel().catch(() => {})
   }
 }
 

@@ -13,7 +13,7 @@ import {
   Sandbox,
   writeCredentials,
 } from '../src/index.ts'
-import { fakeFetch, json, sandboxInfo } from './fake-fetch.ts'
+import { useTestServer } from './server.ts'
 
 let dir: string
 
@@ -106,14 +106,16 @@ describe('writeCredentials', () => {
 })
 
 describe('SDK entry points', () => {
+  const server = useTestServer()
+
   it('fail with AuthenticationError before any request when no key is found', async () => {
     const saved = { ...process.env }
     process.env.XDG_CONFIG_HOME = dir
     delete process.env.FORKBOX_API_KEY
     try {
-      const fake = fakeFetch(() => json(201, sandboxInfo()))
-      await assert.rejects(Sandbox.create({ fetch: fake.fetch }), AuthenticationError)
-      assert.equal(fake.requests.length, 0)
+      const s = server()
+      await assert.rejects(Sandbox.create({ fetch: s.fetch }), AuthenticationError)
+      assert.equal(s.requests.length, 0)
     } finally {
       process.env = saved
     }
@@ -124,12 +126,12 @@ describe('SDK entry points', () => {
     process.env.XDG_CONFIG_HOME = dir
     delete process.env.FORKBOX_API_KEY
     delete process.env.FORKBOX_URL
-    writeFile(JSON.stringify({ url: 'http://file.test:9', apiKey: 'fbx_file' }))
+    const s = server()
+    writeFile(JSON.stringify({ url: 'http://file.test:9', apiKey: s.apiKey }))
     try {
-      const fake = fakeFetch(() => json(200, { sandboxes: [] }))
-      await Sandbox.list({ fetch: fake.fetch })
-      assert.equal(fake.requests[0]?.url.origin, 'http://file.test:9')
-      assert.equal(fake.requests[0]?.headers.get('authorization'), 'Bearer fbx_file')
+      assert.deepEqual(await Sandbox.list({ fetch: s.fetch }), [])
+      assert.equal(s.requests[0]?.url.origin, 'http://file.test:9')
+      assert.equal(s.requests[0]?.headers.get('authorization'), `Bearer ${s.apiKey}`)
     } finally {
       process.env = saved
     }

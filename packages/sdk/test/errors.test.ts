@@ -1,9 +1,13 @@
+// From the server's error to the SDK's typed class: every code the protocol has, thrown at the
+// agent's edge and carried by the real server's error builder, must come back as exactly its class.
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
+import { AppError, type ErrorCode, errorCodes, errorStatus } from '@forkbox/protocol'
 import {
   AuthenticationError,
   ConflictError,
   ConnectionError,
+  ForkboxClient,
   ForkboxError,
   InternalServerError,
   NotFoundError,
@@ -16,100 +20,194 @@ import {
   TimeoutError,
   ValidationError,
 } from '../src/index.ts'
-import { conn, errorResponse, fakeFetch, json, sandboxInfo } from './fake-fetch.ts'
+import { useTestServer } from './server.ts'
 
-const cases = [
-  [400, 'VALIDATION_FAILED', ValidationError],
-  [400, 'INVALID_PATH', ValidationError],
-  [401, 'UNAUTHENTICATED', AuthenticationError],
-  [403, 'FORBIDDEN', PermissionDeniedError],
-  [404, 'SANDBOX_NOT_FOUND', NotFoundError],
-  [408, 'EXEC_TIMEOUT', TimeoutError],
-  [409, 'SANDBOX_NOT_RUNNING', ConflictError],
-  [413, 'PAYLOAD_TOO_LARGE', PayloadTooLargeError],
-  [429, 'RATE_LIMITED', RateLimitError],
-  [503, 'NO_CAPACITY', ServiceUnavailableError],
-  [500, 'INTERNAL', InternalServerError],
-  [502, 'GUEST_ERROR', InternalServerError],
-  [422, 'EXEC_FAILED', ForkboxError],
-] as const
+const server = useTestServer({ maxSandboxes: 2, maxJsonBodyBytes: 64 * 1024 })
+
+type ErrorClass = new (...args: never[]) => ForkboxError
+
+// Written out per code (not derived from the status) so a code moving to another status, or a
+// class mapping changing, fails here; a new code fails to compile until it is listed.
+const expected = {
+  VALIDATION_FAILED: ValidationError,
+  INVALID_PATH: ValidationError,
+  MALFORMED_JSON: ValidationError,
+  UNAUTHENTICATED: AuthenticationError,
+  FORBIDDEN: PermissionDeniedError,
+  PERMISSION_DENIED: PermissionDeniedError,
+  NOT_FOUND: NotFoundError,
+  SANDBOX_NOT_FOUND: NotFoundError,
+  TEMPLATE_NOT_FOUND: NotFoundError,
+  KEY_NOT_FOUND: NotFoundError,
+  SNAPSHOT_NOT_FOUND: NotFoundError,
+  CONTEXT_NOT_FOUND: NotFoundError,
+  PROCESS_NOT_FOUND: NotFoundError,
+  FILE_NOT_FOUND: NotFoundError,
+  PORT_NOT_EXPOSED: NotFoundError,
+  EXEC_TIMEOUT: TimeoutError,
+  SANDBOX_NOT_RUNNING: ConflictError,
+  CANCELLED: ConflictError,
+  FILE_EXISTS: ConflictError,
+  NOT_A_DIRECTORY: ConflictError,
+  IS_A_DIRECTORY: ConflictError,
+  NOT_A_REGULAR_FILE: ConflictError,
+  DIRECTORY_NOT_EMPTY: ConflictError,
+  PAYLOAD_TOO_LARGE: PayloadTooLargeError,
+  RESOURCE_LIMIT_EXCEEDED: ForkboxError,
+  EXEC_FAILED: ForkboxError,
+  SANDBOX_ERRORED: SandboxErroredError,
+  RATE_LIMITED: RateLimitError,
+  NO_CAPACITY: ServiceUnavailableError,
+  NO_SPACE: InternalServerError,
+  GUEST_ERROR: InternalServerError,
+  PORT_UNREACHABLE: InternalServerError,
+  NOT_IMPLEMENTED: InternalServerError,
+  INTERNAL: InternalServerError,
+} satisfies Record<ErrorCode, ErrorClass>
+
+/** Exactly this class: `instanceof` alone would pass for ForkboxError whatever subclass came back. */
+function assertClass(err: unknown, ErrorClass: ErrorClass): asserts err is ForkboxError {
+  assert.ok(err instanceof ForkboxError, `not a ForkboxError: ${err}`)
+  assert.equal(err.constructor, ErrorClass, `${err.constructor.name} instead of ${ErrorClass.name}`)
+  assert.equal(err.name, ErrorClass.name)
+}
 
 describe('error mapping', () => {
-  for (const [status, code, ErrorClass] of cases) {
-    it(`${status} ${code} → ${ErrorClass.name}`, async () => {
-      const fake = fakeFetch(() => errorResponse(status, code, 'went wrong', { hint: 1 }))
-      await assert.rejects(Sandbox.connect('sbx_1', { ...conn(fake), maxRetries: 0 }), (err: unknown) => {
-        assert.ok(err instanceof ErrorClass)
-        assert.ok(err instanceof ForkboxError)
-        assert.equal(err.name, ErrorClass.name)
+  for (const code of errorCodes) {
+    it(`${errorStatus[code]} ${code} → ${expected[code].name}`, async () => {
+      const s = server()
+      const sbx = await Sandbox.create({ ...s.conn(), maxRetries: 0 })
+      s.agent.exec = () => Promise.reject(new AppError(code, 'went wrong', { hint: 1 }))
+      await assert.rejects(sbx.exec('true'), (err: unknown) => {
+        assertClass(err, expected[code])
         assert.equal(err.code, code)
-        assert.equal(err.status, status)
+        assert.equal(err.status, errorStatus[code])
         assert.equal(err.message, 'went wrong')
-        assert.equal(err.requestId, 'req_123')
-        assert.deepEqual(err.details, { hint: 1 })
+        assert.match(err.requestId ?? '', /^req_/)
+        assert.equal(err.details?.hint, 1)
         return true
       })
     })
   }
+})
 
-  it('SANDBOX_ERRORED exposes the reason', async () => {
-    const fake = fakeFetch((req) =>
-      req.method === 'GET'
-        ? json(200, sandboxInfo())
-        : errorResponse(410, 'SANDBOX_ERRORED', 'oom', { reason: 'out_of_memory' }),
-    )
-    const sbx = await Sandbox.connect('sbx_1', conn(fake))
-    await assert.rejects(sbx.exec('true'), (err: unknown) => {
-      assert.ok(err instanceof SandboxErroredError)
-      assert.equal(err.reason, 'out_of_memory')
-      assert.equal(err.status, 410)
-      return true
-    })
+describe('errors the server makes on its own', () => {
+  async function rejection(promise: Promise<unknown>): Promise<ForkboxError> {
+    try {
+      await promise
+    } catch (err) {
+      assert.ok(err instanceof ForkboxError, String(err))
+      return err
+    }
+    assert.fail('did not reject')
+  }
+
+  it('a request that does not validate: ValidationError', async () => {
+    const err = await rejection(Sandbox.create({ ...server().conn(), ttlSeconds: -1 }))
+    assertClass(err, ValidationError)
+    assert.equal(err.code, 'VALIDATION_FAILED')
   })
 
+  it('a wrong key: AuthenticationError', async () => {
+    const err = await rejection(Sandbox.list({ ...server().conn(), apiKey: 'fbx_wrong' }))
+    assertClass(err, AuthenticationError)
+    assert.equal(err.status, 401)
+  })
+
+  it('a tenant key at an admin route: PermissionDeniedError', async () => {
+    const s = server()
+    const tenant = s.cp.keys.create('tenant', false).key
+    const err = await rejection(new ForkboxClient({ ...s.conn(), apiKey: tenant }).keys.list())
+    assertClass(err, PermissionDeniedError)
+    assert.equal(err.code, 'FORBIDDEN')
+  })
+
+  it('an unknown sandbox: NotFoundError with the request id the server logged', async () => {
+    const s = server()
+    const err = await rejection(Sandbox.connect('sbx-nope', s.conn()))
+    assertClass(err, NotFoundError)
+    assert.equal(err.code, 'SANDBOX_NOT_FOUND')
+    assert.match(err.requestId ?? '', /^req_[0-9a-f]{16}$/)
+  })
+
+  it('an exec on a killed sandbox: ConflictError', async () => {
+    const s = server()
+    const sbx = await Sandbox.create(s.conn())
+    await sbx.kill()
+    const err = await rejection(sbx.exec('true'))
+    assertClass(err, ConflictError)
+    assert.equal(err.code, 'SANDBOX_NOT_RUNNING')
+  })
+
+  it('a sandbox that died by itself: SandboxErroredError with the reason', async () => {
+    const s = server()
+    const sbx = await Sandbox.create(s.conn())
+    s.agent.die(sbx.id, 'out_of_memory')
+    const err = await rejection(sbx.exec('true'))
+    assertClass(err, SandboxErroredError)
+    assert.equal(err.status, 410)
+    assert.equal(err instanceof SandboxErroredError && err.reason, 'out_of_memory')
+  })
+
+  it('a body over the limit: PayloadTooLargeError', async () => {
+    const s = server()
+    const sbx = await Sandbox.create(s.conn())
+    const err = await rejection(sbx.exec('cat', { stdin: 'x'.repeat(128 * 1024) }))
+    assertClass(err, PayloadTooLargeError)
+  })
+
+  it('no room for another sandbox: ServiceUnavailableError', async () => {
+    const s = server()
+    await Sandbox.create(s.conn())
+    await Sandbox.create(s.conn())
+    const err = await rejection(Sandbox.create({ ...s.conn(), maxRetries: 0 }))
+    assertClass(err, ServiceUnavailableError)
+    assert.equal(err.code, 'NO_CAPACITY')
+  })
+
+  it('a route the server does not have: NotFoundError NOT_FOUND', async () => {
+    const s = server()
+    const res = await s.fetch(`${s.url}/v1/no-such-route`, { headers: { authorization: `Bearer ${s.apiKey}` } })
+    assert.equal(res.status, 404)
+    assert.equal((await res.json()).error.code, 'NOT_FOUND')
+  })
+})
+
+describe('responses the server never sends as such', () => {
   it('keeps the status class and the header request id for a non-JSON body', async () => {
-    const fake = fakeFetch(
-      () => new Response('<html>bad gateway</html>', { status: 404, headers: { 'x-request-id': 'r9' } }),
-    )
-    await assert.rejects(Sandbox.connect('x', conn(fake)), (err: unknown) => {
-      assert.ok(err instanceof NotFoundError)
-      assert.equal(err.code, 'UNEXPECTED_RESPONSE')
-      assert.equal(err.requestId, 'r9')
-      assert.match(err.message, /HTTP 404: <html>bad gateway/)
-      return true
-    })
+    const s = server()
+    const proxy: typeof fetch = async () =>
+      new Response('<html>bad gateway</html>', { status: 404, headers: { 'x-request-id': 'r9' } })
+    const err = await Sandbox.connect('x', { ...s.conn(), fetch: proxy }).catch((e: unknown) => e)
+    assertClass(err, NotFoundError)
+    assert.equal(err.code, 'UNEXPECTED_RESPONSE')
+    assert.equal(err.requestId, 'r9')
+    assert.match(err.message, /HTTP 404: <html>bad gateway/)
   })
 
   it('passes an unknown code from a newer server through', async () => {
-    const fake = fakeFetch(() => errorResponse(409, 'SOMETHING_NEW'))
-    await assert.rejects(Sandbox.connect('x', conn(fake)), (err: unknown) => {
-      assert.ok(err instanceof ConflictError)
-      assert.equal(err.code, 'SOMETHING_NEW')
-      return true
-    })
+    const s = server()
+    s.faults.push({ status: 409, code: 'SOMETHING_NEW' as ErrorCode })
+    const err = await Sandbox.connect('x', s.conn()).catch((e: unknown) => e)
+    assertClass(err, ConflictError)
+    assert.equal(err.code, 'SOMETHING_NEW')
   })
 
   it('wraps a network failure in ConnectionError', async () => {
-    const fake = fakeFetch(() => {
-      throw new TypeError('fetch failed', { cause: new Error('connect ECONNREFUSED 127.0.0.1:7411') })
-    })
-    await assert.rejects(Sandbox.create({ ...conn(fake) }), (err: unknown) => {
-      assert.ok(err instanceof ConnectionError)
-      assert.equal(err.code, 'CONNECTION_ERROR')
-      assert.equal(err.status, undefined)
-      assert.match(err.message, /ECONNREFUSED/)
-      return true
-    })
+    const s = server()
+    s.faults.push({ refuse: true })
+    const err = await Sandbox.create(s.conn()).catch((e: unknown) => e)
+    assertClass(err, ConnectionError)
+    assert.equal(err.code, 'CONNECTION_ERROR')
+    assert.equal(err.status, undefined)
+    assert.match(err.message, /ECONNREFUSED/)
   })
 
   it('rethrows an abort as the abort reason, not a ForkboxError', async () => {
+    const s = server()
+    s.faults.push({ hang: true })
     const controller = new AbortController()
-    const fake = fakeFetch(() => new Promise<Response>(() => {}))
-    const fetchWithSignal: typeof fetch = (input, init) => {
-      void fake.fetch(input, init)
-      return new Promise((_, reject) => init?.signal?.addEventListener('abort', () => reject(init.signal?.reason)))
-    }
-    const pending = Sandbox.connect('x', { ...conn(fake), fetch: fetchWithSignal, signal: controller.signal })
+    const pending = Sandbox.connect('x', { ...s.conn(), signal: controller.signal })
     controller.abort()
     await assert.rejects(pending, (err: unknown) => {
       assert.ok(!(err instanceof ForkboxError))

@@ -1,77 +1,81 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { ConnectionError, InternalServerError, RateLimitError, Sandbox, ServiceUnavailableError } from '../src/index.ts'
-import { conn, errorResponse, fakeFetch, json, sandboxInfo } from './fake-fetch.ts'
+import { useTestServer } from './server.ts'
 
-const noWait = { 'retry-after': '0' }
-const refused = () => {
-  throw new TypeError('fetch failed', { cause: new Error('connect ECONNREFUSED') })
-}
+const server = useTestServer()
+const busy = { status: 503, code: 'NO_CAPACITY', retryAfterSeconds: 0 } as const
+const limited = { status: 429, code: 'RATE_LIMITED', retryAfterSeconds: 0 } as const
+const refused = { refuse: true } as const
 
 describe('retries', () => {
   it('retries 503 and then succeeds, even for POST', async () => {
-    const fake = fakeFetch((_req, n) =>
-      n === 0 ? errorResponse(503, 'NO_CAPACITY', 'full', undefined, noWait) : json(201, sandboxInfo()),
-    )
-    const sbx = await Sandbox.create(conn(fake))
-    assert.equal(sbx.id, 'sbx_1')
-    assert.equal(fake.requests.length, 2)
+    const s = server()
+    s.faults.push(busy)
+    const sbx = await Sandbox.create(s.conn())
+    assert.equal(sbx.info.state, 'running')
     assert.deepEqual(
-      fake.requests.map((r) => r.method),
+      s.requests.map((r) => r.method),
       ['POST', 'POST'],
     )
+    assert.equal(s.agent.started.length, 1)
   })
 
   it('gives up on 429 after two retries', async () => {
-    const fake = fakeFetch(() => errorResponse(429, 'RATE_LIMITED', 'slow down', undefined, noWait))
-    await assert.rejects(Sandbox.list(conn(fake)), RateLimitError)
-    assert.equal(fake.requests.length, 3)
+    const s = server()
+    s.faults.push(limited, limited, limited)
+    await assert.rejects(Sandbox.list(s.conn()), RateLimitError)
+    assert.equal(s.requests.length, 3)
   })
 
   it('honours maxRetries', async () => {
-    const fake = fakeFetch(() => errorResponse(503, 'NO_CAPACITY', 'full', undefined, noWait))
-    await assert.rejects(Sandbox.list({ ...conn(fake), maxRetries: 0 }), ServiceUnavailableError)
-    assert.equal(fake.requests.length, 1)
+    const s = server()
+    s.faults.push(busy)
+    await assert.rejects(Sandbox.list({ ...s.conn(), maxRetries: 0 }), ServiceUnavailableError)
+    assert.equal(s.requests.length, 1)
   })
 
   it('never retries other errors', async () => {
-    const fake = fakeFetch(() => errorResponse(500, 'INTERNAL'))
-    await assert.rejects(Sandbox.list(conn(fake)), InternalServerError)
-    assert.equal(fake.requests.length, 1)
+    const s = server()
+    s.faults.push({ status: 500, code: 'INTERNAL' })
+    await assert.rejects(Sandbox.list(s.conn()), InternalServerError)
+    assert.equal(s.requests.length, 1)
   })
 
   it('retries connection errors on GET and DELETE', async () => {
-    let calls = 0
-    const fake = fakeFetch(() => json(200, { sandboxes: [] }))
-    const flaky: typeof fetch = (input, init) => (calls++ === 0 ? refused() : fake.fetch(input, init))
-    assert.deepEqual(await Sandbox.list({ ...conn(fake), fetch: flaky }), [])
-    assert.equal(calls, 2)
-
-    calls = 0
-    const flakyDelete: typeof fetch = () =>
-      calls++ < 2 ? refused() : Promise.resolve(new Response(null, { status: 204 }))
-    await Sandbox.kill('sbx_1', { ...conn(fake), fetch: flakyDelete })
-    assert.equal(calls, 3)
+    const s = server()
+    const sbx = await Sandbox.create(s.conn())
+    s.faults.push(refused)
+    assert.deepEqual(
+      (await Sandbox.list(s.conn())).map((i) => i.id),
+      [sbx.id],
+    )
+    s.faults.push(refused, refused)
+    await Sandbox.kill(sbx.id, s.conn())
+    assert.deepEqual(s.agent.stopped, [sbx.id])
+    assert.deepEqual(
+      s.requests.map((r) => r.method),
+      ['POST', 'GET', 'GET', 'DELETE', 'DELETE', 'DELETE'],
+    )
   })
 
   it('does not retry connection errors on POST', async () => {
-    let calls = 0
-    const failing: typeof fetch = () => {
-      calls++
-      return refused()
-    }
-    await assert.rejects(Sandbox.create({ apiKey: 'k', url: 'http://x.test', fetch: failing }), ConnectionError)
-    assert.equal(calls, 1)
+    const s = server()
+    s.faults.push(refused)
+    await assert.rejects(Sandbox.create(s.conn()), ConnectionError)
+    assert.equal(s.requests.length, 1)
+    assert.equal(s.agent.started.length, 0)
   })
 
   it('stops backing off when the signal aborts', async () => {
+    const s = server()
+    s.faults.push({ ...busy, retryAfterSeconds: 5 })
     const controller = new AbortController()
-    const fake = fakeFetch(() => errorResponse(503, 'NO_CAPACITY', 'full', undefined, { 'retry-after': '5' }))
     const started = Date.now()
-    const pending = Sandbox.list({ ...conn(fake), signal: controller.signal })
+    const pending = Sandbox.list({ ...s.conn(), signal: controller.signal })
     setTimeout(() => controller.abort(), 20)
     await assert.rejects(pending, { name: 'AbortError' })
     assert.ok(Date.now() - started < 2000)
-    assert.equal(fake.requests.length, 1)
+    assert.equal(s.requests.length, 1)
   })
 })

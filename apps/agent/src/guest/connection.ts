@@ -338,11 +338,13 @@ export class GuestConnection {
   }
 
   /** Simple request → `result.value`, checked against `value` when given. */
-  call<T = unknown>(request: Record<string, unknown>, value?: z.ZodType<T>): Promise<T> {
+  call<S extends z.ZodType>(request: Record<string, unknown>, value: S): Promise<z.output<S>>
+  call(request: Record<string, unknown>): Promise<unknown>
+  call(request: Record<string, unknown>, value?: z.ZodType): Promise<unknown> {
     return new Promise((resolve, reject) => {
       this.open(request, {
         terminal: value ? GuestResult.extend({ value }) : GuestResult,
-        settle: (err, msg) => (err ? reject(err) : resolve(msg?.value as T)),
+        settle: (err, msg) => (err ? reject(err) : resolve(msg?.value)),
       })
     })
   }

@@ -1,6 +1,5 @@
-// The host-side nftables rules of the agent's sandboxes, written as `nft -f` scripts (each one
+// The host-side nftables rules of the agent's sandboxes, written as nft scripts (each one
 // transaction). One table per agent; per sandbox a chain, allow/deny sets and map entries.
-import { execFile } from 'node:child_process'
 import { ALWAYS_BLOCKED, MINING_PORTS, PRIVATE_RANGES } from './ipv4.ts'
 
 export interface FirewallNames {
@@ -177,15 +176,4 @@ export function removeSlotStatements(b: FirewallNames, slot: number, iface: stri
 
 export function deleteTableScript(b: FirewallNames): string {
   return `table inet ${b.table}\ndelete table inet ${b.table}\n`
-}
-
-/** Runs an nft script as one transaction. */
-export function nft(script: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = execFile('nft', ['-f', '-'], (err, _stdout, stderr) => {
-      if (err) reject(new Error(`nft failed: ${stderr.trim() || err.message}\n${script}`))
-      else resolve()
-    })
-    child.stdin?.end(script)
-  })
 }

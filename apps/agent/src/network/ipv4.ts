@@ -1,10 +1,33 @@
-// IPv4 addresses and CIDR blocks as numbers: the arithmetic behind the address pool and the rules.
-import { isIPv4 } from 'node:net'
+// IPv4 blocks: rule text turned into `net.BlockList`s (built once per policy or start, never per
+// DNS answer), the ranges no sandbox reaches, and the address arithmetic of the slot pool.
+import { BlockList, isIPv4 } from 'node:net'
 
-export interface Cidr {
-  /** Network address (host bits cleared), as an unsigned 32-bit number. */
-  base: number
-  prefix: number
+/** `a.b.c.d/n` or a bare address (a /32), split; null when it is neither (a name rule, say). */
+export function splitCidr(text: string): { address: string; prefix: number } | null {
+  const [address, len, ...rest] = text.split('/')
+  if (rest.length > 0 || !address || !isIPv4(address)) return null
+  if (len === undefined) return { address, prefix: 32 }
+  if (!/^\d{1,2}$/.test(len) || Number(len) > 32) return null
+  return { address, prefix: Number(len) }
+}
+
+export function isCidr(text: string): boolean {
+  return splitCidr(text) !== null
+}
+
+/** The blocks among `rules` as one list to check addresses against; rules that are not blocks are skipped. */
+export function blockListOf(rules: readonly string[]): BlockList {
+  const list = new BlockList()
+  for (const rule of rules) {
+    const c = splitCidr(rule)
+    if (c) list.addSubnet(c.address, c.prefix, 'ipv4')
+  }
+  return list
+}
+
+/** Whether `ip` (an IPv4 address) is in `list`; false for anything else. */
+export function contains(list: BlockList, ip: string): boolean {
+  return isIPv4(ip) && list.check(ip, 'ipv4')
 }
 
 export function ipToNumber(ip: string): number {
@@ -16,21 +39,12 @@ export function numberToIp(n: number): string {
   return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.')
 }
 
-function mask(prefix: number): number {
-  return prefix === 0 ? 0 : (0xffffffff << (32 - prefix)) >>> 0
-}
-
-/** `a.b.c.d/n` or a bare address (a /32); null when it is neither. */
-export function parseCidr(text: string): Cidr | null {
-  const [ip, len, ...rest] = text.split('/')
-  if (rest.length > 0 || !ip || !isIPv4(ip)) return null
-  const prefix = len === undefined ? 32 : Number(len)
-  if (!Number.isInteger(prefix) || prefix < 0 || prefix > 32 || (len !== undefined && !/^\d+$/.test(len))) return null
-  return { base: (ipToNumber(ip) & mask(prefix)) >>> 0, prefix }
-}
-
-export function cidrContains(c: Cidr, ip: number): boolean {
-  return (ip & mask(c.prefix)) >>> 0 === c.base
+/** First address (host bits cleared) and size of a block: where the slot pool's /30s are cut. */
+export function blockRange(cidr: string): { first: number; size: number } | null {
+  const c = splitCidr(cidr)
+  if (!c) return null
+  const size = 2 ** (32 - c.prefix)
+  return { first: ipToNumber(c.address) - (ipToNumber(c.address) % size), size }
 }
 
 /**
@@ -53,13 +67,3 @@ export const PRIVATE_RANGES = [
 export const MINING_PORTS = [
   3333, 3334, 3335, 3336, 3357, 4444, 5555, 5556, 5588, 5730, 6099, 6666, 7777, 7778, 9999, 14433, 14444, 45560, 45700,
 ]
-
-/** Whether `ip` is in one of the blocks (as text CIDRs). */
-export function inAny(ip: string, blocks: readonly string[]): boolean {
-  if (!isIPv4(ip)) return false
-  const n = ipToNumber(ip)
-  return blocks.some((b) => {
-    const c = parseCidr(b)
-    return c !== null && cidrContains(c, n)
-  })
-}

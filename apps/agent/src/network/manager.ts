@@ -4,19 +4,20 @@
 // snapshot restores the same way whatever its policy.
 import { createHash } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
+import type { BlockList } from 'node:net'
 import type { EgressPolicy } from '@forkbox/protocol'
 import {
   addSlotScript,
   baseScript,
   deleteTableScript,
   type FirewallBase,
-  nft,
   policyScript,
   removeSlotStatements,
   resolvedScript,
 } from './firewall.ts'
-import { ALWAYS_BLOCKED, inAny, numberToIp, PRIVATE_RANGES, parseCidr } from './ipv4.ts'
+import { ALWAYS_BLOCKED, blockListOf, blockRange, contains, isCidr, numberToIp, PRIVATE_RANGES } from './ipv4.ts'
 import { createSlot, destroySlot, hostBlocks, ifaceBytes, listIfaces, listNetns, type SlotAddress } from './netns.ts'
+import { NftWriter } from './nft.ts'
 import { nameMatches, Resolver, type ResolverPolicy } from './resolver.ts'
 
 /** What a sandbox may reach; rules are CIDRs (`203.0.113.0/24`, a bare address) or names (`pypi.org`, `*.github.com`). */
@@ -45,19 +46,41 @@ export function networkNames(tag: string): { table: string; ifacePrefix: string;
   return { table: `forkbox_${h}`, ifacePrefix: `fx${h}`, netnsPrefix: `fbx-${h}-` }
 }
 
-export interface Slot extends SlotAddress {
-  policy: NetworkPolicy
-  /** Addresses the resolver opened (allow) or closed (deny), by the name rule that matched. */
-  learned: { allow: Map<string, Set<string>>; deny: Map<string, Set<string>> }
+/** A policy's rules sorted once, when it is put in force: blocks go to the firewall, names to the resolver. */
+interface SortedRules {
+  allowCidrs: string[]
+  denyCidrs: string[]
+  allowNames: string[]
+  denyNames: string[]
 }
 
-function isCidrRule(rule: string): boolean {
-  return parseCidr(rule) !== null
+function sortRules(policy: NetworkPolicy): SortedRules {
+  return {
+    allowCidrs: policy.allowOut.filter(isCidr),
+    denyCidrs: policy.denyOut.filter(isCidr),
+    allowNames: policy.allowOut.filter((r) => !isCidr(r)),
+    denyNames: policy.denyOut.filter((r) => !isCidr(r)),
+  }
+}
+
+/** What no answer may carry, built once at start: the lists `reachable` checks. */
+interface Reach {
+  never: BlockList
+  private: BlockList
+  operator: BlockList
+}
+
+export interface Slot extends SlotAddress {
+  policy: NetworkPolicy
+  rules: SortedRules
+  /** Addresses the resolver opened (allow) or closed (deny), by the name rule that matched. */
+  learned: { allow: Map<string, Set<string>>; deny: Map<string, Set<string>> }
 }
 
 export class NetworkManager {
   private readonly names: ReturnType<typeof networkNames>
   private base!: FirewallBase
+  private reach!: Reach
   private readonly used = new Map<number, Slot>()
   private readonly byAddress = new Map<string, Slot>()
   private spares: Slot[] = []
@@ -68,16 +91,19 @@ export class NetworkManager {
   private readonly subnetBase: number
   private readonly subnetSize: number
   private closing = false
+  private readonly nft: NftWriter
 
   constructor(
     private readonly config: NetworkConfig,
     private readonly log: (message: string) => void,
   ) {
     this.names = networkNames(config.tag)
-    const c = parseCidr(config.subnet)
-    if (!c || c.prefix > 28) throw new Error(`network subnet ${config.subnet} is not an IPv4 block of /28 or larger`)
-    this.subnetBase = c.base
-    this.subnetSize = 2 ** (32 - c.prefix) / 4
+    this.nft = new NftWriter({ log })
+    const range = blockRange(config.subnet)
+    if (!range || range.size < 16)
+      throw new Error(`network subnet ${config.subnet} is not an IPv4 block of /28 or larger`)
+    this.subnetBase = range.first
+    this.subnetSize = range.size / 4
   }
 
   /** Routing on, the resolver up, the agent's table made anew (empty: re-attached sandboxes re-add theirs). */
@@ -91,7 +117,8 @@ export class NetworkManager {
     })
     const blocks = await hostBlocks(this.names.ifacePrefix)
     // another forkbox (or anything else) on this block would get our sandboxes' traffic
-    const clash = blocks.find((b) => b.endsWith('/32') && inAny(b.slice(0, -3), [this.config.subnet]))
+    const subnet = blockListOf([this.config.subnet])
+    const clash = blocks.find((b) => b.endsWith('/32') && contains(subnet, b.slice(0, -3)))
     if (clash)
       throw new Error(
         `network subnet ${this.config.subnet} is in use on this host (${clash}); give this forkbox another (FORKBOX_NETWORK_SUBNET)`,
@@ -105,7 +132,12 @@ export class NetworkManager {
       operatorAllowed: this.config.operatorAllowed,
       dnsPort,
     }
-    await nft(baseScript(this.base))
+    this.reach = {
+      never: blockListOf([...ALWAYS_BLOCKED, ...blocks, this.config.subnet]),
+      private: blockListOf(PRIVATE_RANGES),
+      operator: blockListOf(this.config.operatorAllowed),
+    }
+    await this.nft.run(baseScript(this.base))
   }
 
   private address(slot: number): SlotAddress {
@@ -120,7 +152,12 @@ export class NetworkManager {
   }
 
   private newSlot(index: number): Slot {
-    return { ...this.address(index), policy: CLOSED, learned: { allow: new Map(), deny: new Map() } }
+    return {
+      ...this.address(index),
+      policy: CLOSED,
+      rules: sortRules(CLOSED),
+      learned: { allow: new Map(), deny: new Map() },
+    }
   }
 
   private freeIndex(): number {
@@ -134,7 +171,7 @@ export class NetworkManager {
     this.used.set(index, slot) // reserved while it is made
     try {
       await createSlot(slot)
-      await nft(addSlotScript(this.base, index, slot.iface, slot.sandboxIp))
+      await this.nft.run(addSlotScript(this.base, index, slot.iface, slot.sandboxIp))
     } catch (err) {
       await destroySlot(slot)
       throw err
@@ -181,8 +218,10 @@ export class NetworkManager {
     // create without network, the common case, costs no nft transaction)
     if (!policy.internet && !slot.policy.internet && slot.learned.allow.size + slot.learned.deny.size === 0) {
       slot.policy = policy
+      slot.rules = sortRules(policy)
       return
     }
+    const rules = sortRules(policy)
     // addresses learned for a name rule the new policy still has stay (the sandbox may hold them
     // cached); those of a rule it dropped go with it
     const keep = (learned: Map<string, Set<string>>, rules: string[]) =>
@@ -192,14 +231,15 @@ export class NetworkManager {
     const allowResolved = union(slot.learned.allow)
     const denyResolved = union(slot.learned.deny)
     slot.policy = policy
-    await nft(
+    slot.rules = rules
+    await this.nft.run(
       policyScript(this.base, {
         slot: slot.slot,
         iface: slot.iface,
         address: slot.sandboxIp,
         internet: policy.internet,
-        allowCidrs: policy.allowOut.filter(isCidrRule),
-        denyCidrs: policy.denyOut.filter(isCidrRule),
+        allowCidrs: rules.allowCidrs,
+        denyCidrs: rules.denyCidrs,
         allowResolved,
         denyResolved,
         allowListed: policy.allowOut.length > 0,
@@ -210,22 +250,22 @@ export class NetworkManager {
 
   /** Whether a sandbox may ever reach `ip` (what the resolver lets an answer carry). */
   private reachable(ip: string): boolean {
-    if (inAny(ip, ALWAYS_BLOCKED) || inAny(ip, this.base.hostBlocks) || inAny(ip, [this.config.subnet])) return false
-    if (inAny(ip, PRIVATE_RANGES)) return inAny(ip, this.config.operatorAllowed)
+    if (contains(this.reach.never, ip)) return false
+    if (contains(this.reach.private, ip)) return contains(this.reach.operator, ip)
     return true
   }
 
   private resolverPolicy(address: string): ResolverPolicy | null {
     const slot = this.byAddress.get(address)
     if (!slot) return null
-    const { policy } = slot
+    const { policy, rules } = slot
     return {
       internet: policy.internet,
       ruleFor: (name) => {
-        const matching = (rules: string[]) => rules.find((r) => !isCidrRule(r) && nameMatches(name, r))
-        const deny = matching(policy.denyOut)
+        const matching = (names: string[]) => names.find((r) => nameMatches(name, r))
+        const deny = matching(rules.denyNames)
         if (deny) return { kind: 'deny', rule: deny }
-        const allow = matching(policy.allowOut)
+        const allow = matching(rules.allowNames)
         return allow ? { kind: 'allow', rule: allow } : null
       },
       reachable: (ip) => this.reachable(ip),
@@ -239,7 +279,7 @@ export class NetworkManager {
         if (fresh.length === 0) return
         for (const ip of fresh) set.add(ip)
         byRule.set(rule, set)
-        await nft(resolvedScript(this.base, slot.slot, kind, fresh))
+        await this.nft.run(resolvedScript(this.base, slot.slot, kind, fresh))
       },
     }
   }
@@ -249,7 +289,7 @@ export class NetworkManager {
     const slot = this.newSlot(index)
     this.used.set(index, slot)
     this.byAddress.set(slot.sandboxIp, slot)
-    await nft(addSlotScript(this.base, index, slot.iface, slot.sandboxIp))
+    await this.nft.run(addSlotScript(this.base, index, slot.iface, slot.sandboxIp))
     await this.apply(slot, policy)
     return slot
   }
@@ -278,7 +318,7 @@ export class NetworkManager {
     this.byAddress.delete(slot.sandboxIp)
     const p = (async () => {
       for (const s of removeSlotStatements(this.base, slot.slot, slot.iface, slot.sandboxIp))
-        await nft(`${s}\n`).catch(() => {})
+        await this.nft.run(`${s}\n`).catch(() => {})
       await destroySlot(slot)
     })().finally(() => {
       this.used.delete(slot.slot)
@@ -301,7 +341,8 @@ export class NetworkManager {
     for (const s of this.used.values()) await destroySlot(s)
     this.spares = []
     this.used.clear()
-    await nft(deleteTableScript(this.base)).catch(() => {})
+    await this.nft.run(deleteTableScript(this.base)).catch(() => {})
+    await this.nft.close()
     this.resolver?.close()
   }
 }

@@ -7,7 +7,8 @@ const MiB = 1024 * 1024
 export const SENTRY_OVERHEAD_BYTES = 160 * MiB
 /** The guest daemon and its code kernel, bind-mounted read-only into every sandbox. */
 export const GUEST_DIR = '/opt/forkbox'
-export const GUEST_SCRIPT_PATH = `${GUEST_DIR}/forkbox_guest.py`
+/** The guest package's entry point: run as a script, it imports the package from GUEST_DIR. */
+export const GUEST_MAIN_PATH = `${GUEST_DIR}/forkbox_guest/__main__.py`
 /** The nameserver in every sandbox's resolv.conf. Any address would do (the host redirects all of a
  * sandbox's port 53 to the platform's resolver); this one is the customary cloud DNS address. */
 export const SANDBOX_NAMESERVER = '169.254.169.253'
@@ -27,7 +28,7 @@ const CAPS = [
 
 export interface SpecInput {
   rootfs: string
-  /** Host dir holding forkbox_guest.py and forkbox_kernel.py. */
+  /** Host dir holding the forkbox_guest package and the code kernels. */
   guestDir: string
   /** Python the template's code kernels run at start (imports that cells then find warm). */
   kernelPreload?: string
@@ -63,7 +64,7 @@ export function buildSpec(input: SpecInput): Record<string, unknown> {
     process: {
       terminal: false,
       user: { uid: 0, gid: 0 },
-      args: ['/usr/bin/python3', '-u', '-S', GUEST_SCRIPT_PATH],
+      args: ['/usr/bin/python3', '-u', '-S', GUEST_MAIN_PATH],
       env: [
         'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
         'LANG=C.UTF-8',

@@ -1,6 +1,6 @@
 // envd's `filesystem.Filesystem` Connect service (Stat, MakeDir, Move, ListDir, Remove) over
 // forkbox's file operations; WatchDir is not served.
-import { AppError, type FileEntry, SandboxPath } from '@forkbox/protocol'
+import { AppError, type FileEntry, type GuestFileOp, SandboxPath } from '@forkbox/protocol'
 import type { Hono } from 'hono'
 import type { z } from 'zod'
 import type { AppEnv } from '../http/env.ts'
@@ -47,12 +47,12 @@ export function entryInfo(e: FileEntry) {
   }
 }
 
-function fileOp(call: SandboxCall, op: Parameters<SandboxCall['services']['sandboxes']['fileOp']>[2]) {
+function fileOp<R extends GuestFileOp>(call: SandboxCall, op: R) {
   return call.services.sandboxes.fileOp(call.owner, call.sandboxId, op)
 }
 
 async function stat(call: SandboxCall, req: z.output<typeof PathRequest>) {
-  const e = (await fileOp(call, { op: 'stat', path: req.path, user: call.user })) as FileEntry
+  const e = await fileOp(call, { op: 'stat', path: req.path, user: call.user })
   return { entry: entryInfo(e) }
 }
 
@@ -63,18 +63,18 @@ async function makeDir(call: SandboxCall, { path }: z.output<typeof PathRequest>
     throw err
   })
   if (existing) throw new AppError('FILE_EXISTS', `${path} already exists`)
-  const e = (await fileOp(call, { op: 'mkdir', path, user: call.user })) as FileEntry
+  const e = await fileOp(call, { op: 'mkdir', path, user: call.user })
   return { entry: entryInfo(e) }
 }
 
 async function move(call: SandboxCall, { source: from, destination: to }: z.output<typeof MoveRequest>) {
-  const e = (await fileOp(call, { op: 'rename', from, to, user: call.user })) as FileEntry
+  const e = await fileOp(call, { op: 'rename', from, to, user: call.user })
   return { entry: entryInfo(e) }
 }
 
 async function listDir(call: SandboxCall, req: z.output<typeof ListDirRequest>) {
   const depth = Math.min(Math.max(Number(req.depth) || 1, 1), 16)
-  const entries = (await fileOp(call, { op: 'list', path: req.path, depth, user: call.user })) as FileEntry[]
+  const entries = await fileOp(call, { op: 'list', path: req.path, depth, user: call.user })
   return { entries: entries.map(entryInfo) }
 }
 

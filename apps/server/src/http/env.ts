@@ -22,7 +22,7 @@ export interface Services {
   auth: Authenticator
   config: ServerConfig
   log: Logger
-  templates: () => import('@forkbox/protocol').TemplateInfo[]
+  templates: () => Promise<import('@forkbox/protocol').TemplateInfo[]>
 }
 
 /**

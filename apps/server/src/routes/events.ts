@@ -1,18 +1,9 @@
-import { AppError } from '@forkbox/protocol'
+import { AppError, SandboxEvent, sandboxEventTypes } from '@forkbox/protocol'
 import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../http/env.ts'
 import { errorResponses, security } from '../http/schemas.ts'
 import { sseResponse, wantsEvents } from '../http/sse.ts'
-import type { SandboxEvent } from '../store/sandboxes.ts'
 
-const Event = z.object({
-  id: z.number().int(),
-  sandboxId: z.string(),
-  owner: z.string().openapi({ description: 'id of the API key that owns the sandbox' }),
-  type: z.string(),
-  at: z.string(),
-  detail: z.string().nullable(),
-})
 const Query = z.object({
   sandboxId: z.string().max(64).optional(),
   /** Comma-separated event types. */
@@ -27,8 +18,7 @@ const route = createRoute({
   path: '/v1/events',
   summary: "Lifecycle events of this key's sandboxes: a list, or (Accept: text/event-stream) past then live",
   description:
-    'Types: created, started, exec-started, exec-ended, snapshotted, forked, forked-from, idle, hibernated, woke, timeout-extended, ' +
-    're-attached, killed, idle-killed, expired, errored. Each SSE event is named by its type and carries the event; its SSE id is the ' +
+    `Types: ${sandboxEventTypes.join(', ')}. Each SSE event is named by its type and carries the event; its SSE id is the ` +
     'event id, so a client resumes with `since`. A client that falls 10,000 events behind is sent `error` and disconnected.',
   security,
   request: { query: Query },
@@ -36,7 +26,7 @@ const route = createRoute({
     200: {
       description: 'Events, oldest first',
       content: {
-        'application/json': { schema: z.object({ events: z.array(Event) }) },
+        'application/json': { schema: z.object({ events: z.array(SandboxEvent) }) },
         'text/event-stream': { schema: z.string() },
       },
     },

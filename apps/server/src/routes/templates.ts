@@ -18,5 +18,5 @@ const route = createRoute({
 })
 
 export function register(app: App): void {
-  app.openapi(route, (c) => c.json({ templates: c.var.services.templates() }, 200))
+  app.openapi(route, async (c) => c.json({ templates: await c.var.services.templates() }, 200))
 }

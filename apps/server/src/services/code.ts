@@ -73,17 +73,17 @@ export class CodeService {
 
   async createContext(owner: string, id: string, req: CreateContextInput): Promise<CodeContext> {
     const op = { op: 'context_create' as const, language: req.language, cwd: req.cwd, env: req.envs }
-    return (await this.sandboxes.onSandbox(owner, id, () => this.agent.codeContext(id, op))) as CodeContext
+    return this.sandboxes.onSandbox(owner, id, () => this.agent.codeContext(id, op))
   }
 
   async listContexts(owner: string, id: string): Promise<CodeContext[]> {
     const op = { op: 'context_list' as const }
-    return (await this.sandboxes.onSandbox(owner, id, () => this.agent.codeContext(id, op))) as CodeContext[]
+    return this.sandboxes.onSandbox(owner, id, () => this.agent.codeContext(id, op))
   }
 
   async restartContext(owner: string, id: string, context: string): Promise<CodeContext> {
     const op = { op: 'context_restart' as const, context }
-    return (await this.sandboxes.onSandbox(owner, id, () => this.agent.codeContext(id, op))) as CodeContext
+    return this.sandboxes.onSandbox(owner, id, () => this.agent.codeContext(id, op))
   }
 
   async removeContext(owner: string, id: string, context: string): Promise<void> {

@@ -133,9 +133,7 @@ export class ExecService {
   }
 
   async list(owner: string, id: string): Promise<ProcessInfo[]> {
-    return (await this.sandboxes.onSandbox(owner, id, () =>
-      this.agent.processOp(id, { op: 'proc_list' }),
-    )) as ProcessInfo[]
+    return this.sandboxes.onSandbox(owner, id, () => this.agent.processOp(id, { op: 'proc_list' }))
   }
 
   /** Streams a background process's output from `offset` until it exits (or `signal` detaches). */
@@ -161,8 +159,8 @@ export class ExecService {
     ready: (session: PtySession) => void,
   ): Promise<{ exitCode: number; signal: string | null }> {
     // the terminal counts as activity for as long as it is open
-    return this.sandboxes.onSandbox(owner, id, () => {
-      const session = this.agent.openPty(id, spec, onData)
+    return this.sandboxes.onSandbox(owner, id, async () => {
+      const session = await this.agent.openPty(id, spec, onData)
       ready(session)
       this.sandboxes.record(id, 'pty-opened', spec.cmd ?? spec.argv?.join(' ') ?? 'bash -l')
       return session.exited
@@ -177,8 +175,6 @@ export class ExecService {
   }
 
   async signal(owner: string, id: string, pid: number, sig: string): Promise<ProcessInfo> {
-    return (await this.sandboxes.onSandbox(owner, id, () =>
-      this.agent.processOp(id, { op: 'proc_signal', pid, signal: sig }),
-    )) as ProcessInfo
+    return this.sandboxes.onSandbox(owner, id, () => this.agent.processOp(id, { op: 'proc_signal', pid, signal: sig }))
   }
 }

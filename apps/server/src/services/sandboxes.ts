@@ -6,19 +6,24 @@ import {
   type CreateSandboxRequest,
   type FileEntry,
   type GuestFileOp,
+  type GuestFileOps,
   type NetworkOptions,
-  type NetworkPolicy,
   type ResolvedResources,
   type Resources,
   type Sandbox,
+  type SandboxEvent,
+  type SandboxEventType,
   type SandboxState,
   type Snapshot,
 } from '@forkbox/protocol'
 import type { Logger } from 'pino'
 import type { Authenticator } from '../http/auth.ts'
 import type { Metrics } from '../metrics.ts'
-import { type SandboxEvent, type SandboxRecord, type SandboxStore, toPublic } from '../store/sandboxes.ts'
+import { type SandboxRecord, type SandboxStore, toPublic } from '../store/sandboxes.ts'
 import type { SnapshotRecord, SnapshotStore } from '../store/snapshots.ts'
+import { IdleTracker } from './idle.ts'
+import { type ForkInput, Launcher } from './launch.ts'
+import { egressOf, resolveNetwork } from './network-policy.ts'
 
 type CreateInput = Required<Omit<CreateSandboxRequest, 'resources' | 'snapshot' | 'network'>> & {
   resources: Resources
@@ -26,42 +31,12 @@ type CreateInput = Required<Omit<CreateSandboxRequest, 'resources' | 'snapshot' 
   network: NetworkOptions
 }
 
-type LaunchInput = Omit<CreateInput, 'resources' | 'snapshot' | 'network'> & {
-  resources: ResolvedResources
-  snapshot: string | undefined
-  network: NetworkPolicy
-}
-
-const NO_NETWORK: NetworkPolicy = { internet: false, allowOut: [], denyOut: [], ports: [] }
-
-/** `asked` over `current`: fields not given keep their value, so one change never moves another. */
-export function resolveNetwork(asked: NetworkOptions, current: NetworkPolicy = NO_NETWORK): NetworkPolicy {
-  const next: NetworkPolicy = {
-    internet: asked.internet ?? current.internet,
-    allowOut: [...new Set(asked.allowOut ?? current.allowOut)],
-    denyOut: [...new Set(asked.denyOut ?? current.denyOut)],
-    ports: [...new Set(asked.ports ?? current.ports)].sort((a, b) => a - b),
-  }
-  if (!next.internet && ((asked.allowOut?.length ?? 0) > 0 || (asked.denyOut?.length ?? 0) > 0))
-    throw new AppError(
-      'VALIDATION_FAILED',
-      'allowOut and denyOut only apply to a sandbox with internet: true; pass internet: true with them',
-      { field: 'network' },
-    )
-  return next
-}
-
-function egress(n: NetworkPolicy) {
-  return { internet: n.internet, allowOut: n.allowOut, denyOut: n.denyOut }
-}
-
 export class SandboxService {
   private readonly stopping = new Set<Promise<void>>()
   private readonly waking = new Map<string, Promise<void>>()
-  /** Per running sandbox: when a request last touched it, and how many are under way now. */
-  private readonly activity = new Map<string, { at: number; inFlight: number }>()
-  private readonly idling = new Set<string>()
+  private readonly idle = new IdleTracker()
   private readonly hibernating = new Map<string, Promise<void>>()
+  private readonly launcher: Launcher
 
   constructor(
     private readonly store: SandboxStore,
@@ -78,6 +53,7 @@ export class SandboxService {
     private readonly auth: Authenticator,
     private readonly metrics?: Metrics,
   ) {
+    this.launcher = new Launcher(store, agent, log, limits.maxSandboxes, (owner, id) => this.get(owner, id), metrics)
     agent.onExit((id, reason, message) => {
       if (!reason) return
       if (
@@ -99,7 +75,7 @@ export class SandboxService {
   async recover(): Promise<void> {
     // hibernated sandboxes outlive a restart: their images are kept with the snapshots
     await this.agent.pruneSnapshots([...this.snapshots.ids(), ...this.store.hibernateSnapshots()])
-    const live = new Set(this.agent.liveIds())
+    const live = new Set(await this.agent.liveIds())
     for (const id of this.store.active()) {
       const s = this.store.get(id)
       if (s?.state === 'running' && live.has(id)) {
@@ -118,8 +94,8 @@ export class SandboxService {
     for (const id of live) await this.agent.stop(id)
   }
 
-  private resolveResources(template: string, asked: Resources): ResolvedResources {
-    const info = this.agent.templates().find((t) => t.name === template)
+  private async resolveResources(template: string, asked: Resources): Promise<ResolvedResources> {
+    const info = (await this.agent.templates()).find((t) => t.name === template)
     if (!info) throw new AppError('TEMPLATE_NOT_FOUND', `no template named ${template}`)
     const r = { ...info.defaults, ...asked }
     for (const k of ['vcpus', 'memoryMB', 'diskMB', 'pids'] as const) {
@@ -139,67 +115,17 @@ export class SandboxService {
   async create(owner: string, req: CreateInput, signal?: AbortSignal): Promise<Sandbox> {
     const network = resolveNetwork(req.network)
     if (!req.snapshot) {
-      const resources = this.resolveResources(req.template, req.resources)
-      return this.launch(owner, { ...req, resources, snapshot: undefined, network }, signal)
+      const resources = await this.resolveResources(req.template, req.resources)
+      return this.launcher.launch(owner, { ...req, resources, snapshot: undefined, network }, signal)
     }
     const snap = this.ownSnapshot(owner, req.snapshot)
     if (Object.keys(req.resources).length > 0)
       throw new AppError('VALIDATION_FAILED', 'a sandbox started from a snapshot has the resources of the snapshot')
-    return this.launch(
+    return this.launcher.launch(
       owner,
       { ...req, template: snap.template, resources: snap.resources, snapshot: snap.id, network },
       signal,
     )
-  }
-
-  /** Records a new sandbox and has the agent start it; a failure leaves it `errored`, never half there. */
-  private async launch(owner: string, req: LaunchInput, signal?: AbortSignal): Promise<Sandbox> {
-    if (this.store.countActive() >= this.limits.maxSandboxes)
-      throw new AppError('NO_CAPACITY', `this host runs at most ${this.limits.maxSandboxes} sandboxes`)
-    const id = `sbx-${randomBytes(10).toString('hex')}`
-    this.store.insert({
-      id,
-      owner,
-      template: req.template,
-      metadata: req.metadata,
-      resources: req.resources,
-      expiresAt: new Date(Date.now() + req.ttlSeconds * 1000),
-      persistent: req.persistent,
-      network: req.network,
-    })
-    const started = performance.now()
-    try {
-      await this.agent.start(
-        {
-          id,
-          template: req.template,
-          resources: req.resources,
-          envs: req.envs,
-          snapshot: req.snapshot,
-          network: egress(req.network),
-        },
-        signal,
-      )
-    } catch (err) {
-      const message = err instanceof Error ? err.message : String(err)
-      this.store.transition(id, ['starting'], 'errored', 'errored', {
-        errorReason: 'runtime_failed',
-        errorMessage: message,
-      })
-      this.log.error({ sandboxId: id, err: message }, 'sandbox failed to start')
-      throw err instanceof AppError ? err : new AppError('INTERNAL', 'the sandbox failed to start')
-    }
-    if (!this.store.transition(id, ['starting'], 'running', 'started')) {
-      // killed or expired while it was starting
-      await this.agent.stop(id)
-    }
-    const ms = performance.now() - started
-    this.metrics?.createSeconds.observe(
-      { template: req.template, from: req.snapshot ? 'snapshot' : 'template' },
-      ms / 1000,
-    )
-    this.log.info({ sandboxId: id, template: req.template, ms: Math.round(ms) }, 'sandbox started')
-    return this.public(this.own(owner, id))
   }
 
   private ownSnapshot(owner: string, id: string): SnapshotRecord {
@@ -240,44 +166,9 @@ export class SandboxService {
    * `count` new sandboxes from the live state of `id` (which keeps running). All or nothing: if
    * one fails to start, those already started are killed.
    */
-  async fork(owner: string, id: string, req: { count: number; ttlSeconds: number; metadata?: Record<string, string> }) {
+  async fork(owner: string, id: string, req: ForkInput): Promise<Sandbox[]> {
     const src = await this.awake(owner, id)
-    if (this.store.countActive() + req.count > this.limits.maxSandboxes)
-      throw new AppError('NO_CAPACITY', `this host runs at most ${this.limits.maxSandboxes} sandboxes`)
-    const forkStarted = performance.now()
-    const snapshotId = `fork-${randomBytes(10).toString('hex')}`
-    await this.agent.snapshot(id, snapshotId)
-    let forks: Sandbox[]
-    try {
-      // restores in parallel: each one's fixed start-up (~0.3 s of runsc process start) overlaps
-      const settled = await Promise.allSettled(
-        Array.from({ length: req.count }, () =>
-          this.launch(owner, {
-            template: src.template,
-            resources: src.resources,
-            envs: {},
-            metadata: req.metadata ?? src.metadata,
-            ttlSeconds: req.ttlSeconds,
-            snapshot: snapshotId,
-            persistent: false,
-            // the same policy; each fork has its own namespace and address
-            network: src.network,
-          }),
-        ),
-      )
-      forks = settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []))
-      const failed = settled.find((r) => r.status === 'rejected')
-      if (failed) {
-        for (const f of forks) this.end(f.id, 'killed')
-        throw failed.reason
-      }
-      for (const f of forks) this.store.event(f.id, 'forked-from', id)
-    } finally {
-      await this.agent.deleteSnapshot(snapshotId)
-    }
-    this.store.event(id, 'forked', forks.map((f) => f.id).join(','))
-    this.metrics?.forkSeconds.observe({ count: String(req.count) }, (performance.now() - forkStarted) / 1000)
-    return forks
+    return this.launcher.fork(owner, src, req, (fork) => this.end(fork, 'killed'))
   }
 
   /** Throws what a call on the sandbox would: not this owner's, or neither running nor hibernated. */
@@ -340,7 +231,7 @@ export class SandboxService {
   }
 
   private end(id: string, event: 'killed' | 'expired' | 'idle-killed'): void {
-    this.activity.delete(id)
+    this.idle.forget(id)
     const hibernated = this.store.get(id)?.hibernateSnapshot
     if (!this.store.transition(id, ['starting', 'running', 'hibernated'], 'killed', event)) return
     if (hibernated) {
@@ -367,7 +258,6 @@ export class SandboxService {
     return ids
   }
 
-  /** Calls the agent and, if the sandbox died under the call, reports why. */
   /** Checkpoints the sandbox and stops it; the next call that needs it wakes it. */
   async hibernate(owner: string, id: string): Promise<Sandbox> {
     this.running(owner, id)
@@ -426,7 +316,7 @@ export class SandboxService {
         resources: s.resources,
         envs: {},
         snapshot: snapshotId,
-        network: egress(s.network),
+        network: egressOf(s.network),
       })
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err)
@@ -448,7 +338,7 @@ export class SandboxService {
 
   /** Runs `fn` against the running sandbox (woken first if hibernated); a sandbox that stopped meanwhile is reported as such. */
   async onSandbox<T>(owner: string, id: string, fn: () => Promise<T>): Promise<T> {
-    const release = this.hold(id)
+    const release = this.idle.hold(id)
     try {
       await this.awake(owner, id)
       return await fn()
@@ -461,53 +351,22 @@ export class SandboxService {
     }
   }
 
-  /** Marks the sandbox busy (the idle reaper leaves it) until the returned release is called. */
-  private hold(id: string): () => void {
-    const seen = this.touch(id)
-    seen.inFlight += 1
-    let released = false
-    return () => {
-      if (released) return
-      released = true
-      seen.inFlight -= 1
-      seen.at = Date.now()
-    }
-  }
-
-  private touch(id: string): { at: number; inFlight: number } {
-    let seen = this.activity.get(id)
-    if (!seen) {
-      seen = { at: Date.now(), inFlight: 0 }
-      this.activity.set(id, seen)
-    }
-    seen.at = Date.now()
-    return seen
-  }
-
   /** Hibernates (or kills) running, non-persistent sandboxes no request has touched for the idle timeout. */
   private reapIdle(now: number): void {
     const timeout = this.limits.idleTimeoutMs ?? 0
     if (timeout <= 0) return
-    for (const s of this.store.running()) {
-      if (s.persistent || this.idling.has(s.id)) continue
-      const seen = this.activity.get(s.id) ?? this.touch(s.id)
-      if (seen.inFlight > 0 || now - seen.at < timeout) continue
-      this.log.info(
-        { sandboxId: s.id, idleMs: now - seen.at },
-        `idle sandbox: ${this.limits.idleAction ?? 'hibernate'}`,
-      )
+    for (const { sandbox, idleMs } of this.idle.idle(this.store.running(), now, timeout)) {
+      const { id, owner } = sandbox
+      this.log.info({ sandboxId: id, idleMs }, `idle sandbox: ${this.limits.idleAction ?? 'hibernate'}`)
       if (this.limits.idleAction === 'kill') {
-        this.end(s.id, 'idle-killed')
+        this.end(id, 'idle-killed')
         continue
       }
-      this.idling.add(s.id)
-      this.store.event(s.id, 'idle', `${Math.round((now - seen.at) / 1000)}s without a request`)
-      this.hibernate(s.owner, s.id)
-        .catch((err) => this.log.warn({ sandboxId: s.id, err: String(err) }, 'idle hibernate failed'))
-        .finally(() => {
-          this.idling.delete(s.id)
-          this.activity.delete(s.id)
-        })
+      this.store.event(id, 'idle', `${Math.round(idleMs / 1000)}s without a request`)
+      const done = this.hibernate(owner, id).catch((err) =>
+        this.log.warn({ sandboxId: id, err: String(err) }, 'idle hibernate failed'),
+      )
+      this.idle.putAway(id, done)
     }
   }
 
@@ -521,7 +380,7 @@ export class SandboxService {
     const next = resolveNetwork(asked, s.network)
     const hibernating = this.hibernating.get(id)
     if (hibernating) await hibernating.catch(() => {})
-    if (this.store.get(id)?.state === 'running') await this.agent.setNetwork(id, egress(next))
+    if (this.store.get(id)?.state === 'running') await this.agent.setNetwork(id, egressOf(next))
     this.store.setNetwork(id, next)
     this.store.event(id, 'network-updated', JSON.stringify(next))
     return this.get(owner, id)
@@ -547,10 +406,10 @@ export class SandboxService {
     if (!s || !allowed) throw new AppError('SANDBOX_NOT_FOUND', `no sandbox ${id}`)
     if (!s.network.ports.includes(port))
       throw new AppError('PORT_NOT_EXPOSED', `port ${port} of sandbox ${id} is not exposed (network.ports)`, { port })
-    const done = this.hold(id)
+    const done = this.idle.hold(id)
     try {
       await this.awake(s.owner, id)
-      return { host: this.agent.sandboxAddress(id), port, done }
+      return { host: await this.agent.sandboxAddress(id), port, done }
     } catch (err) {
       done()
       throw err
@@ -571,8 +430,8 @@ export class SandboxService {
     return this.onSandbox(owner, id, () => this.agent.writeFile(id, path, body, opts))
   }
 
-  fileOp(owner: string, id: string, op: GuestFileOp): Promise<unknown> {
-    return this.onSandbox(owner, id, () => this.agent.fileOp(id, op))
+  fileOp<R extends GuestFileOp>(owner: string, id: string, req: R): Promise<GuestFileOps[R['op']]['res']> {
+    return this.onSandbox(owner, id, () => this.agent.fileOp(id, req))
   }
 
   events(owner: string, id: string) {
@@ -583,12 +442,12 @@ export class SandboxService {
   /** Bytes used on the sandbox's writable filesystems (/work, /home, /tmp). */
   async diskUsage(owner: string, id: string): Promise<number> {
     this.running(owner, id)
-    const r = (await this.agent.fileOp(id, { op: 'usage' })) as { usedBytes: number }
-    return r.usedBytes
+    const { usedBytes } = await this.agent.fileOp(id, { op: 'usage' })
+    return usedBytes
   }
 
   /** Records an event on a sandbox of `owner` (e.g. an exec starting or ending). */
-  record(id: string, type: string, detail?: string): void {
+  record(id: string, type: SandboxEventType, detail?: string): void {
     this.store.event(id, type, detail)
   }
 

@@ -1,7 +1,15 @@
 // Sandbox rows, their recorded state transitions and events (with a live feed of new ones).
 
 import { EventEmitter } from 'node:events'
-import type { NetworkPolicy, ResolvedResources, Sandbox, SandboxErrorReason, SandboxState } from '@forkbox/protocol'
+import type {
+  NetworkPolicy,
+  ResolvedResources,
+  Sandbox,
+  SandboxErrorReason,
+  SandboxEvent,
+  SandboxEventType,
+  SandboxState,
+} from '@forkbox/protocol'
 import type { Db } from './db.ts'
 
 interface SandboxRow {
@@ -50,16 +58,6 @@ function toRecord(r: SandboxRow): SandboxRecord {
 export function toPublic(r: SandboxRecord): Omit<Sandbox, 'accessToken' | 'domain'> {
   const { owner: _owner, hibernateSnapshot: _snapshot, ...rest } = r
   return rest
-}
-
-export interface SandboxEvent {
-  id: number
-  sandboxId: string
-  /** The key that owns the sandbox. */
-  owner: string
-  type: string
-  at: string
-  detail: string | null
 }
 
 export class SandboxStore {
@@ -149,7 +147,7 @@ export class SandboxStore {
     id: string,
     from: SandboxState[],
     to: SandboxState,
-    event: string,
+    event: SandboxEventType,
     extra: { errorReason?: SandboxErrorReason; errorMessage?: string } = {},
   ): boolean {
     const ended = to === 'killed' || to === 'errored' ? new Date().toISOString() : null
@@ -206,7 +204,7 @@ export class SandboxStore {
   }
 
   /** Records an event and tells live listeners (`bus`, 'event'). */
-  event(id: string, type: string, detail?: string | null): void {
+  event(id: string, type: SandboxEventType, detail?: string | null): void {
     const at = new Date().toISOString()
     const row = this.db
       .prepare('insert into sandbox_events (sandbox_id, type, at, detail) values (?, ?, ?, ?)')
@@ -247,11 +245,9 @@ export class SandboxStore {
     return this.db.prepare('delete from sandbox_events where at < ?').run(before.toISOString()).changes
   }
 
-  events(id: string): { type: string; at: string; detail: string | null }[] {
-    return this.db.prepare('select type, at, detail from sandbox_events where sandbox_id = ? order by id').all(id) as {
-      type: string
-      at: string
-      detail: string | null
-    }[]
+  events(id: string): Pick<SandboxEvent, 'type' | 'at' | 'detail'>[] {
+    return this.db
+      .prepare('select type, at, detail from sandbox_events where sandbox_id = ? order by id')
+      .all(id) as Pick<SandboxEvent, 'type' | 'at' | 'detail'>[]
   }
 }

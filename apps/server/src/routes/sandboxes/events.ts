@@ -1,9 +1,10 @@
+import { SandboxEvent } from '@forkbox/protocol'
 import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
 
 const Events = z.object({
-  events: z.array(z.object({ type: z.string(), at: z.string(), detail: z.string().nullable() })),
+  events: z.array(SandboxEvent.pick({ type: true, at: true, detail: true })),
 })
 
 const route = createRoute({

@@ -1,0 +1,361 @@
+// Container lifecycle: boots (or restores) a sandbox's runsc container, registers its guest,
+// reports its exit, stops it and tracks its teardown until it is gone.
+import { type ChildProcess, spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import {
+  AppError,
+  type EgressPolicy,
+  type ResolvedResources,
+  type SandboxErrorReason,
+  type SandboxExitListener,
+  type SandboxUsage,
+} from '@forkbox/protocol'
+import type { AgentConfig } from '../config.ts'
+import { GuestClient } from '../guest/client.ts'
+import { GuestConnection } from '../guest/connection.ts'
+import { createGuestFifos, type GuestPipes, openGuestPipes } from '../guest/fifo.ts'
+import { CLOSED, type NetworkManager, type Slot } from '../network/manager.ts'
+import { createCgroup, limitCpu, limitHit, listCgroups, readUsage, removeCgroup } from '../runtime/cgroups.ts'
+import { buildSpec, cgroupLimits } from '../runtime/oci-spec.ts'
+import {
+  killAll,
+  type RunscOptions,
+  runscDelete,
+  runscGlobalArgs,
+  runscKill,
+  runscProcesses,
+  startCommand,
+  waitForRunscProcesses,
+} from '../runtime/runsc.ts'
+import { BUNDLE_RECORD, type BundleRecord, INTERNAL_ID, type LiveSandbox, READY_TIMEOUT_MS } from './live-sandbox.ts'
+
+/** What a sandbox is started as. */
+export interface BootSpec {
+  id: string
+  resources: ResolvedResources
+  envs: Record<string, string>
+  network?: EgressPolicy
+  /** The template's rootfs, read-only under the sandbox. */
+  rootfs: string
+  kernelPreload?: string
+  /** Restore this checkpoint image instead of a cold boot. */
+  image: string | null
+  /** The image is a user snapshot: the env it had is kept, `envs` go on top. */
+  userSnapshot?: boolean
+  /** Default true; the pool leaves a restoring sandbox unthrottled and limits it once warm. */
+  limitCpu?: boolean
+}
+
+export class Containers {
+  private readonly sandboxes = new Map<string, LiveSandbox>()
+  private readonly listeners: SandboxExitListener[] = []
+  private readonly cleanups = new Set<Promise<void>>()
+  private networkUp: Promise<void> | null = null
+
+  constructor(
+    private readonly config: AgentConfig,
+    readonly runsc: RunscOptions,
+    readonly network: NetworkManager,
+    private readonly guestDir: string,
+    private readonly log: (message: string) => void,
+  ) {}
+
+  get sandboxesDir(): string {
+    return join(this.config.dataDir, 'sandboxes')
+  }
+
+  /** The running sandbox `id`, else SANDBOX_NOT_RUNNING. */
+  live(id: string): LiveSandbox {
+    const sbx = this.sandboxes.get(id)
+    if (!sbx || sbx.stopping) throw new AppError('SANDBOX_NOT_RUNNING', `sandbox ${id} is not running`)
+    return sbx
+  }
+
+  has(id: string): boolean {
+    return this.sandboxes.has(id)
+  }
+
+  /** Every container's name, stopping ones included. */
+  containerNames(): Set<string> {
+    return new Set([...this.sandboxes.values()].map((s) => s.container))
+  }
+
+  /** A pooled sandbox claimed for a create: from now on it is `id`. */
+  rename(sbx: LiveSandbox, id: string): void {
+    this.sandboxes.delete(sbx.id)
+    sbx.id = id
+    this.sandboxes.set(id, sbx)
+  }
+
+  /** Forgets a sandbox that was never taken into service (a failed re-attach). */
+  forget(sbx: LiveSandbox): void {
+    if (this.sandboxes.get(sbx.id) === sbx) this.sandboxes.delete(sbx.id)
+  }
+
+  networkReady(): Promise<void> {
+    if (!this.networkUp) {
+      this.networkUp = this.network.init()
+      this.networkUp.catch(() => {
+        this.networkUp = null
+      })
+    }
+    return this.networkUp
+  }
+
+  /** Puts an egress policy in force and records it in the bundle (a restarted agent re-applies it). */
+  async setPolicy(sbx: LiveSandbox, policy: EgressPolicy): Promise<void> {
+    await this.network.apply(sbx.slot, policy)
+    const record: BundleRecord = { id: sbx.id, vcpus: sbx.vcpus, slot: sbx.slot.slot, network: policy }
+    writeFileSync(join(sbx.dir, BUNDLE_RECORD), JSON.stringify(record))
+  }
+
+  /** Starts the container: a cold boot, or a restore of `spec.image` when given. */
+  async boot(spec: BootSpec, signal?: AbortSignal): Promise<LiveSandbox> {
+    // The id's previous container may still be tearing down (runsc delete takes ~1.3 s, e.g. a
+    // wake right after a hibernate): then this one gets a container name of its own.
+    const container = this.sandboxes.has(spec.id) ? `${spec.id}-${randomBytes(3).toString('hex')}` : spec.id
+    const dir = join(this.sandboxesDir, container)
+    const cgroup = `${this.config.cgroupParent}/${container}`
+    await this.networkReady()
+    const slot = await this.network.acquire()
+    mkdirSync(join(dir, 'proc'), { recursive: true })
+    createCgroup(cgroup, cgroupLimits(spec.resources))
+    const config = buildSpec({
+      rootfs: spec.rootfs,
+      guestDir: this.guestDir,
+      kernelPreload: spec.kernelPreload,
+      cgroupsPath: `/${cgroup}`,
+      netnsPath: `/run/netns/${slot.netns}`,
+      // one name for all: a restored sandbox keeps the name it was baked with
+      hostname: 'sandbox',
+      resources: spec.resources,
+    })
+    writeFileSync(join(dir, 'config.json'), JSON.stringify(config))
+    const record: BundleRecord = { id: spec.id, vcpus: spec.resources.vcpus, slot: slot.slot, network: CLOSED }
+    writeFileSync(join(dir, BUNDLE_RECORD), JSON.stringify(record))
+    // runsc's own log goes to a file: a pipe nobody reads would stall it
+    const logFd = openSync(join(dir, 'runsc.log'), 'a')
+    const stdio = createGuestFifos(dir)
+    let proc: ChildProcess
+    try {
+      const command = spec.image ? ['restore', `--image-path=${spec.image}`] : ['run']
+      const start = startCommand(
+        this.config.runscPath,
+        [...runscGlobalArgs(this.runsc), ...command, `--bundle=${dir}`, container],
+        join(dir, 'proc'),
+      )
+      // its own process group: a Ctrl-C meant for the host does not reach the sandbox
+      proc = spawn(start.file, start.args, { stdio: [stdio.stdin, stdio.stdout, logFd], detached: true })
+    } finally {
+      for (const fd of [logFd, stdio.stdin, stdio.stdout]) closeSync(fd)
+    }
+    const pipes = openGuestPipes(dir)
+    const sbx = this.register(spec.id, container, record.vcpus, slot, pipes, { resync: false }, proc)
+    proc.on('error', (err) => sbx.conn.fail(new AppError('INTERNAL', `cannot start runsc: ${err.message}`)))
+    const conn = sbx.conn
+    const timer = setTimeout(
+      () => conn.fail(new AppError('INTERNAL', 'sandbox did not become ready in time')),
+      READY_TIMEOUT_MS,
+    )
+    const onAbort = () => conn.fail(new AppError('INTERNAL', 'sandbox start aborted'))
+    signal?.addEventListener('abort', onAbort)
+    try {
+      // a restored guest said "ready" before it was checkpointed: it is ready when it answers
+      // a user snapshot keeps the env it had; given envs are added on top
+      if (spec.image) await conn.configureRestored({ env: spec.envs, merge: Boolean(spec.userSnapshot) })
+      else {
+        await conn.ready
+        if (Object.keys(spec.envs).length > 0) await conn.call({ op: 'configure', env: spec.envs })
+      }
+      await this.setPolicy(sbx, spec.network ?? CLOSED)
+      if (spec.limitCpu ?? true) limitCpu(cgroup, spec.resources.vcpus)
+      return sbx
+    } catch (err) {
+      // what runsc said is the only clue to a failed start: keep it in our log
+      const tail = readFileSync(join(dir, 'runsc.log'), 'utf8').trim().split('\n').slice(-15).join('\n  ')
+      this.log(
+        `${container} failed to start (${spec.image ? `restore of ${spec.image}` : 'boot'}): ${String(err)}\n  ${tail}`,
+      )
+      await this.stop(spec.id)
+      throw err instanceof AppError ? err : new AppError('INTERNAL', `sandbox failed to start: ${String(err)}`)
+    } finally {
+      clearTimeout(timer)
+      signal?.removeEventListener('abort', onAbort)
+    }
+  }
+
+  /**
+   * Registers a sandbox whose guest is reached through `pipes`. It is gone when its runsc process
+   * exits (`proc`, when we started it) or, for one re-attached after a restart, when its stdout
+   * FIFO has no writer left.
+   */
+  register(
+    id: string,
+    container: string,
+    vcpus: number,
+    slot: Slot,
+    pipes: GuestPipes,
+    opts: { resync: boolean },
+    proc?: ChildProcess,
+  ): LiveSandbox {
+    let exitedResolve!: () => void
+    const conn = new GuestConnection(pipes.input, pipes.output, {
+      resync: opts.resync,
+      onProtocolError: (_err, detail) => this.onGuestBroken(sbx, detail),
+      log: (m) => this.log(`${sbx.id}: ${m}`),
+    })
+    const sbx: LiveSandbox = {
+      id,
+      container,
+      dir: join(this.sandboxesDir, container),
+      cgroup: `${this.config.cgroupParent}/${container}`,
+      vcpus,
+      slot,
+      proc: proc ?? null,
+      conn,
+      guest: new GuestClient(conn),
+      pipes,
+      stopping: false,
+      exited: new Promise((r) => {
+        exitedResolve = r
+      }),
+    }
+    this.sandboxes.set(id, sbx)
+    let gone = false
+    const onGone = (code: number | null, sig: NodeJS.Signals | null) => {
+      if (gone) return
+      gone = true
+      pipes.input.destroy()
+      pipes.output.destroy()
+      exitedResolve()
+      this.onContainerExit(sbx, code, sig)
+    }
+    if (proc) proc.on('close', (code, sig) => onGone(code, sig))
+    pipes.output.on('error', () => {})
+    pipes.output.on('close', () => {
+      if (!proc) onGone(null, null)
+    })
+    return sbx
+  }
+
+  /**
+   * The guest sent what the protocol does not allow (root in the sandbox controls it): the sandbox
+   * is reported errored and stopped; every other sandbox carries on.
+   */
+  private onGuestBroken(sbx: LiveSandbox, detail: string): void {
+    if (sbx.stopping) return
+    const message = `the sandbox's guest daemon broke the protocol (${detail}); the sandbox was stopped`
+    this.log(`${sbx.id}: ${message}`)
+    this.report(sbx.id, 'guest_protocol_error', message)
+    void this.halt(sbx)
+  }
+
+  onExit(listener: SandboxExitListener): void {
+    this.listeners.push(listener)
+  }
+
+  private report(id: string, reason: SandboxErrorReason | null, message: string | null): void {
+    for (const l of this.listeners) {
+      try {
+        l(id, reason, message)
+      } catch (err) {
+        this.log(`an exit listener failed for ${id}: ${String(err)}`)
+      }
+    }
+  }
+
+  private onContainerExit(sbx: LiveSandbox, code: number | null, sig: NodeJS.Signals | null): void {
+    let reason: SandboxErrorReason | null = null
+    let message: string | null = null
+    if (!sbx.stopping) {
+      reason = limitHit(sbx.cgroup) ?? 'guest_exited'
+      message =
+        reason === 'out_of_memory'
+          ? 'the sandbox hit its memory limit and was stopped'
+          : reason === 'pids_limit'
+            ? 'the sandbox hit its process limit and was stopped'
+            : `the sandbox stopped by itself (runsc exit ${code ?? sig})`
+    }
+    sbx.conn.fail(
+      reason
+        ? new AppError('SANDBOX_ERRORED', message ?? 'sandbox errored', { reason })
+        : new AppError('SANDBOX_NOT_RUNNING', 'sandbox was stopped'),
+    )
+    this.report(sbx.id, reason, message)
+    this.track(this.cleanup(sbx))
+  }
+
+  private track(p: Promise<void>): void {
+    this.cleanups.add(p)
+    p.finally(() => this.cleanups.delete(p))
+  }
+
+  private async cleanup(sbx: LiveSandbox): Promise<void> {
+    await runscDelete(this.runsc, sbx.container)
+    await this.network.release(sbx.slot)
+    removeCgroup(sbx.cgroup)
+    rmSync(sbx.dir, { recursive: true, force: true })
+    // a newer container may run under the same sandbox id by now
+    if (this.sandboxes.get(sbx.id) === sbx) this.sandboxes.delete(sbx.id)
+  }
+
+  async stop(id: string): Promise<void> {
+    const sbx = this.sandboxes.get(id)
+    if (sbx) await this.halt(sbx)
+  }
+
+  private async halt(sbx: LiveSandbox): Promise<void> {
+    if (sbx.stopping) return
+    sbx.stopping = true
+    sbx.pipes.input.destroy()
+    // If the container never came up runsc may not know it, and a wedged one (seen once after an
+    // OOM) may never answer `kill`: then its processes go by PID.
+    const forced = setTimeout(() => {
+      sbx.proc?.kill('SIGKILL')
+      killAll(
+        runscProcesses(this.runsc)
+          .filter((p) => p.container === sbx.container)
+          .map((p) => p.pid),
+      )
+    }, 5_000)
+    sbx.exited.finally(() => clearTimeout(forced))
+    await runscKill(this.runsc, sbx.container)
+  }
+
+  /** Sandboxes running for the control plane: pooled (also while being filled) and baking ones are the agent's own. */
+  liveIds(): string[] {
+    return [...this.sandboxes.values()].filter((s) => !s.stopping && !INTERNAL_ID.test(s.id)).map((s) => s.id)
+  }
+
+  usage(): SandboxUsage[] {
+    const out: SandboxUsage[] = []
+    for (const sbx of this.sandboxes.values()) {
+      if (sbx.stopping || INTERNAL_ID.test(sbx.id)) continue
+      const u = readUsage(sbx.cgroup)
+      const net = this.network.bytes(sbx.slot) ?? { rxBytes: 0, txBytes: 0 }
+      if (u) out.push({ id: sbx.id, ...u, networkRxBytes: net.rxBytes, networkTxBytes: net.txBytes })
+    }
+    return out
+  }
+
+  /** Stops every sandbox and waits for all teardown to finish. */
+  async close(): Promise<void> {
+    const all = [...this.sandboxes.values()]
+    await Promise.all(all.map((s) => this.stop(s.id)))
+    await Promise.all(all.map((s) => s.exited))
+    while (this.cleanups.size > 0) await Promise.all([...this.cleanups])
+    // runsc processes a crashed predecessor started (re-attached sandboxes) are not our children:
+    // they end on their own once their containers are deleted
+    const strays = await waitForRunscProcesses(this.runsc)
+    // still working on our state dir with every sandbox gone: a stray; it goes too
+    killAll(strays)
+    if (strays.length > 0) {
+      await waitForRunscProcesses(this.runsc)
+      for (const name of listCgroups(this.config.cgroupParent)) removeCgroup(`${this.config.cgroupParent}/${name}`)
+    }
+    removeCgroup(this.config.cgroupParent)
+    if (this.networkUp) await this.network.close()
+  }
+}

@@ -1,0 +1,39 @@
+// A sandbox the agent runs: its container, its guest and what a restarted agent needs to take it back.
+import type { ChildProcess } from 'node:child_process'
+import type { EgressPolicy } from '@forkbox/protocol'
+import type { GuestClient } from '../guest/client.ts'
+import type { GuestConnection } from '../guest/connection.ts'
+import type { GuestPipes } from '../guest/fifo.ts'
+import type { Slot } from '../network/manager.ts'
+
+/** Written into each bundle dir: what a restarted agent needs to re-attach the sandbox. */
+export const BUNDLE_RECORD = 'forkbox.json'
+/** Ids of the agent's own sandboxes: baking a template, or waiting in the warm pool. */
+export const INTERNAL_ID = /^(pool|bake)-/
+export const READY_TIMEOUT_MS = 30_000
+
+export interface BundleRecord {
+  id: string
+  vcpus: number
+  /** Its network slot and egress policy, for a restarted agent to take back. */
+  slot: number
+  network: EgressPolicy
+}
+
+export interface LiveSandbox {
+  /** The sandbox id the control plane knows; a pooled sandbox gets one when it is claimed. */
+  id: string
+  /** runsc container id, also naming its bundle dir and cgroup. */
+  container: string
+  dir: string
+  cgroup: string
+  vcpus: number
+  slot: Slot
+  /** The runsc process we started; null for a sandbox re-attached after a restart. */
+  proc: ChildProcess | null
+  conn: GuestConnection
+  guest: GuestClient
+  pipes: GuestPipes
+  stopping: boolean
+  exited: Promise<void>
+}

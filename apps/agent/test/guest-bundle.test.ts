@@ -1,0 +1,42 @@
+import assert from 'node:assert/strict'
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { readGuestBundle } from '../src/guest/bundle.ts'
+
+const guestDir = fileURLToPath(new URL('../../guest', import.meta.url))
+
+describe('guest bundle', () => {
+  it('holds every module of the guest package and the kernels, and nothing else', () => {
+    const names = readGuestBundle(guestDir).files.map((f) => f.name)
+    for (const name of ['forkbox_guest/__main__.py', 'forkbox_guest/spawner.py', 'forkbox_guest/dispatch.py'])
+      assert.ok(names.includes(name), name)
+    assert.ok(names.includes('forkbox_kernel.py') && names.includes('forkbox_kernel.cjs'))
+    assert.ok(
+      names.every((n) => !n.startsWith('tests/') && !n.includes('__pycache__')),
+      names.join(' '),
+    )
+  })
+
+  it('changes its hash when any module changes or is added', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'guest-bundle-'))
+    try {
+      cpSync(guestDir, dir, { recursive: true })
+      const before = readGuestBundle(dir).hash
+      assert.equal(readGuestBundle(dir).hash, before)
+      writeFileSync(join(dir, 'forkbox_guest/ioloop.py'), '# changed\n', { flag: 'a' })
+      const edited = readGuestBundle(dir).hash
+      assert.notEqual(edited, before)
+      writeFileSync(join(dir, 'forkbox_guest/extra.py'), '')
+      const added = readGuestBundle(dir).hash
+      assert.notEqual(added, edited)
+      // a cache of compiled modules is not part of the guest
+      writeFileSync(join(dir, 'forkbox_guest/extra.pyc'), 'x')
+      assert.equal(readGuestBundle(dir).hash, added)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})

@@ -1,0 +1,168 @@
+// Launching sandboxes: each recorded, then started by the agent (from a template or a snapshot,
+// or as forks of a running one); a failure leaves it `errored`, never half there.
+import { randomBytes } from 'node:crypto'
+import {
+  type AgentApi,
+  AppError,
+  type CreateSandboxRequest,
+  type ForkOutcome,
+  type NetworkPolicy,
+  type ResolvedResources,
+  type Sandbox,
+} from '@forkbox/protocol'
+import type { Logger } from 'pino'
+import type { Metrics } from '../metrics.ts'
+import type { SandboxRecord, SandboxStore } from '../store/sandboxes.ts'
+import { egressOf } from './network-policy.ts'
+
+export type LaunchInput = Required<Omit<CreateSandboxRequest, 'resources' | 'snapshot' | 'network'>> & {
+  resources: ResolvedResources
+  snapshot: string | undefined
+  network: NetworkPolicy
+}
+
+export interface ForkInput {
+  count: number
+  ttlSeconds: number
+  metadata?: Record<string, string>
+}
+
+function newSandboxId(): string {
+  return `sbx-${randomBytes(10).toString('hex')}`
+}
+
+export class Launcher {
+  constructor(
+    private readonly store: SandboxStore,
+    private readonly agent: AgentApi,
+    private readonly log: Logger,
+    private readonly maxSandboxes: number,
+    /** The API's view of a sandbox of `owner`. */
+    private readonly view: (owner: string, id: string) => Sandbox,
+    private readonly metrics?: Metrics,
+  ) {}
+
+  /** Records a new sandbox and has the agent start it; a failure leaves it `errored`, never half there. */
+  async launch(owner: string, req: LaunchInput, signal?: AbortSignal): Promise<Sandbox> {
+    if (this.store.countActive() >= this.maxSandboxes)
+      throw new AppError('NO_CAPACITY', `this host runs at most ${this.maxSandboxes} sandboxes`)
+    const id = newSandboxId()
+    this.insert(owner, id, req)
+    const started = performance.now()
+    try {
+      await this.agent.start({ ...this.startSpec(id, req), snapshot: req.snapshot }, signal)
+    } catch (err) {
+      throw this.startFailed(id, err)
+    }
+    return this.started(owner, id, req.template, req.snapshot ? 'snapshot' : 'template', started)
+  }
+
+  private insert(owner: string, id: string, req: LaunchInput): void {
+    this.store.insert({
+      id,
+      owner,
+      template: req.template,
+      metadata: req.metadata,
+      resources: req.resources,
+      expiresAt: new Date(Date.now() + req.ttlSeconds * 1000),
+      persistent: req.persistent,
+      network: req.network,
+    })
+  }
+
+  private startSpec(id: string, req: LaunchInput) {
+    return { id, template: req.template, resources: req.resources, envs: req.envs, network: egressOf(req.network) }
+  }
+
+  /** The agent could not start sandbox `id`: it is errored, and this is what the caller is told. */
+  private startFailed(id: string, err: unknown): AppError {
+    const message = err instanceof Error ? err.message : String(err)
+    this.store.transition(id, ['starting'], 'errored', 'errored', {
+      errorReason: 'runtime_failed',
+      errorMessage: message,
+    })
+    this.log.error({ sandboxId: id, err: message }, 'sandbox failed to start')
+    return err instanceof AppError ? err : new AppError('INTERNAL', 'the sandbox failed to start')
+  }
+
+  /** The agent started sandbox `id` (asked for at `since`): it runs, unless it was killed meanwhile. */
+  private async started(
+    owner: string,
+    id: string,
+    template: string,
+    from: 'snapshot' | 'template',
+    since: number,
+  ): Promise<Sandbox> {
+    if (!this.store.transition(id, ['starting'], 'running', 'started')) {
+      // killed or expired while it was starting
+      await this.agent.stop(id)
+    }
+    const ms = performance.now() - since
+    this.metrics?.createSeconds.observe({ template, from }, ms / 1000)
+    this.log.info({ sandboxId: id, template, ms: Math.round(ms) }, 'sandbox started')
+    return this.view(owner, id)
+  }
+
+  /**
+   * `count` new sandboxes from the live state of `id` (which keeps running). All or nothing: if
+   * one fails to start, those already started are killed.
+   */
+  async fork(owner: string, src: SandboxRecord, req: ForkInput, kill: (id: string) => void): Promise<Sandbox[]> {
+    const { id } = src
+    if (this.store.countActive() + req.count > this.maxSandboxes)
+      throw new AppError('NO_CAPACITY', `this host runs at most ${this.maxSandboxes} sandboxes`)
+    const forkStarted = performance.now()
+    const input: LaunchInput = {
+      template: src.template,
+      resources: src.resources,
+      envs: {},
+      metadata: req.metadata ?? src.metadata,
+      ttlSeconds: req.ttlSeconds,
+      // from the agent's checkpoint of the source
+      snapshot: undefined,
+      persistent: false,
+      // the same policy; each fork has its own namespace and address
+      network: src.network,
+    }
+    const ids = Array.from({ length: req.count }, newSandboxId)
+    let checkpointed: number | null = null
+    let outcomes: ForkOutcome[]
+    try {
+      outcomes = await this.agent.fork(
+        id,
+        ids.map((child) => this.startSpec(child, input)),
+        {
+          // the forks are recorded once the source's checkpoint is written, as they start
+          onCheckpointed: () => {
+            checkpointed = performance.now()
+            for (const child of ids) this.insert(owner, child, input)
+          },
+        },
+      )
+    } catch (err) {
+      if (checkpointed === null) throw err
+      // the forks were recorded and the agent gave up on them: none is left starting
+      const failures = ids.map((child) => this.startFailed(child, err))
+      for (const child of ids) await this.agent.stop(child)
+      throw failures[0] ?? err
+    }
+    const since = checkpointed ?? forkStarted
+    const forks: Sandbox[] = []
+    let failure: AppError | null = null
+    for (const o of outcomes) {
+      if (!o.error) forks.push(await this.started(owner, o.id, input.template, 'snapshot', since))
+      else {
+        const err = this.startFailed(o.id, o.error)
+        failure ??= err
+      }
+    }
+    if (failure) {
+      for (const f of forks) kill(f.id)
+      throw failure
+    }
+    for (const f of forks) this.store.event(f.id, 'forked-from', id)
+    this.store.event(id, 'forked', forks.map((f) => f.id).join(','))
+    this.metrics?.forkSeconds.observe({ count: String(req.count) }, (performance.now() - forkStarted) / 1000)
+    return forks
+  }
+}

@@ -1,0 +1,104 @@
+// The server tests' FakeAgent with an in-memory file tree per sandbox, so the files routes answer
+// with real entries.
+import { AppError, type FileEntry, type GuestFileOp, type GuestFileOps } from '@forkbox/protocol'
+import { FakeAgent } from '../../../apps/server/test/fake-agent.ts'
+
+interface Stored {
+  type: 'file' | 'dir'
+  bytes: Uint8Array
+  mode: number
+}
+
+export class FilesAgent extends FakeAgent {
+  readonly files = new Map<string, Map<string, Stored>>()
+
+  #tree(id: string): Map<string, Stored> {
+    let tree = this.files.get(id)
+    if (!tree) {
+      tree = new Map([['/home/user', { type: 'dir', bytes: new Uint8Array(), mode: 0o755 }]])
+      this.files.set(id, tree)
+    }
+    return tree
+  }
+
+  #entry(path: string, f: Stored): FileEntry {
+    return {
+      name: path.split('/').pop() ?? '',
+      path,
+      type: f.type,
+      size: f.bytes.length,
+      mode: f.mode,
+      mtimeMs: 1,
+      uid: 1000,
+      gid: 1000,
+    }
+  }
+
+  #get(id: string, path: string): Stored {
+    const f = this.#tree(id).get(path)
+    if (!f) throw new AppError('FILE_NOT_FOUND', `no such file: ${path}`)
+    return f
+  }
+
+  // optional parameters keep the override assignable to FakeAgent's parameterless readFile
+  override async readFile(id = '', path = ''): Promise<{ size: number; stream: ReadableStream<Uint8Array> }> {
+    const f = this.#get(id, path)
+    const bytes = f.bytes
+    return {
+      size: bytes.length,
+      stream: new ReadableStream({
+        start(controller) {
+          controller.enqueue(bytes)
+          controller.close()
+        },
+      }),
+    }
+  }
+
+  override async writeFile(
+    id: string,
+    path: string,
+    body: AsyncIterable<Uint8Array>,
+    opts: { mode?: number } = {},
+  ): Promise<FileEntry> {
+    const chunks: Uint8Array[] = []
+    for await (const c of body) chunks.push(c)
+    const f: Stored = { type: 'file', bytes: new Uint8Array(Buffer.concat(chunks)), mode: opts.mode ?? 0o644 }
+    this.#tree(id).set(path, f)
+    return this.#entry(path, f)
+  }
+
+  override async fileOp<R extends GuestFileOp>(id: string, op: R): Promise<GuestFileOps[R['op']]['res']> {
+    // the switch narrows `op`, not `R`: its answer is the op's result type by construction
+    return this.#fileOp(id, op) as GuestFileOps[R['op']]['res']
+  }
+
+  #fileOp(id: string, op: GuestFileOp): GuestFileOps[GuestFileOp['op']]['res'] {
+    const tree = this.#tree(id)
+    switch (op.op) {
+      case 'usage':
+        return { usedBytes: 0 }
+      case 'stat':
+        return this.#entry(op.path, this.#get(id, op.path))
+      case 'list':
+        return [...tree]
+          .filter(([p]) => p.startsWith(`${op.path}/`) && p.slice(op.path.length + 1).split('/').length <= op.depth)
+          .map(([p, f]) => this.#entry(p, f))
+      case 'mkdir': {
+        const f: Stored = { type: 'dir', bytes: new Uint8Array(), mode: 0o755 }
+        tree.set(op.path, f)
+        return this.#entry(op.path, f)
+      }
+      case 'rename': {
+        const f = this.#get(id, op.from)
+        tree.delete(op.from)
+        tree.set(op.to, f)
+        return this.#entry(op.to, f)
+      }
+      case 'remove':
+        this.#get(id, op.path)
+        tree.delete(op.path)
+        return {}
+    }
+  }
+}
