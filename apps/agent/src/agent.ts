@@ -72,7 +72,12 @@ export class LocalAgent implements AgentApi {
     for (const d of [config.dataDir, join(config.dataDir, 'sandboxes'), config.templatesDir, config.runscStateDir])
       mkdirSync(d, { recursive: true })
     const guest = installGuest(config.templatesDir, readGuestBundle(config.guestDir))
-    const runsc = { runscPath: config.runscPath, stateDir: config.runscStateDir, platform: config.platform }
+    const runsc = {
+      runscPath: config.runscPath,
+      stateDir: config.runscStateDir,
+      platform: config.platform,
+      debugDir: config.runscDebugDir,
+    }
     this.containers = new Containers(config, runsc, network, guest.dir, log)
     this.baker = new TemplateBaker(config, this.containers, guest.hash, (def) => this.pool.refill(def), log)
     this.pool = new WarmPool(config, this.containers, this.baker, log)

@@ -17,6 +17,8 @@ export const AgentSettings = z.object({
   platform: z.string().default('systrap'),
   /** runsc --root: container state. Kept apart from any other runsc user on the host. */
   runscStateDir: z.string().default('/run/forkbox/runsc'),
+  /** An operator's switch: runsc's own debug logs (one file per command) go here, e.g. to time a restore. */
+  runscDebugDir: z.string().optional(),
   /** Parent cgroup of every sandbox's cgroup. */
   cgroupParent: z
     .string()

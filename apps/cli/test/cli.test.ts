@@ -108,13 +108,14 @@ describe('forkbox exec', () => {
     })
   })
 
-  // the server answers a command killed at its timeout with EXEC_TIMEOUT (408), not a result
-  it('reports a timeout as the server does', async () => {
+  // the server answers a command killed at its timeout with EXEC_TIMEOUT (408) carrying the output so far
+  it('prints the output a timed-out command wrote, says it timed out and exits 124', async () => {
     const h = harness()
     const id = await existing(h)
     h.server.agent.nextExec = { exitCode: 137, timedOut: true }
-    assert.equal(await h.run('exec', id, '--timeout', '1', 'sleep 5'), 1)
-    assert.equal(h.stderr(), 'forkbox: EXEC_TIMEOUT: command did not finish within 1s and was killed\n')
+    assert.equal(await h.run('exec', id, '--timeout', '1', 'sleep 5'), 124)
+    assert.equal(h.stdout(), 'ran sleep 5')
+    assert.equal(h.stderr(), 'forkbox: command timed out after 1s and was killed\n')
   })
 
   it('prints a not-found error', async () => {

@@ -31,6 +31,7 @@ export async function startHost(
       templatesDir: config.templatesDir,
       runscPath: config.runscPath,
       runscStateDir: config.runscStateDir,
+      runscDebugDir: config.runscDebugDir,
       cgroupParent: config.cgroupParent,
       poolSize: config.poolSize,
       networkSubnet: config.networkSubnet,

@@ -64,7 +64,8 @@ export interface KillSandboxOptions extends ConnectionOptions, RequestOptions {}
 
 export interface ExecOptions extends RequestOptions {
   /** The server kills the command after this long (default 60; none for a background command):
-   * `timedOut: true`, `exitCode: 137`. */
+   * `exec` then throws a `TimeoutError` (code `EXEC_TIMEOUT`) whose `details` hold the result so
+   * far; a streamed or background command ends with `timedOut: true`, `exitCode: 137`. */
   timeoutSeconds?: number
   env?: Record<string, string>
   cwd?: string

@@ -21,7 +21,6 @@ import { NftWriter } from './nft.ts'
 import { nameMatches, Resolver, type ResolverPolicy } from './resolver.ts'
 
 /** What a sandbox may reach; rules are CIDRs (`203.0.113.0/24`, a bare address) or names (`pypi.org`, `*.github.com`). */
-type NetworkPolicy = EgressPolicy
 
 export const CLOSED: EgressPolicy = { internet: false, allowOut: [], denyOut: [] }
 
@@ -54,7 +53,7 @@ interface SortedRules {
   denyNames: string[]
 }
 
-function sortRules(policy: NetworkPolicy): SortedRules {
+function sortRules(policy: EgressPolicy): SortedRules {
   return {
     allowCidrs: policy.allowOut.filter(isCidr),
     denyCidrs: policy.denyOut.filter(isCidr),
@@ -71,7 +70,7 @@ interface Reach {
 }
 
 export interface Slot extends SlotAddress {
-  policy: NetworkPolicy
+  policy: EgressPolicy
   rules: SortedRules
   /** Addresses the resolver opened (allow) or closed (deny), by the name rule that matched. */
   learned: { allow: Map<string, Set<string>>; deny: Map<string, Set<string>> }
@@ -213,7 +212,7 @@ export class NetworkManager {
   }
 
   /** Puts `policy` in force for the slot's sandbox (names open as the sandbox resolves them). */
-  async apply(slot: Slot, policy: NetworkPolicy): Promise<void> {
+  async apply(slot: Slot, policy: EgressPolicy): Promise<void> {
     // closed stays closed whatever dormant lists it carries: the rules would be the same (a
     // create without network, the common case, costs no nft transaction)
     if (!policy.internet && !slot.policy.internet && slot.learned.allow.size + slot.learned.deny.size === 0) {
@@ -285,7 +284,7 @@ export class NetworkManager {
   }
 
   /** After a restart: takes back the slot a re-attached sandbox runs in, with its policy. */
-  async adopt(index: number, policy: NetworkPolicy): Promise<Slot> {
+  async adopt(index: number, policy: EgressPolicy): Promise<Slot> {
     const slot = this.newSlot(index)
     this.used.set(index, slot)
     this.byAddress.set(slot.sandboxIp, slot)

@@ -10,6 +10,8 @@ export interface RunscOptions {
   runscPath: string
   stateDir: string
   platform: string
+  /** runsc's own debug logs go here, one file per command (off when unset). */
+  debugDir?: string
 }
 
 export function runscGlobalArgs(o: RunscOptions): string[] {
@@ -22,10 +24,7 @@ export function runscGlobalArgs(o: RunscOptions): string[] {
     '--net-disconnect-ok',
     '--overlay2=root:memory',
     '--cpu-num-from-quota',
-    // an operator's switch: runsc's own debug logs (one file per command), e.g. to time a restore
-    ...(process.env.FORKBOX_RUNSC_DEBUG_DIR
-      ? ['--debug', `--debug-log=${process.env.FORKBOX_RUNSC_DEBUG_DIR}/%ID%.%COMMAND%.log`]
-      : []),
+    ...(o.debugDir ? ['--debug', `--debug-log=${o.debugDir}/%ID%.%COMMAND%.log`] : []),
   ]
 }
 

@@ -1,5 +1,5 @@
 // Shared by `run` and `exec`: run one command in a sandbox and mirror its output and exit code.
-import type { ExecOptions, Sandbox } from '@forkbox/sdk'
+import { type ExecOptions, ForkboxError, type Sandbox } from '@forkbox/sdk'
 import { Option } from 'commander'
 import type { CliContext } from '../context.ts'
 import { collectPair, commandFrom, parseSeconds } from '../parse.ts'
@@ -47,11 +47,22 @@ export async function execAndMirror(
       ctx.exitCode = 130
       return
     }
-    throw err
+    if (!(err instanceof ForkboxError && err.code === 'EXEC_TIMEOUT')) throw err
+    // killed at its timeout: what it wrote until then (base64 in the error's details), then why it
+    // stopped, and timeout(1)'s exit code
+    for (const [field, out] of [
+      ['stdout', ctx.stdout],
+      ['stderr', ctx.stderr],
+    ] as const) {
+      const text = err.details?.[field]
+      if (typeof text === 'string') out.write(Buffer.from(text, 'base64'))
+    }
+    ctx.stderr.write(`forkbox: command timed out after ${flags.timeout ?? 60}s and was killed\n`)
+    ctx.exitCode = 124
+    return
   }
   ctx.stdout.write(result.stdout)
   ctx.stderr.write(result.stderr)
-  if (result.timedOut) ctx.stderr.write(`forkbox: command timed out after ${flags.timeout ?? 60}s\n`)
   if (result.truncated) ctx.stderr.write('forkbox: output was truncated\n')
   ctx.exitCode = result.exitCode
 }
