@@ -1,31 +1,21 @@
 // Environment variables a process could not be started with are refused at the edge, on every
 // route that takes them (REST and the E2B layer), as VALIDATION_FAILED: never sent to a sandbox.
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { afterEach, beforeEach, describe, it } from 'node:test'
-import { type ControlPlane, createControlPlane } from '../src/index.ts'
+import type { ControlPlane } from '../src/index.ts'
 import { envelope } from './connect.ts'
-import { FakeAgent } from './fake-agent.ts'
+import { fakeControlPlane, type TestControlPlane } from './control-plane.ts'
 
-let dir: string
 let cp: ControlPlane
-let agent: FakeAgent
+
+let plane: TestControlPlane
 
 beforeEach(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'fbx-env-'))
-  agent = new FakeAgent()
-  cp = await createControlPlane({
-    agent,
-    config: { dbPath: join(dir, 'db.sqlite'), logLevel: 'silent', reaperIntervalMs: 60_000 },
-  })
+  plane = await fakeControlPlane('env')
+  cp = plane.cp
 })
 
-afterEach(async () => {
-  await cp.close()
-  rmSync(dir, { recursive: true, force: true })
-})
+afterEach(() => plane.close())
 
 const BAD_ENVS: Record<string, string>[] = [{ 'A=B': 'x' }, { '': 'x' }, { 'A\0B': 'x' }, { OK: 'a\0b' }]
 

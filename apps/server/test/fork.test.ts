@@ -1,15 +1,12 @@
 // Forks through the HTTP app over a fake agent: what the records say when a fork fails part way,
 // or when the source's checkpoint fails before any fork starts.
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { afterEach, beforeEach, describe, it } from 'node:test'
 import { AppError } from '@forkbox/protocol'
-import { type ControlPlane, createControlPlane } from '../src/index.ts'
-import { FakeAgent } from './fake-agent.ts'
+import type { ControlPlane } from '../src/index.ts'
+import { fakeControlPlane, type TestControlPlane } from './control-plane.ts'
+import type { FakeAgent } from './fake-agent.ts'
 
-let dir: string
 let agent: FakeAgent
 let cp: ControlPlane
 
@@ -30,19 +27,14 @@ async function states(except: string): Promise<string[]> {
     .sort()
 }
 
+let plane: TestControlPlane
+
 beforeEach(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'fbx-fork-'))
-  agent = new FakeAgent()
-  cp = await createControlPlane({
-    agent,
-    config: { dbPath: join(dir, 'db.sqlite'), logLevel: 'silent', reaperIntervalMs: 60_000 },
-  })
+  plane = await fakeControlPlane('fork')
+  ;({ cp, agent } = plane)
 })
 
-afterEach(async () => {
-  await cp.close()
-  rmSync(dir, { recursive: true, force: true })
-})
+afterEach(() => plane.close())
 
 describe('fork', () => {
   it('part way: each fork that failed is errored, each that started is killed', async () => {
