@@ -311,7 +311,8 @@ function heredocsOf(ins: Run, lines: string[]): string[] {
       const to = l === r.end.line ? r.end.character : text.length
       out.push(text.slice(from, to))
     }
-    return out.join('\n')
+    // Docker's heredoc body keeps the newline before its delimiter.
+    return `${out.join('\n')}\n`
   })
 }
 
