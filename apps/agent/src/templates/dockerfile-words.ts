@@ -119,6 +119,7 @@ class Lexer {
       this.i++
       return this.get(name) ?? ''
     }
+    if (this.i >= this.s.length) throw new WordError('missing } in substitution')
     let op = this.s[this.i] ?? ''
     if (op === ':') op += this.s[this.i + 1] ?? ''
     if (![':-', ':+', '-', '+', ':?', '?'].includes(op)) {
