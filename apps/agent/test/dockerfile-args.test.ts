@@ -1,4 +1,5 @@
 // ARG scoping and `$VAR` substitution in a Dockerfile plan, and the words lexer behind them.
+// biome-ignore-all lint/suspicious/noTemplateCurlyInString: these strings are Dockerfile text, where ${VAR} is literal
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { AppError } from '@forkbox/protocol'

@@ -108,6 +108,8 @@ export async function validateContextTar(tar: Readable, limits: ContextLimits): 
   }
 
   ex.on('entry', (header, body, next) => {
+    // Destroying the extractor errors the open body too; the pipeline below already reports that error.
+    body.on('error', () => {})
     try {
       check(header)
     } catch (e) {
