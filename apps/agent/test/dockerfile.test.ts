@@ -201,11 +201,13 @@ describe('planDockerfile', () => {
       'FROM --platform=linux/arm64 debian', // 17
       'EXPOSE 80-90', // 18
       'ADD --checksum=sha256:00 a /a', // 19
+      'ENV ONLY_A_NAME', // 20
+      'LABEL', // 21
     ].join('\n')
     const got = problems(text)
     assert.deepEqual(
       got.map((p) => p.line),
-      [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 17, 18, 19],
+      [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 17, 18, 19, 20, 21],
     )
     for (const p of got) assert.ok(p.message.length > 10, p.message)
     assert.match(got.find((p) => p.line === 10)?.message ?? '', /URL/)

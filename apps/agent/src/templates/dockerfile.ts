@@ -119,15 +119,20 @@ export function planDockerfile(text: string, options: PlanOptions = {}): BuildPl
           s.stage.steps.push(copyStep(ins, keyword, line, s, stages, lookup, escapeChar, argValues))
           break
         case 'ENV':
-        case 'LABEL':
-          for (const p of (ins as PropertyInstruction).getProperties()) {
+        case 'LABEL': {
+          const props = (ins as PropertyInstruction).getProperties()
+          if (props.length === 0) fail(`${keyword} needs NAME=value`)
+          for (const p of props) {
+            const raw = p.getUnescapedValue()
+            if (raw === null) fail(`${keyword} ${p.getName()} needs a value`)
             const used = new Set<string>()
-            const value = word(p.getUnescapedValue() ?? '', lookup, used)
+            const value = word(raw ?? '', lookup, used)
             const name = word(p.getName(), lookup, used)
             if (keyword === 'ENV') cfg.env[name] = value
             else cfg.labels[name] = value
           }
           break
+        }
         case 'WORKDIR': {
           const used = new Set<string>()
           const dir = word(ins.getArgumentsContent() ?? '', lookup, used)
