@@ -51,6 +51,12 @@ CMD ["--port", "8080"]
 HEALTHCHECK CMD curl -fsS http://localhost:8080/health
 `
 
+/** A RUN of the first stage of `full`: the two in-scope ARGs are its env and its build args. */
+function buildRun(line: number, argv: string[]) {
+  const args = { VERSION: '1.2', OUT: '/out' }
+  return { op: 'run', line, argv, env: args, workdir: '/src', user: undefined, buildArgs: args }
+}
+
 describe('planDockerfile', () => {
   it('plans a Dockerfile using every supported instruction', () => {
     const plan = planDockerfile(full, { buildArgs: { VERSION: '1.2' } })
@@ -75,33 +81,9 @@ describe('planDockerfile', () => {
               extract: false,
               buildArgs: {},
             },
-            {
-              op: 'run',
-              line: 10,
-              argv: ['/bin/sh', '-c', 'make     all'],
-              env: { VERSION: '1.2', OUT: '/out' },
-              workdir: '/src',
-              user: undefined,
-              buildArgs: { VERSION: '1.2', OUT: '/out' },
-            },
-            {
-              op: 'run',
-              line: 12,
-              argv: ['python3', '-c', 'print(1)'],
-              env: { VERSION: '1.2', OUT: '/out' },
-              workdir: '/src',
-              user: undefined,
-              buildArgs: { VERSION: '1.2', OUT: '/out' },
-            },
-            {
-              op: 'run',
-              line: 13,
-              argv: ['/bin/sh', '-c', 'echo one\necho two\n'],
-              env: { VERSION: '1.2', OUT: '/out' },
-              workdir: '/src',
-              user: undefined,
-              buildArgs: { VERSION: '1.2', OUT: '/out' },
-            },
+            buildRun(10, ['/bin/sh', '-c', 'make     all']),
+            buildRun(12, ['python3', '-c', 'print(1)']),
+            buildRun(13, ['/bin/sh', '-c', 'echo one\necho two\n']),
           ],
           config: {
             env: {},
