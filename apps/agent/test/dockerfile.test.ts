@@ -196,6 +196,13 @@ describe('planDockerfile', () => {
     assert.match(got.find((p) => p.line === 12)?.message ?? '', /TCP/)
   })
 
+  it('keeps checking the lines after a bad FROM', () => {
+    assert.deepEqual(
+      problems('FROM --platform=linux/arm64 a\nVOLUME /x\nFROM b AS x\nFROM c AS X\n').map((p) => p.line),
+      [1, 2, 4],
+    )
+  })
+
   it('names the first problem and its line in the message', () => {
     try {
       planDockerfile('FROM debian\nRUN true\nVOLUME /x\n')

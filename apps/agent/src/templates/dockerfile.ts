@@ -91,8 +91,19 @@ export function planDockerfile(text: string, options: PlanOptions = {}): BuildPl
         continue
       }
       if (keyword === 'FROM') {
-        st = fromStage(ins, line, stages, globals, options, escapeChar)
-        stages.push(st.stage)
+        // A bad FROM still opens a stage, so the lines after it are checked against it.
+        const stage: Stage = {
+          index: stages.length,
+          name: undefined,
+          line,
+          from: { kind: 'scratch' },
+          steps: [],
+          config: emptyConfig(),
+        }
+        st = { stage, args: new Map(), cmdSet: false }
+        const earlier = [...stages]
+        stages.push(stage)
+        openStage(ins, stage, earlier, globals, options, escapeChar)
         continue
       }
       if (!st) fail(`${keyword} before the first FROM (only ARG may come first)`)
@@ -204,25 +215,15 @@ function emptyConfig(): ImageConfig {
   }
 }
 
-function fromStage(
+/** Fills `stage` from its FROM line; `stages` are the ones before it. */
+function openStage(
   ins: Instruction,
-  line: number,
+  stage: Stage,
   stages: Stage[],
   globals: Map<string, string>,
   options: PlanOptions,
   escapeChar: string,
-): StageState {
-  const index = stages.length
-  const placeholder: Stage = {
-    index,
-    name: undefined,
-    line,
-    from: { kind: 'scratch' },
-    steps: [],
-    config: emptyConfig(),
-  }
-  const state: StageState = { stage: placeholder, args: new Map(), cmdSet: false }
-  // A bad FROM still opens a stage so later lines are checked against something.
+): void {
   const flags = (ins as ModifiableInstruction).getFlags()
   if (flags.length > 0) throw new Problem(`FROM --${flags[0]?.getName()} is not supported`)
   const words = expandWords(ins.getArgumentsContent() ?? '', (n) => globals.get(n), escapeChar).words
@@ -231,22 +232,21 @@ function fromStage(
   }
   const ref = words[0]
   if (!ref) throw new Problem('FROM needs an image')
-  placeholder.name = words[2]?.toLowerCase()
-  if (placeholder.name && stages.some((s) => s.name === placeholder.name)) {
-    throw new Problem(`stage name ${placeholder.name} is used twice`)
+  stage.name = words[2]?.toLowerCase()
+  if (stage.name && stages.some((s) => s.name === stage.name)) {
+    throw new Problem(`stage name ${stage.name} is used twice`)
   }
-  placeholder.from = sourceOf(ref, stages)
-  if (placeholder.from.kind === 'stage') {
-    const parent = stages[placeholder.from.index]?.config ?? emptyConfig()
-    placeholder.config = structuredClone(parent)
+  stage.from = sourceOf(ref, stages)
+  if (stage.from.kind === 'stage') {
+    const parent = stages[stage.from.index]?.config ?? emptyConfig()
+    stage.config = structuredClone(parent)
   } else {
-    const base = options.baseConfig?.(placeholder.from)
+    const base = options.baseConfig?.(stage.from)
     if (base) {
-      placeholder.config.env = { ...base.env }
-      placeholder.config.workdir = base.workdir
+      stage.config.env = { ...base.env }
+      stage.config.workdir = base.workdir
     }
   }
-  return state
 }
 
 function sourceOf(ref: string, stages: Stage[]): ImageSource {
