@@ -61,25 +61,22 @@ class ToolError extends Error {
   }
 }
 
-/** skopeo's failure as the user's error: missing image, registry away, credentials refused. */
-export function registryError(image: string, err: unknown): AppError {
+function registryError(image: string, err: unknown): AppError {
   if (!(err instanceof ToolError)) return new AppError('INTERNAL', `pulling ${image} failed: ${String(err)}`)
-  const text = err.stderr
+  return classifyRegistryFailure(image, err.stderr, err.timedOut)
+}
+
+/** skopeo's failure (its stderr) as the user's error: missing image, registry away, credentials refused. */
+export function classifyRegistryFailure(image: string, stderr: string, timedOut: boolean): AppError {
   // skopeo's fatal line carries the reason last; keep it short for the user
-  const reason = (/msg="(.*)"\s*$/m.exec(text)?.[1] ?? text).replace(/\\"/g, '"').slice(-500)
+  const reason = (/msg="(.*)"\s*$/m.exec(stderr)?.[1] ?? stderr).replace(/\\"/g, '"').slice(-500)
   const details = { image, reason }
-  if (err.timedOut) return new AppError('REGISTRY_UNREACHABLE', `registry of ${image} did not answer in time`, details)
-  if (/manifest unknown|name unknown|not found|no such image|404/i.test(reason))
+  if (timedOut) return new AppError('REGISTRY_UNREACHABLE', `registry of ${image} did not answer in time`, details)
+  if (/manifest unknown|name unknown|not found|no such image/i.test(reason))
     return new AppError('IMAGE_NOT_FOUND', `image ${image} not found in its registry`, details)
-  if (/unauthorized|authentication required|denied|401|403/i.test(reason))
+  if (/unauthorized|authentication required|denied|\b40[13]\b/i.test(reason))
     return new AppError('REGISTRY_AUTH_FAILED', `registry refused to serve ${image}: ${reason}`, details)
-  if (
-    /pinging container registry|dial tcp|connection refused|no such host|i\/o timeout|tls|x509|HTTP response to HTTPS/i.test(
-      reason,
-    )
-  )
-    return new AppError('REGISTRY_UNREACHABLE', `registry of ${image} unreachable: ${reason}`, details)
-  return new AppError('REGISTRY_UNREACHABLE', `pulling ${image} failed: ${reason}`, details)
+  return new AppError('REGISTRY_UNREACHABLE', `registry of ${image} unreachable: ${reason}`, details)
 }
 
 function tlsArgs(ref: ImageReference, opts: OciOptions, flag: string): string[] {
