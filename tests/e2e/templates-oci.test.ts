@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { ForkboxError, Sandbox } from '@forkbox/sdk'
-import { sharedTemplatesDir, useTestHost } from './harness.ts'
+import { cleanupDataDir, leftovers, NOTHING_LEFT, sharedTemplatesDir, startTestHost, type TestHost } from './harness.ts'
 
 const repoRoot = new URL('../../', import.meta.url).pathname
 const work = mkdtempSync(join(tmpdir(), 'forkbox-e2e-oci-'))
@@ -108,26 +108,41 @@ function define(name: string, image: string): void {
   writeFileSync(join(definitionsDir, name, 'template.json'), JSON.stringify({ ...rest, name, image }))
 }
 
+let t: TestHost | undefined
+const host = (): TestHost => {
+  if (!t) throw new Error('the test host is not started')
+  return t
+}
+
+// not useTestHost: the registry, the image and the definitions must exist before the host starts
 before(async () => {
   await startRegistry()
   digest = pushBaseImage()
   // the host still prebuilds `base`: its definition comes along
+  mkdirSync(definitionsDir)
   cpSync(join(repoRoot, 'templates/base'), join(definitionsDir, 'base'), { recursive: true })
   define(`${PREFIX}-tag`, `127.0.0.1:${port}/fbx-test:1`)
   define(`${PREFIX}-pinned`, `127.0.0.1:${port}/fbx-test@${digest}`)
   define(`${PREFIX}-missing`, `127.0.0.1:${port}/fbx-test:nope`)
   define(`${PREFIX}-bad`, `-127.0.0.1:${port}/fbx-test:1`)
+  t = await startTestHost({ definitionsDir, poolSize: 0 })
 })
 
-const host = useTestHost({ options: () => ({ definitionsDir, poolSize: 0 }) })
-
-after(() => {
+after(async () => {
   stopRegistry()
-  // the image templates' rootfs, snapshots and pulled layout live in the shared templates dir
-  for (const name of readdirSync(sharedTemplatesDir))
-    if (name.startsWith(PREFIX)) rmSync(join(sharedTemplatesDir, name), { recursive: true, force: true })
-  if (digest) rmSync(pulledLayout(), { recursive: true, force: true })
-  rmSync(work, { recursive: true, force: true })
+  try {
+    if (t) {
+      await t.stop()
+      assert.deepEqual(leftovers(t), NOTHING_LEFT)
+      cleanupDataDir(t)
+    }
+  } finally {
+    // the image templates' rootfs, snapshots and pulled layout live in the shared templates dir
+    for (const name of readdirSync(sharedTemplatesDir))
+      if (name.startsWith(PREFIX)) rmSync(join(sharedTemplatesDir, name), { recursive: true, force: true })
+    if (digest) rmSync(pulledLayout(), { recursive: true, force: true })
+    rmSync(work, { recursive: true, force: true })
+  }
 })
 
 function pulledLayout(): string {
