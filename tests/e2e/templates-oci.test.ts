@@ -27,6 +27,7 @@ const PREFIX = `fbx-oci-${process.pid}`
 let registry: ChildProcess | undefined
 let port = 0
 let digest = ''
+let bareDigest = ''
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -79,13 +80,13 @@ function baseRootfs(): string {
   return dirs[0]
 }
 
-/** An OCI image of one layer (the base rootfs), pushed to the test registry; returns its digest. */
-function pushBaseImage(): string {
+/** An OCI image of one layer (the tree at `rootfs`), pushed to the test registry as `name`; returns its digest. */
+function pushImage(rootfs: string, name: string): string {
   const layout = join(work, 'layout')
   const layer = join(work, 'layer.tar')
   execFileSync('umoci', ['init', '--layout', layout])
   execFileSync('umoci', ['new', '--image', `${layout}:t`])
-  execFileSync('tar', ['-C', baseRootfs(), '-cf', layer, '.'])
+  execFileSync('tar', ['-C', rootfs, '-cf', layer, '.'])
   execFileSync('umoci', ['raw', 'add-layer', '--image', `${layout}:t`, layer])
   rmSync(layer)
   const digestFile = join(work, 'digest')
@@ -95,7 +96,7 @@ function pushBaseImage(): string {
     '--dest-tls-verify=false',
     `--digestfile=${digestFile}`,
     `oci:${layout}:t`,
-    `docker://127.0.0.1:${port}/fbx-test:1`,
+    `docker://127.0.0.1:${port}/${name}`,
   ])
   rmSync(layout, { recursive: true, force: true })
   return readFileSync(digestFile, 'utf8').trim()
@@ -117,7 +118,12 @@ const host = (): TestHost => {
 // not useTestHost: the registry, the image and the definitions must exist before the host starts
 before(async () => {
   await startRegistry()
-  digest = pushBaseImage()
+  digest = pushImage(baseRootfs(), 'fbx-test:1')
+  // an image with no Python: the guest cannot run in it (yet), and the build says so
+  const bare = join(work, 'bare')
+  mkdirSync(join(bare, 'etc'), { recursive: true })
+  writeFileSync(join(bare, 'etc/os-release'), 'ID=bare\n')
+  bareDigest = pushImage(bare, 'fbx-bare:1')
   // the host still prebuilds `base`: its definition comes along
   mkdirSync(definitionsDir)
   cpSync(join(repoRoot, 'templates/base'), join(definitionsDir, 'base'), { recursive: true })
@@ -125,6 +131,7 @@ before(async () => {
   define(`${PREFIX}-pinned`, `127.0.0.1:${port}/fbx-test@${digest}`)
   define(`${PREFIX}-missing`, `127.0.0.1:${port}/fbx-test:nope`)
   define(`${PREFIX}-bad`, `-127.0.0.1:${port}/fbx-test:1`)
+  define(`${PREFIX}-nopython`, `127.0.0.1:${port}/fbx-bare:1`)
   t = await startTestHost({ definitionsDir, poolSize: 0 })
 })
 
@@ -140,13 +147,13 @@ after(async () => {
     // the image templates' rootfs, snapshots and pulled layout live in the shared templates dir
     for (const name of readdirSync(sharedTemplatesDir))
       if (name.startsWith(PREFIX)) rmSync(join(sharedTemplatesDir, name), { recursive: true, force: true })
-    if (digest) rmSync(pulledLayout(), { recursive: true, force: true })
+    for (const d of [digest, bareDigest]) if (d) rmSync(pulledLayout(d), { recursive: true, force: true })
     rmSync(work, { recursive: true, force: true })
   }
 })
 
-function pulledLayout(): string {
-  return join(sharedTemplatesDir, '.oci', digest.replace(':', '-'))
+function pulledLayout(d = digest): string {
+  return join(sharedTemplatesDir, '.oci', d.replace(':', '-'))
 }
 
 describe('templates from OCI images', () => {
@@ -162,7 +169,7 @@ describe('templates from OCI images', () => {
     assert.equal((await sbx.exec(['id', '-un'])).stdout, 'user\n')
   })
 
-  it('a bad reference and a missing tag are clear errors, and the host carries on', async () => {
+  it('a bad reference, a missing tag and an image without Python are clear errors, and the host carries on', async () => {
     await assert.rejects(Sandbox.create({ ...host().conn, template: `${PREFIX}-bad` }), (e: unknown) => {
       assert.ok(e instanceof ForkboxError, String(e))
       assert.equal(e.code, 'VALIDATION_FAILED')
@@ -173,6 +180,12 @@ describe('templates from OCI images', () => {
       assert.ok(e instanceof ForkboxError, String(e))
       assert.equal(e.code, 'IMAGE_NOT_FOUND')
       assert.match(e.message, /fbx-test:nope/)
+      return true
+    })
+    await assert.rejects(Sandbox.create({ ...host().conn, template: `${PREFIX}-nopython` }), (e: unknown) => {
+      assert.ok(e instanceof ForkboxError, String(e))
+      assert.equal(e.code, 'VALIDATION_FAILED')
+      assert.match(e.message, /no \/usr\/bin\/python3/)
       return true
     })
     await using sbx = await Sandbox.create({ ...host().conn, template: `${PREFIX}-tag` })
