@@ -160,6 +160,11 @@ describe('templates from OCI images', () => {
   it('pulls the image by tag, bakes it, and a sandbox from it runs commands and round-trips files', async () => {
     await using sbx = await Sandbox.create({ ...host().conn, template: `${PREFIX}-tag`, ttlSeconds: 120 })
     assert.ok(existsSync(pulledLayout()), 'the image is in the pull cache under its digest')
+    const baked = readdirSync(sharedTemplatesDir).filter((n) => n.startsWith(`${PREFIX}-tag-`))
+    assert.ok(
+      baked.some((n) => n.includes('.snapshot-')),
+      `baked into a snapshot as the built-in templates are: ${baked}`,
+    )
     const os = await sbx.exec(['cat', '/etc/os-release'])
     assert.equal(os.exitCode, 0, os.stderr)
     assert.match(os.stdout, /Debian GNU\/Linux 12/)
