@@ -104,12 +104,25 @@ function layoutOf(cacheDir: string, digest: string): string {
   return join(cacheDir, digest.replace(':', '-'))
 }
 
+/** Pulls in flight, by cache path: two templates naming one image at once share one pull. */
+const pulling = new Map<string, Promise<{ layout: string; pulled: boolean }>>()
+
 /** The image's OCI layout in the pull cache: fetched only when this digest was never pulled. */
-export async function pullImage(
+export function pullImage(
   image: string,
   digest: string,
   opts: OciOptions,
 ): Promise<{ layout: string; pulled: boolean }> {
+  const key = layoutOf(opts.cacheDir, digest)
+  let pull = pulling.get(key)
+  if (!pull) {
+    pull = pullOnce(image, digest, opts).finally(() => pulling.delete(key))
+    pulling.set(key, pull)
+  }
+  return pull
+}
+
+async function pullOnce(image: string, digest: string, opts: OciOptions): Promise<{ layout: string; pulled: boolean }> {
   const ref = parseImageReference(image)
   const layout = layoutOf(opts.cacheDir, digest)
   if (existsSync(layout)) {
