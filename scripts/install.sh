@@ -17,6 +17,9 @@ command -v ip >/dev/null || need_apt+=(iproute2)
 command -v nft >/dev/null || need_apt+=(nftables)
 command -v unshare >/dev/null || need_apt+=(util-linux)
 command -v python3 >/dev/null || need_apt+=(python3)
+# templates from OCI images: pulled by skopeo and unpacked by umoci, no Docker engine
+command -v skopeo >/dev/null || need_apt+=(skopeo)
+command -v umoci >/dev/null || need_apt+=(umoci)
 # exposed ports are served at PORT-ID.localhost (each its own browser origin): *.localhost must
 # resolve to loopback for every program on this host, not only browsers and curl
 getent hosts forkbox-check.localhost >/dev/null || need_apt+=(libnss-myhostname)
@@ -26,6 +29,9 @@ if [[ $for_tests -eq 1 ]]; then
   /usr/bin/python3 -c 'import httpx' 2>/dev/null || need_apt+=(python3-httpx)
   /usr/bin/python3 -c 'import ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 fi
+# the OCI template tests start their own registry (on a free port) from this package's binary
+need_registry=0
+[[ $for_tests -eq 1 && ! -x /usr/bin/docker-registry ]] && need_registry=1
 have_runsc=0
 if command -v runsc >/dev/null; then
   installed=$(runsc --version 2>/dev/null || true)
@@ -53,6 +59,25 @@ if [[ ${#need_apt[@]} -gt 0 ]]; then
   apt_update
   say "installing ${need_apt[*]}"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >&2
+fi
+if [[ $need_registry -eq 1 ]]; then
+  apt_update
+  say "installing docker-registry (its binary only: no registry service is left running on port 5000)"
+  # policy-rc.d forbids the package's maintainer scripts to start the service (with or without systemd)
+  own_policy=0
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    own_policy=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-registry >&2 || {
+    [[ $own_policy -eq 1 ]] && rm -f /usr/sbin/policy-rc.d
+    exit 1
+  }
+  [[ $own_policy -eq 1 ]] && rm -f /usr/sbin/policy-rc.d
+  if [[ -d /run/systemd/system ]]; then
+    systemctl disable --now docker-registry.service >/dev/null 2>&1 || true
+  fi
 fi
 
 if ! getent hosts forkbox-check.localhost >/dev/null && ! grep -qE '^hosts:.*myhostname' /etc/nsswitch.conf; then

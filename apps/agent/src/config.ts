@@ -25,6 +25,11 @@ export const AgentSettings = z.object({
     .regex(/^[A-Za-z0-9_.-]+$/)
     .default('forkbox'),
   mirror: z.string().default('http://deb.debian.org/debian'),
+  /**
+   * Registries (`host:port` or `host`) template images may be pulled from over plain HTTP or
+   * unverified TLS; `localhost` and `127.0.0.1` always may, as in Docker.
+   */
+  insecureRegistries: z.array(z.string().regex(/^[A-Za-z0-9.-]+(?::\d{1,5})?$/)).default([]),
   /** apps/guest: the guest package and the code kernels, installed into every sandbox. */
   guestDir: z.string().default(`${repoRoot}apps/guest`),
   /** Restored, never-used sandboxes kept ready per template (0 turns the pool off). */

@@ -21,6 +21,8 @@ export const HostConfig = z.object({
     networkSubnet: true,
     networkAllowPrivate: true,
     dnsUpstreams: true,
+    definitionsDir: true,
+    insecureRegistries: true,
   }).shape,
   ...ServerConfig.pick({
     logLevel: true,
@@ -55,6 +57,7 @@ const ENV: Record<string, [keyof HostConfig, EnvKind]> = {
   FORKBOX_NETWORK_SUBNET: ['networkSubnet', 'text'],
   FORKBOX_NETWORK_ALLOW_PRIVATE: ['networkAllowPrivate', 'list'],
   FORKBOX_DNS_UPSTREAMS: ['dnsUpstreams', 'list'],
+  FORKBOX_INSECURE_REGISTRIES: ['insecureRegistries', 'list'],
   FORKBOX_PORTS_DOMAIN: ['portsDomain', 'text'],
   FORKBOX_PORTS_PATH_ROUTE: ['portsPathRoute', 'flag'],
 }

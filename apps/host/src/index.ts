@@ -37,6 +37,8 @@ export async function startHost(
       networkSubnet: config.networkSubnet,
       networkAllowPrivate: config.networkAllowPrivate,
       dnsUpstreams: config.dnsUpstreams,
+      definitionsDir: config.definitionsDir,
+      insecureRegistries: config.insecureRegistries,
     }),
   )
   // first, before anything of ours exists: remove what a previous process left

@@ -27,6 +27,7 @@ describe('host config', () => {
         FORKBOX_PREBUILD: 'base, ',
         FORKBOX_DNS_UPSTREAMS: '192.0.2.53,192.0.2.54:5353',
         FORKBOX_NETWORK_ALLOW_PRIVATE: '10.1.0.0/16',
+        FORKBOX_INSECURE_REGISTRIES: 'registry.lan:5000, 10.0.0.5',
         FORKBOX_IDLE_ACTION: 'kill',
         FORKBOX_LOG_LEVEL: '',
       },
@@ -37,6 +38,7 @@ describe('host config', () => {
     assert.deepEqual(c.prebuild, ['base'])
     assert.deepEqual(c.dnsUpstreams, ['192.0.2.53:53', '192.0.2.54:5353'])
     assert.deepEqual(c.networkAllowPrivate, ['10.1.0.0/16'])
+    assert.deepEqual(c.insecureRegistries, ['registry.lan:5000', '10.0.0.5'])
     assert.equal(c.idleAction, 'kill')
     assert.equal(c.logLevel, 'info')
   })
@@ -46,6 +48,7 @@ describe('host config', () => {
     assert.throws(() => loadHostConfig({}, { FORKBOX_POOL_SIZE: '65' }), /poolSize/)
     assert.throws(() => loadHostConfig({}, { FORKBOX_CGROUP_PARENT: '../x' }), /cgroupParent/)
     assert.throws(() => loadHostConfig({}, { FORKBOX_PORTS_PATH_ROUTE: 'maybe' }), /portsPathRoute/)
+    assert.throws(() => loadHostConfig({}, { FORKBOX_INSECURE_REGISTRIES: 'http://x' }), /insecureRegistries/)
   })
 })
 

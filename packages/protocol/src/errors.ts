@@ -34,6 +34,12 @@ export const errorStatus = {
   NO_CAPACITY: 503,
   GUEST_ERROR: 502,
   PORT_UNREACHABLE: 502,
+  /** A template's image (or its tag or digest) is not in its registry. */
+  IMAGE_NOT_FOUND: 404,
+  /** A template's registry did not answer (refused, no route, TLS refused, timed out). */
+  REGISTRY_UNREACHABLE: 502,
+  /** A template's registry refused the pull: credentials missing or wrong. */
+  REGISTRY_AUTH_FAILED: 502,
   /** A call of a foreign API forkbox speaks (the E2B compatibility layer) that it does not serve. */
   NOT_IMPLEMENTED: 501,
   INTERNAL: 500,

@@ -61,6 +61,9 @@ const expected = {
   NO_SPACE: InternalServerError,
   GUEST_ERROR: InternalServerError,
   PORT_UNREACHABLE: InternalServerError,
+  IMAGE_NOT_FOUND: NotFoundError,
+  REGISTRY_UNREACHABLE: InternalServerError,
+  REGISTRY_AUTH_FAILED: InternalServerError,
   NOT_IMPLEMENTED: InternalServerError,
   INTERNAL: InternalServerError,
 } satisfies Record<ErrorCode, ErrorClass>

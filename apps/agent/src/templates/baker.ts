@@ -10,6 +10,7 @@ import type { Containers } from '../sandboxes/containers.ts'
 import type { LiveSandbox } from '../sandboxes/live-sandbox.ts'
 import { buildRootfs } from './build.ts'
 import { loadDefinitions, type TemplateDefinition, templateHash } from './definition.ts'
+import { pullImage, resolveImageDigest, unpackImage } from './oci.ts'
 
 const BAKE_RETRY_MS = 10 * 60_000
 
@@ -19,6 +20,8 @@ export class TemplateBaker {
   /** Templates whose snapshot is known to exist (or whose bake is given up on for now). */
   private readonly snapshotChecked = new Set<string>()
   private readonly bakeFailedAt = new Map<string, number>()
+  /** Image templates: the manifest digest their reference resolved to when first ensured. */
+  private readonly imageDigests = new Map<string, string>()
 
   constructor(
     private readonly config: AgentConfig,
@@ -33,7 +36,11 @@ export class TemplateBaker {
   }
 
   rootfsOf(def: TemplateDefinition): string {
-    return join(this.config.templatesDir, `${def.name}-${templateHash(def)}`)
+    return join(this.config.templatesDir, `${def.name}-${this.hashOf(def)}`)
+  }
+
+  private hashOf(def: TemplateDefinition): string {
+    return templateHash(def, this.imageDigests.get(def.name))
   }
 
   templates(): TemplateInfo[] {
@@ -42,7 +49,7 @@ export class TemplateBaker {
       description: d.description,
       defaults: d.resources.defaults,
       maxima: d.resources.maxima,
-      ready: existsSync(this.rootfsOf(d)),
+      ready: (!d.image || this.imageDigests.has(d.name)) && existsSync(this.rootfsOf(d)),
     }))
   }
 
@@ -62,7 +69,7 @@ export class TemplateBaker {
       .update('network=sandbox')
       .digest('hex')
       .slice(0, 16)
-    return join(this.config.templatesDir, `${def.name}-${templateHash(def)}.snapshot-${key}`)
+    return join(this.config.templatesDir, `${def.name}-${this.hashOf(def)}.snapshot-${key}`)
   }
 
   /** A snapshot that would not restore was removed: the next start bakes it again. */
@@ -77,8 +84,10 @@ export class TemplateBaker {
     let build = this.builds.get(name)
     if (!build) {
       build = (async () => {
+        if (def.image) await this.resolveImage(def, onProgress)
         const rootfs = this.rootfsOf(def)
-        if (!existsSync(rootfs))
+        if (!existsSync(rootfs) && def.image) await this.buildFromImage(def, def.image, rootfs, onProgress)
+        else if (!existsSync(rootfs))
           await buildRootfs(def, rootfs, {
             mirror: this.config.mirror,
             debCacheDir: join(this.config.templatesDir, '.debs'),
@@ -103,6 +112,37 @@ export class TemplateBaker {
       this.builds.set(name, build)
     }
     return build
+  }
+
+  private ociOptions() {
+    return {
+      cacheDir: join(this.config.templatesDir, '.oci'),
+      insecureRegistries: this.config.insecureRegistries,
+      log: this.log,
+    }
+  }
+
+  /** Pins an image template to the digest its reference names now (the rootfs and snapshot are keyed by it). */
+  private async resolveImage(def: TemplateDefinition, onProgress?: (p: TemplateProgress) => void): Promise<void> {
+    if (!def.image || this.imageDigests.has(def.name)) return
+    onProgress?.({ template: def.name, phase: 'resolve', fraction: 0, message: def.image })
+    this.imageDigests.set(def.name, await resolveImageDigest(def.image, this.ociOptions()))
+  }
+
+  private async buildFromImage(
+    def: TemplateDefinition,
+    image: string,
+    rootfs: string,
+    onProgress?: (p: TemplateProgress) => void,
+  ): Promise<void> {
+    const digest = this.imageDigests.get(def.name)
+    if (!digest) throw new Error(`${def.name}: image digest not resolved`)
+    const opts = this.ociOptions()
+    onProgress?.({ template: def.name, phase: 'pull', fraction: 0, message: `${image} ${digest}` })
+    const { layout } = await pullImage(image, digest, opts)
+    onProgress?.({ template: def.name, phase: 'unpack', fraction: 0, message: layout })
+    await unpackImage(layout, rootfs, opts)
+    onProgress?.({ template: def.name, phase: 'done', fraction: 1, message: rootfs })
   }
 
   /** Boots the template once, then checkpoints it into the snapshot store (write, then rename). */

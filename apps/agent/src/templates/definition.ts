@@ -5,23 +5,30 @@ import { join } from 'node:path'
 import { ResolvedResources } from '@forkbox/protocol'
 import { z } from 'zod'
 
-export const TemplateDefinition = z.object({
-  name: z.string().regex(/^[a-z0-9][a-z0-9-]*$/),
-  description: z.string(),
-  suite: z.string().default('bookworm'),
-  packages: z.array(z.string().regex(/^[a-z0-9][a-z0-9+.-]*$/)),
-  user: z.string().default('user'),
-  /** Code kernels (runCode) of this template run `preload` at start; the bake captures one warm. */
-  kernel: z
-    .object({
-      preload: z
-        .string()
-        .max(64 * 1024)
-        .default(''),
-    })
-    .optional(),
-  resources: z.object({ defaults: ResolvedResources, maxima: ResolvedResources }),
-})
+export const TemplateDefinition = z
+  .object({
+    name: z.string().regex(/^[a-z0-9][a-z0-9-]*$/),
+    description: z.string(),
+    suite: z.string().default('bookworm'),
+    /** Debian packages debootstrap installs; empty when the rootfs comes from `image`. */
+    packages: z.array(z.string().regex(/^[a-z0-9][a-z0-9+.-]*$/)).default([]),
+    /** An OCI/Docker image reference (`registry/repo:tag[@sha256:…]`) to take the rootfs from instead. */
+    image: z.string().max(512).optional(),
+    user: z.string().default('user'),
+    /** Code kernels (runCode) of this template run `preload` at start; the bake captures one warm. */
+    kernel: z
+      .object({
+        preload: z
+          .string()
+          .max(64 * 1024)
+          .default(''),
+      })
+      .optional(),
+    resources: z.object({ defaults: ResolvedResources, maxima: ResolvedResources }),
+  })
+  .refine((d) => !(d.image && d.packages.length > 0), {
+    message: 'a template takes its rootfs from an image or from packages, not both',
+  })
 export type TemplateDefinition = z.infer<typeof TemplateDefinition>
 
 /** Bumped when the build recipe itself changes, so every template re-builds. */
@@ -38,13 +45,17 @@ export function loadDefinitions(dir: string): Map<string, TemplateDefinition> {
   return out
 }
 
-/** What the rootfs is built from; limits are left out since they don't change the image. */
-export function templateHash(def: TemplateDefinition): string {
+/**
+ * What the rootfs is built from; limits are left out since they don't change the image. An image
+ * template's address holds the manifest digest its reference resolved to: a new push re-bakes.
+ */
+export function templateHash(def: TemplateDefinition, imageDigest?: string): string {
   const input = JSON.stringify({
     v: RECIPE_VERSION,
     suite: def.suite,
     packages: [...def.packages].sort(),
     user: def.user,
+    ...(def.image ? { image: def.image, digest: imageDigest } : {}),
   })
   return createHash('sha256').update(input).digest('hex').slice(0, 16)
 }

@@ -58,6 +58,9 @@ const connectCodeOf = {
   NO_CAPACITY: 'unavailable',
   GUEST_ERROR: 'internal',
   PORT_UNREACHABLE: 'unavailable',
+  IMAGE_NOT_FOUND: 'not_found',
+  REGISTRY_UNREACHABLE: 'unavailable',
+  REGISTRY_AUTH_FAILED: 'permission_denied',
   NOT_IMPLEMENTED: 'unimplemented',
   INTERNAL: 'internal',
 } as const satisfies Record<ErrorCode, ConnectCode>

@@ -1,0 +1,258 @@
+// Template rootfs from an OCI image in a registry, without a Docker engine: skopeo pulls it into a
+// pull cache keyed by manifest digest, umoci unpacks it beside the target, a rename publishes it.
+import { execFile } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import {
+  closeSync,
+  constants,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeSync,
+} from 'node:fs'
+import { dirname, join } from 'node:path'
+import { AppError } from '@forkbox/protocol'
+import { formatImageReference, type ImageReference, parseImageReference, registryIsInsecure } from './image-ref.ts'
+
+export interface OciOptions {
+  /** Pulled images, one OCI layout per manifest digest. */
+  cacheDir: string
+  insecureRegistries: readonly string[]
+  /** Bounds of one skopeo or umoci call. */
+  resolveTimeoutMs?: number
+  pullTimeoutMs?: number
+  unpackTimeoutMs?: number
+  log?: (message: string) => void
+}
+
+const TAG = 'image'
+
+interface RunResult {
+  stdout: Buffer
+}
+
+/** Runs a tool bounded in time; its failure carries stderr for the caller to classify. */
+function run(cmd: string, args: string[], timeoutMs: number): Promise<RunResult> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      cmd,
+      args,
+      { timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 16 * 1024 * 1024, encoding: 'buffer' },
+      (err, stdout, stderr) => {
+        if (!err) return resolve({ stdout })
+        const timedOut = err.killed || err.signal === 'SIGKILL'
+        reject(new ToolError(cmd, stderr.toString('utf8').trim() || err.message, timedOut))
+      },
+    )
+  })
+}
+
+class ToolError extends Error {
+  constructor(
+    readonly tool: string,
+    readonly stderr: string,
+    readonly timedOut: boolean,
+  ) {
+    super(`${tool}: ${stderr}`)
+  }
+}
+
+function registryError(image: string, err: unknown): AppError {
+  if (!(err instanceof ToolError)) return new AppError('INTERNAL', `pulling ${image} failed: ${String(err)}`)
+  return classifyRegistryFailure(image, err.stderr, err.timedOut)
+}
+
+/** skopeo's failure (its stderr) as the user's error: missing image, registry away, credentials refused. */
+export function classifyRegistryFailure(image: string, stderr: string, timedOut: boolean): AppError {
+  // skopeo's fatal line carries the reason last; keep it short for the user
+  const reason = (/msg="(.*)"\s*$/m.exec(stderr)?.[1] ?? stderr).replace(/\\"/g, '"').slice(-500)
+  const details = { image, reason }
+  if (timedOut) return new AppError('REGISTRY_UNREACHABLE', `registry of ${image} did not answer in time`, details)
+  if (/manifest unknown|name unknown|not found|no such image/i.test(reason))
+    return new AppError('IMAGE_NOT_FOUND', `image ${image} not found in its registry`, details)
+  if (/unauthorized|authentication required|denied|\b40[13]\b/i.test(reason))
+    return new AppError('REGISTRY_AUTH_FAILED', `registry refused to serve ${image}: ${reason}`, details)
+  return new AppError('REGISTRY_UNREACHABLE', `registry of ${image} unreachable: ${reason}`, details)
+}
+
+function tlsArgs(ref: ImageReference, opts: OciOptions, flag: string): string[] {
+  return registryIsInsecure(ref.registry, opts.insecureRegistries) ? [`${flag}=false`] : []
+}
+
+/** The manifest digest an image reference names now (a tag moves; a digest is itself). */
+export async function resolveImageDigest(image: string, opts: OciOptions): Promise<string> {
+  const ref = parseImageReference(image)
+  if (ref.digest) return ref.digest
+  try {
+    const { stdout } = await run(
+      'skopeo',
+      ['inspect', '--raw', ...tlsArgs(ref, opts, '--tls-verify'), `docker://${formatImageReference(ref)}`],
+      opts.resolveTimeoutMs ?? 60_000,
+    )
+    // the digest of a manifest is the sha256 of its bytes as served
+    return `sha256:${createHash('sha256').update(stdout).digest('hex')}`
+  } catch (err) {
+    throw registryError(image, err)
+  }
+}
+
+function layoutOf(cacheDir: string, digest: string): string {
+  return join(cacheDir, digest.replace(':', '-'))
+}
+
+/** Pulls in flight, by cache path: two templates naming one image at once share one pull. */
+const pulling = new Map<string, Promise<{ layout: string; pulled: boolean }>>()
+
+/** The image's OCI layout in the pull cache: fetched only when this digest was never pulled. */
+export function pullImage(
+  image: string,
+  digest: string,
+  opts: OciOptions,
+): Promise<{ layout: string; pulled: boolean }> {
+  const key = layoutOf(opts.cacheDir, digest)
+  let pull = pulling.get(key)
+  if (!pull) {
+    pull = pullOnce(image, digest, opts).finally(() => pulling.delete(key))
+    pulling.set(key, pull)
+  }
+  return pull
+}
+
+async function pullOnce(image: string, digest: string, opts: OciOptions): Promise<{ layout: string; pulled: boolean }> {
+  const ref = parseImageReference(image)
+  const layout = layoutOf(opts.cacheDir, digest)
+  if (existsSync(layout)) {
+    opts.log?.(`image ${image} (${digest}) from the pull cache`)
+    return { layout, pulled: false }
+  }
+  mkdirSync(opts.cacheDir, { recursive: true })
+  // beside the templates dir's other half-written builds: recovery removes it if we die
+  const tmp = join(dirname(opts.cacheDir), `.oci-${digest.slice(7, 23)}.tmp-${process.pid}`)
+  rmSync(tmp, { recursive: true, force: true })
+  opts.log?.(`pulling ${image} (${digest})`)
+  try {
+    await run(
+      'skopeo',
+      [
+        'copy',
+        '--quiet',
+        ...tlsArgs(ref, opts, '--src-tls-verify'),
+        `docker://${formatImageReference(ref, digest)}`,
+        `oci:${tmp}:${TAG}`,
+      ],
+      opts.pullTimeoutMs ?? 15 * 60_000,
+    )
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true })
+    throw registryError(image, err)
+  }
+  if (existsSync(layout)) rmSync(tmp, { recursive: true, force: true })
+  else renameSync(tmp, layout)
+  return { layout, pulled: true }
+}
+
+/**
+ * Unpacks a pulled image into `target` (beside it first, then renamed). As root, not rootless: the
+ * files keep the owners the image gives them.
+ */
+export async function unpackImage(layout: string, target: string, opts: OciOptions): Promise<void> {
+  const bundle = `${target}.building-${process.pid}`
+  rmSync(bundle, { recursive: true, force: true })
+  try {
+    await run('umoci', ['unpack', '--image', `${layout}:${TAG}`, bundle], opts.unpackTimeoutMs ?? 15 * 60_000)
+    prepareRootfs(join(bundle, 'rootfs'))
+    if (existsSync(target)) rmSync(bundle, { recursive: true, force: true })
+    else {
+      renameSync(join(bundle, 'rootfs'), `${bundle}-rootfs`)
+      rmSync(bundle, { recursive: true, force: true })
+      renameSync(`${bundle}-rootfs`, target)
+    }
+  } catch (err) {
+    rmSync(bundle, { recursive: true, force: true })
+    rmSync(`${bundle}-rootfs`, { recursive: true, force: true })
+    if (err instanceof AppError) throw err
+    const reason = err instanceof ToolError ? err.stderr.slice(-500) : String(err)
+    throw new AppError('INTERNAL', `unpacking the image failed: ${reason}`)
+  }
+}
+
+/**
+ * A path inside an untrusted rootfs, refused if any directory on the way is a symlink: what we
+ * write there must never land on the host through a link the image planted.
+ */
+function inside(root: string, rel: string): string {
+  let at = root
+  for (const part of dirname(rel)
+    .split('/')
+    .filter((p) => p && p !== '.')) {
+    at = join(at, part)
+    if (!existsSync(at)) mkdirSync(at, { mode: 0o755 })
+    else if (lstatSync(at).isSymbolicLink())
+      throw new AppError('VALIDATION_FAILED', `the image's /${rel} is under a symlink (/${at.slice(root.length + 1)})`)
+  }
+  return join(root, rel)
+}
+
+function hasEntry(root: string, rel: string): boolean {
+  try {
+    lstatSync(inside(root, rel))
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** Replaces a file (or a symlink) inside the rootfs without following a link. */
+function writeInside(root: string, rel: string, content: string, append = false): void {
+  const path = inside(root, rel)
+  if (!append) rmSync(path, { force: true })
+  const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW | (append ? constants.O_APPEND : 0)
+  const fd = openSync(path, flags, 0o644)
+  try {
+    writeSync(fd, content)
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/** What the guest needs of a rootfs, as build.ts gives a debootstrap one (never running the image's binaries). */
+function prepareRootfs(root: string, user = 'user'): void {
+  if (!hasEntry(root, 'usr/bin/python3'))
+    throw new AppError(
+      'VALIDATION_FAILED',
+      'the image has no /usr/bin/python3: the forkbox guest needs Python 3 in the image (for now)',
+      { missing: '/usr/bin/python3' },
+    )
+  inside(root, 'opt/forkbox/x')
+  writeInside(root, 'opt/forkbox/guest.py', '')
+  inside(root, 'work/x')
+  writeInside(root, 'etc/hostname', 'sandbox\n')
+  writeInside(root, 'etc/resolv.conf', 'nameserver 127.0.0.1\n')
+  const passwd = hasEntry(root, 'etc/passwd') ? readText(inside(root, 'etc/passwd')) : ''
+  if (!passwd.split('\n').some((l) => l.startsWith(`${user}:`)))
+    writeInside(
+      root,
+      'etc/passwd',
+      `${passwd && !passwd.endsWith('\n') ? '\n' : ''}${user}:x:1000:1000::/home/${user}:/bin/sh\n`,
+      true,
+    )
+  const group = hasEntry(root, 'etc/group') ? readText(inside(root, 'etc/group')) : ''
+  if (!group.split('\n').some((l) => l.startsWith(`${user}:`)))
+    writeInside(root, 'etc/group', `${group && !group.endsWith('\n') ? '\n' : ''}${user}:x:1000:\n`, true)
+}
+
+function readText(path: string): string {
+  if (lstatSync(path).isSymbolicLink())
+    throw new AppError('VALIDATION_FAILED', `the image's ${path.slice(path.lastIndexOf('/etc/'))} is a symlink`)
+  // O_NOFOLLOW: a passwd swapped for a link meanwhile is not read through either
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW)
+  try {
+    return readFileSync(fd, 'utf8')
+  } finally {
+    closeSync(fd)
+  }
+}
