@@ -228,7 +228,6 @@ function prepareRootfs(root: string, user = 'user'): void {
       { missing: '/usr/bin/python3' },
     )
   inside(root, 'opt/forkbox/x')
-  writeInside(root, 'opt/forkbox/guest.py', '')
   inside(root, 'work/x')
   writeInside(root, 'etc/hostname', 'sandbox\n')
   writeInside(root, 'etc/resolv.conf', 'nameserver 127.0.0.1\n')
