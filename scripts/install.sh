@@ -16,7 +16,10 @@ command -v ip >/dev/null || need_apt+=(iproute2)
 # every sandbox's network rules are nftables on the host; unshare (util-linux) wraps runsc's start
 command -v nft >/dev/null || need_apt+=(nftables)
 command -v unshare >/dev/null || need_apt+=(util-linux)
-command -v python3 >/dev/null || need_apt+=(python3)
+# the guest's own Python runtime is assembled from Debian's python3, relinked by patchelf to load
+# only its own libraries (guest/runtime.ts): images need no Python
+[[ -x /usr/bin/python3 ]] || need_apt+=(python3)
+command -v patchelf >/dev/null || need_apt+=(patchelf)
 # templates from OCI images: pulled by skopeo and unpacked by umoci, no Docker engine
 command -v skopeo >/dev/null || need_apt+=(skopeo)
 command -v umoci >/dev/null || need_apt+=(umoci)
@@ -28,6 +31,8 @@ getent hosts forkbox-check.localhost >/dev/null || need_apt+=(libnss-myhostname)
 if [[ $for_tests -eq 1 ]]; then
   /usr/bin/python3 -c 'import httpx' 2>/dev/null || need_apt+=(python3-httpx)
   /usr/bin/python3 -c 'import ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+  # the OCI tests push an image of only a static busybox (no Python, no libc)
+  if [[ ! -x /bin/busybox ]] || ldd /bin/busybox >/dev/null 2>&1; then need_apt+=(busybox-static); fi
 fi
 # the OCI template tests start their own registry (on a free port) from this package's binary
 need_registry=0

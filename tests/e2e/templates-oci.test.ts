@@ -1,7 +1,9 @@
 // Templates from OCI images: a local registry (Debian's docker-registry) holds an image made from the
-// baked `base` rootfs; templates naming it are pulled without a Docker engine, baked, and created from.
+// baked `base` rootfs and one of only a static busybox; templates naming them are pulled without a
+// Docker engine, baked, and created from.
 import assert from 'node:assert/strict'
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import { createHash } from 'node:crypto'
 import {
   cpSync,
   existsSync,
@@ -11,6 +13,7 @@ import {
   readFileSync,
   rmSync,
   statSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs'
 import { createServer } from 'node:net'
@@ -102,6 +105,19 @@ function pushImage(rootfs: string, name: string): string {
   return readFileSync(digestFile, 'utf8').trim()
 }
 
+/**
+ * A root holding only a static busybox and its applets' links: no Python, no libc, no bash, no
+ * /etc. The guest brings its own runtime, so everything but runCode works in it.
+ */
+function busyboxRootfs(): string {
+  const root = join(work, 'busybox')
+  mkdirSync(join(root, 'bin'), { recursive: true })
+  cpSync('/bin/busybox', join(root, 'bin/busybox'))
+  const applets = execFileSync('/bin/busybox', ['--list'], { encoding: 'utf8' }).split('\n').filter(Boolean)
+  for (const a of applets) if (a !== 'busybox') symlinkSync('busybox', join(root, 'bin', a))
+  return root
+}
+
 function define(name: string, image: string): void {
   const base = JSON.parse(readFileSync(join(repoRoot, 'templates/base/template.json'), 'utf8'))
   mkdirSync(join(definitionsDir, name))
@@ -119,11 +135,7 @@ const host = (): TestHost => {
 before(async () => {
   await startRegistry()
   digest = pushImage(baseRootfs(), 'fbx-test:1')
-  // an image with no Python: the guest cannot run in it (yet), and the build says so
-  const bare = join(work, 'bare')
-  mkdirSync(join(bare, 'etc'), { recursive: true })
-  writeFileSync(join(bare, 'etc/os-release'), 'ID=bare\n')
-  bareDigest = pushImage(bare, 'fbx-bare:1')
+  bareDigest = pushImage(busyboxRootfs(), 'fbx-busybox:1')
   // the host still prebuilds `base`: its definition comes along
   mkdirSync(definitionsDir)
   cpSync(join(repoRoot, 'templates/base'), join(definitionsDir, 'base'), { recursive: true })
@@ -131,7 +143,7 @@ before(async () => {
   define(`${PREFIX}-pinned`, `127.0.0.1:${port}/fbx-test@${digest}`)
   define(`${PREFIX}-missing`, `127.0.0.1:${port}/fbx-test:nope`)
   define(`${PREFIX}-bad`, `-127.0.0.1:${port}/fbx-test:1`)
-  define(`${PREFIX}-nopython`, `127.0.0.1:${port}/fbx-bare:1`)
+  define(`${PREFIX}-busybox`, `127.0.0.1:${port}/fbx-busybox:1`)
   t = await startTestHost({ definitionsDir, poolSize: 0 })
 })
 
@@ -174,7 +186,7 @@ describe('templates from OCI images', () => {
     assert.equal((await sbx.exec(['id', '-un'])).stdout, 'user\n')
   })
 
-  it('a bad reference, a missing tag and an image without Python are clear errors, and the host carries on', async () => {
+  it('a bad reference and a missing tag are clear errors, and the host carries on', async () => {
     await assert.rejects(Sandbox.create({ ...host().conn, template: `${PREFIX}-bad` }), (e: unknown) => {
       assert.ok(e instanceof ForkboxError, String(e))
       assert.equal(e.code, 'VALIDATION_FAILED')
@@ -187,14 +199,49 @@ describe('templates from OCI images', () => {
       assert.match(e.message, /fbx-test:nope/)
       return true
     })
-    await assert.rejects(Sandbox.create({ ...host().conn, template: `${PREFIX}-nopython` }), (e: unknown) => {
-      assert.ok(e instanceof ForkboxError, String(e))
-      assert.equal(e.code, 'VALIDATION_FAILED')
-      assert.match(e.message, /no \/usr\/bin\/python3/)
-      return true
-    })
     await using sbx = await Sandbox.create({ ...host().conn, template: `${PREFIX}-tag` })
     assert.equal((await sbx.exec(['echo', 'alive'])).stdout, 'alive\n')
+  })
+
+  it('an image of only a static busybox gets the full guest: exec, files, terminal, background processes', async () => {
+    await using sbx = await Sandbox.create({ ...host().conn, template: `${PREFIX}-busybox`, ttlSeconds: 120 })
+    // nothing of the guest's runtime shows in the image's own paths
+    const probe = await sbx.exec('ls /usr/bin/python3 /lib/x86_64-linux-gnu/libc.so.6 /bin/bash 2>&1; echo "sh=$0"')
+    assert.match(probe.stdout, /python3.*No such file/, JSON.stringify(probe))
+    assert.match(probe.stdout, /libc\.so\.6.*No such file/)
+    assert.match(probe.stdout, /sh=\/bin\/sh\n$/, 'a command string falls back to /bin/sh')
+    assert.match((await sbx.exec(['busybox'])).stdout, /BusyBox v1/)
+    assert.equal((await sbx.exec(['id', '-un'])).stdout, 'user\n')
+    const bytes = Buffer.from(Array.from({ length: 256 * 64 }, (_, i) => (i * 7) % 256))
+    await sbx.files.write('/work/round.bin', bytes)
+    assert.deepEqual(Buffer.from(await sbx.files.read('/work/round.bin', { format: 'bytes' })), bytes)
+    assert.equal(
+      (await sbx.exec(['md5sum', '/work/round.bin'])).stdout.split(' ')[0],
+      createHash('md5').update(bytes).digest('hex'),
+    )
+    // a terminal: busybox's sh, interactive
+    let text = ''
+    const decoder = new TextDecoder()
+    const term = await sbx.pty.create({
+      cols: 90,
+      rows: 20,
+      onData: (d) => (text += decoder.decode(d, { stream: true })),
+    })
+    term.sendInput('echo "cols=$(stty size)"; exit 5\n')
+    assert.deepEqual(await term.wait(), { exitCode: 5, signal: null })
+    assert.match(text, /cols=20 90/)
+    // a background process outlives its call and is read back
+    const proc = await sbx.exec('for i in 1 2 3; do echo "tick $i"; sleep 0.1; done; exit 3', { background: true })
+    let out = ''
+    assert.equal((await proc.wait({ onStdout: (d) => (out += d) })).exitCode, 3)
+    assert.equal(out, 'tick 1\ntick 2\ntick 3\n')
+    // code runs on the image's Python, which this one lacks: said clearly
+    await assert.rejects(sbx.runCode('1 + 1'), (e: unknown) => {
+      assert.ok(e instanceof ForkboxError, String(e))
+      assert.equal(e.code, 'CODE_RUNTIME_MISSING')
+      assert.match(e.message, /no Python 3/)
+      return true
+    })
   })
 
   it('a second build of the same digest does not pull again (the registry is gone by then)', async () => {

@@ -71,14 +71,14 @@ export class LocalAgent implements AgentApi {
     )
     for (const d of [config.dataDir, join(config.dataDir, 'sandboxes'), config.templatesDir, config.runscStateDir])
       mkdirSync(d, { recursive: true })
-    const guest = installGuest(config.templatesDir, readGuestBundle(config.guestDir))
+    const guest = installGuest(config.templatesDir, readGuestBundle(config.guestDir), config.guestPython)
     const runsc = {
       runscPath: config.runscPath,
       stateDir: config.runscStateDir,
       platform: config.platform,
       debugDir: config.runscDebugDir,
     }
-    this.containers = new Containers(config, runsc, network, guest.dir, log)
+    this.containers = new Containers(config, runsc, network, guest, log)
     this.baker = new TemplateBaker(config, this.containers, guest.hash, (def) => this.pool.refill(def), log)
     this.pool = new WarmPool(config, this.containers, this.baker, log)
     this.checkpoints = new Checkpoints(config, this.containers, this.baker)

@@ -32,6 +32,8 @@ export const AgentSettings = z.object({
   insecureRegistries: z.array(z.string().regex(/^[A-Za-z0-9.-]+(?::\d{1,5})?$/)).default([]),
   /** apps/guest: the guest package and the code kernels, installed into every sandbox. */
   guestDir: z.string().default(`${repoRoot}apps/guest`),
+  /** The host's Debian python3 the guest's own runtime is assembled from (images need no Python). */
+  guestPython: z.string().default('/usr/bin/python3'),
   /** Restored, never-used sandboxes kept ready per template (0 turns the pool off). */
   poolSize: z.number().int().min(0).max(64).default(2),
   /** IPv4 block each sandbox's /30 is cut from (one per agent on a host). */

@@ -63,13 +63,13 @@ describe('guest install', () => {
         files: ['main.py', 'pkg/wire.py'].map((name) => ({ name, body: readFileSync(join(src, name)) })),
         hash,
       })
-      const a = installGuest(join(root, 'templates'), bundle('aaaa'))
+      const a = installGuest(join(root, 'templates'), bundle('aaaa'), '/usr/bin/python3')
       assert.equal(readFileSync(join(a.dir, 'pkg', 'wire.py'), 'utf8'), 'X = 1\n')
       writeFileSync(join(src, 'pkg', 'wire.py'), 'X = 2\n')
       // installed once: the same hash keeps the copy made first
-      assert.deepEqual(installGuest(join(root, 'templates'), bundle('aaaa')), a)
+      assert.deepEqual(installGuest(join(root, 'templates'), bundle('aaaa'), '/usr/bin/python3'), a)
       assert.equal(readFileSync(join(a.dir, 'pkg', 'wire.py'), 'utf8'), 'X = 1\n')
-      const b = installGuest(join(root, 'templates'), bundle('bbbb'))
+      const b = installGuest(join(root, 'templates'), bundle('bbbb'), '/usr/bin/python3')
       assert.equal(readFileSync(join(b.dir, 'pkg', 'wire.py'), 'utf8'), 'X = 2\n')
     } finally {
       rmSync(root, { recursive: true, force: true })

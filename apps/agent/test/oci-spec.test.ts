@@ -7,6 +7,7 @@ describe('OCI spec', () => {
   const spec = buildSpec({
     rootfs: '/r',
     guestDir: '/g',
+    runtimeDir: '/r',
     cgroupsPath: '/forkbox/x',
     netnsPath: '/run/netns/n',
     hostname: 'h',

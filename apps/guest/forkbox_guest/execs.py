@@ -13,7 +13,7 @@ from . import procs
 from .exits import exit_message
 from .ioloop import cap_output
 from .spawn import killpg
-from .users import DEFAULT_PATH, DEFAULT_USER, check_env
+from .users import DEFAULT_PATH, DEFAULT_USER, check_env, login_shell
 from .wire import T_STDERR, T_STDOUT
 
 TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
@@ -115,9 +115,9 @@ class Exec:
         if req.get("argv"):
             argv = [str(a) for a in req["argv"]]
         elif self.pty and not req.get("cmd"):
-            argv = ["/bin/bash", "-l"]
+            argv = [login_shell(), "-l"]
         else:
-            argv = ["/bin/bash", "-c", str(req.get("cmd", ""))]
+            argv = [login_shell(), "-c", str(req.get("cmd", ""))]
         self.argv = argv
         cwd = str(req.get("cwd") or pw.pw_dir)
         exe = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=env["PATH"])

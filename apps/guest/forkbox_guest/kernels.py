@@ -37,6 +37,7 @@ _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL_SCRIPT = os.path.join(_HERE, "forkbox_kernel.py")
 KERNEL_JS = os.path.join(_HERE, "forkbox_kernel.cjs")
 NODE = "/usr/bin/node"
+PYTHON = "/usr/bin/python3"
 LANGUAGES = ("python", "bash", "javascript")
 # how long an interrupted cell may take to unwind before its kernel is killed
 INTERRUPT_GRACE_SECONDS = 3.0
@@ -252,11 +253,15 @@ class Context:
                 if self.language == "python" and os.environ.get("FORKBOX_KERNEL_PRELOAD"):
                     env["FORKBOX_KERNEL_PRELOAD"] = os.environ["FORKBOX_KERNEL_PRELOAD"]
                 if self.language == "javascript":
-                    if not os.path.exists(NODE):
-                        raise OSError(errno.ENOENT, "this template has no Node.js (javascript cells run on /usr/bin/node)")
                     argv = [NODE, KERNEL_JS]
                 else:
-                    argv = ["/usr/bin/python3", KERNEL_SCRIPT, self.language]
+                    argv = [PYTHON, KERNEL_SCRIPT, self.language]
+                if not os.access(argv[0], os.X_OK):
+                    # the guest brings its own Python, but code runs on the image's
+                    needs = "Node.js" if self.language == "javascript" else "Python 3"
+                    message = f"this template's image has no {needs}: {self.language} code runs on {argv[0]}"
+                    g.loop.call(lambda: self.on_start_failed(message, "CODE_RUNTIME_MISSING"))
+                    return
                 pid, fds = g.spawner.spawn(argv[0], argv, env, self.cwd or pw.pw_dir, pw.pw_uid, pw.pw_gid, True, True)
             except Exception as e:  # noqa: BLE001 - its cells get the error; never a hang
                 message = f"cannot start the {self.language} kernel: {e}"
@@ -279,15 +284,15 @@ class Context:
         if status is not None:
             proc.on_exit(status)
 
-    def on_start_failed(self, message: str) -> None:
+    def on_start_failed(self, message: str, code: str = "GUEST_ERROR") -> None:
         wire = self.guest.wire
         self.starting = False
         for item in self.queue:
             if isinstance(item, Cell) and item.channel is not None:
-                wire.send_error(item.channel, "GUEST_ERROR", message)
+                wire.send_error(item.channel, code, message)
         self.queue = []
         for channel in self.waiters:
-            wire.send_error(channel, "GUEST_ERROR", message)
+            wire.send_error(channel, code, message)
         self.waiters = []
 
     def on_message(self, proc: KernelProcess, msg: object) -> None:

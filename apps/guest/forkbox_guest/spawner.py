@@ -328,8 +328,10 @@ def user_init(libc: ctypes.CDLL, ready_w: int) -> NoReturn:
     env = {"PATH": REAPER_PATH}
     has_sleep = any(os.access(os.path.join(d, "sleep"), os.X_OK) for d in REAPER_PATH.split(":"))
     if has_sleep and os.access("/bin/sh", os.X_OK):
+        # busybox (alpine's /bin/sh too) picks its applet by argv[0]: there it must be "sh"
+        name = "sh" if os.path.basename(os.path.realpath("/bin/sh")).startswith("busybox") else "forkbox-init"
         try:
-            os.execve("/bin/sh", ["forkbox-init", "-c", REAPER_SH], env)
+            os.execve("/bin/sh", [name, "-c", REAPER_SH], env)
         except OSError:
             pass
     os.execve(sys.executable, [sys.executable, "-S", "-c", REAPER_PY], env)

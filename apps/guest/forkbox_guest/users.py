@@ -90,3 +90,9 @@ def resolve(req: Mapping[str, Any], ident: Identity, key: str = "path") -> str:
     if not path.startswith("/"):
         path = os.path.join(ident.home, path)
     return os.path.normpath(path)
+
+
+def login_shell() -> str:
+    """The shell a command string runs in: bash, as E2B's commands.run asks for, else the image's
+    /bin/sh (busybox, alpine and distroless-with-shell images have no bash)."""
+    return "/bin/bash" if os.access("/bin/bash", os.X_OK) else "/bin/sh"

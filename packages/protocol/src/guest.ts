@@ -110,6 +110,7 @@ export const guestErrorCodes = [
   'CANCELLED',
   'NO_SPACE',
   'RESOURCE_LIMIT_EXCEEDED',
+  'CODE_RUNTIME_MISSING',
   'GUEST_ERROR',
 ] as const satisfies readonly ErrorCode[]
 export type GuestErrorCode = (typeof guestErrorCodes)[number]

@@ -61,6 +61,7 @@ const expected = {
   NO_SPACE: InternalServerError,
   GUEST_ERROR: InternalServerError,
   PORT_UNREACHABLE: InternalServerError,
+  CODE_RUNTIME_MISSING: ForkboxError,
   IMAGE_NOT_FOUND: NotFoundError,
   REGISTRY_UNREACHABLE: InternalServerError,
   REGISTRY_AUTH_FAILED: InternalServerError,

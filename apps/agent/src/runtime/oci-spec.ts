@@ -1,6 +1,7 @@
 // The OCI config.json of one sandbox: read-only template rootfs, sized tmpfs for the writable
 // homes, the guest daemon as init, and the cgroup limits runsc only applies with cgroupsPath.
 import type { ResolvedResources } from '@forkbox/protocol'
+import { RUNTIME_MOUNT, RUNTIME_PYTHON } from '../guest/runtime.ts'
 
 const MiB = 1024 * 1024
 /** Memory the Sentry and gofer need on top of what the guest may use. */
@@ -30,6 +31,8 @@ export interface SpecInput {
   rootfs: string
   /** Host dir holding the forkbox_guest package and the code kernels. */
   guestDir: string
+  /** Host dir of the guest's own Python (guest/runtime.ts), mounted inside the guest dir. */
+  runtimeDir: string
   /** Python the template's code kernels run at start (imports that cells then find warm). */
   kernelPreload?: string
   cgroupsPath: string
@@ -64,7 +67,7 @@ export function buildSpec(input: SpecInput): Record<string, unknown> {
     process: {
       terminal: false,
       user: { uid: 0, gid: 0 },
-      args: ['/usr/bin/python3', '-u', '-S', GUEST_MAIN_PATH],
+      args: [RUNTIME_PYTHON, '-u', '-S', GUEST_MAIN_PATH],
       env: [
         'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
         'LANG=C.UTF-8',
@@ -93,6 +96,7 @@ export function buildSpec(input: SpecInput): Record<string, unknown> {
         source: input.guestDir,
         options: ['rbind', 'ro'],
       },
+      { destination: RUNTIME_MOUNT, type: 'bind', source: input.runtimeDir, options: ['rbind', 'ro'] },
     ],
     linux: {
       cgroupsPath: input.cgroupsPath,

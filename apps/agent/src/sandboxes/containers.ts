@@ -16,6 +16,7 @@ import type { AgentConfig } from '../config.ts'
 import { GuestClient } from '../guest/client.ts'
 import { GuestConnection } from '../guest/connection.ts'
 import { createGuestFifos, type GuestPipes, openGuestPipes } from '../guest/fifo.ts'
+import type { InstalledGuest } from '../guest/install.ts'
 import { CLOSED, type NetworkManager, type Slot } from '../network/manager.ts'
 import { createCgroup, limitCpu, limitHit, listCgroups, readUsage, removeCgroup } from '../runtime/cgroups.ts'
 import { buildSpec, cgroupLimits } from '../runtime/oci-spec.ts'
@@ -58,7 +59,7 @@ export class Containers {
     private readonly config: AgentConfig,
     readonly runsc: RunscOptions,
     readonly network: NetworkManager,
-    private readonly guestDir: string,
+    private readonly guest: Pick<InstalledGuest, 'dir' | 'runtimeDir'>,
     private readonly log: (message: string) => void,
   ) {}
 
@@ -124,7 +125,8 @@ export class Containers {
     createCgroup(cgroup, cgroupLimits(spec.resources))
     const config = buildSpec({
       rootfs: spec.rootfs,
-      guestDir: this.guestDir,
+      guestDir: this.guest.dir,
+      runtimeDir: this.guest.runtimeDir,
       kernelPreload: spec.kernelPreload,
       cgroupsPath: `/${cgroup}`,
       netnsPath: `/run/netns/${slot.netns}`,

@@ -219,29 +219,34 @@ function writeInside(root: string, rel: string, content: string, append = false)
   }
 }
 
-/** What the guest needs of a rootfs, as build.ts gives a debootstrap one (never running the image's binaries). */
+/**
+ * What the guest needs of a rootfs, as build.ts gives a debootstrap one (never running the image's
+ * binaries): its mount point, /work, names and the default user. It brings its own Python.
+ */
 function prepareRootfs(root: string, user = 'user'): void {
-  if (!hasEntry(root, 'usr/bin/python3'))
-    throw new AppError(
-      'VALIDATION_FAILED',
-      'the image has no /usr/bin/python3: the forkbox guest needs Python 3 in the image (for now)',
-      { missing: '/usr/bin/python3' },
-    )
   inside(root, 'opt/forkbox/x')
   inside(root, 'work/x')
   writeInside(root, 'etc/hostname', 'sandbox\n')
   writeInside(root, 'etc/resolv.conf', 'nameserver 127.0.0.1\n')
-  const passwd = hasEntry(root, 'etc/passwd') ? readText(inside(root, 'etc/passwd')) : ''
-  if (!passwd.split('\n').some((l) => l.startsWith(`${user}:`)))
-    writeInside(
-      root,
-      'etc/passwd',
-      `${passwd && !passwd.endsWith('\n') ? '\n' : ''}${user}:x:1000:1000::/home/${user}:/bin/sh\n`,
-      true,
-    )
-  const group = hasEntry(root, 'etc/group') ? readText(inside(root, 'etc/group')) : ''
-  if (!group.split('\n').some((l) => l.startsWith(`${user}:`)))
-    writeInside(root, 'etc/group', `${group && !group.endsWith('\n') ? '\n' : ''}${user}:x:1000:\n`, true)
+  // root and the default user, where the image does not name them (a busybox or scratch image has no /etc)
+  addEntries(root, 'etc/passwd', [
+    ['root', 'root:x:0:0:root:/root:/bin/sh'],
+    [user, `${user}:x:1000:1000::/home/${user}:/bin/sh`],
+  ])
+  addEntries(root, 'etc/group', [
+    ['root', 'root:x:0:'],
+    [user, `${user}:x:1000:`],
+  ])
+  inside(root, 'root/x')
+}
+
+/** Appends the `[name, line]` entries whose name `file` (passwd or group) lacks. */
+function addEntries(root: string, file: string, entries: [string, string][]): void {
+  const text = hasEntry(root, file) ? readText(inside(root, file)) : ''
+  const names = new Set(text.split('\n').map((l) => l.split(':')[0]))
+  const missing = entries.filter(([name]) => !names.has(name)).map(([, line]) => `${line}\n`)
+  if (missing.length > 0)
+    writeInside(root, file, `${text && !text.endsWith('\n') ? '\n' : ''}${missing.join('')}`, true)
 }
 
 function readText(path: string): string {
