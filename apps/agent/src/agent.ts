@@ -5,6 +5,7 @@ import { existsSync, mkdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type {
   AgentApi,
+  BuildLogLine,
   EgressPolicy,
   FileEntry,
   ForkOptions,
@@ -27,6 +28,8 @@ import type {
   SandboxUsage,
   StartSandboxSpec,
   StreamHandlers,
+  TemplateBuildResult,
+  TemplateBuildSpec,
   TemplateInfo,
   TemplateProgress,
 } from '@forkbox/protocol'
@@ -41,6 +44,7 @@ import { reconcile } from './sandboxes/recovery.ts'
 import { WarmPool } from './sandboxes/warm-pool.ts'
 import { TemplateBaker } from './templates/baker.ts'
 import type { TemplateDefinition } from './templates/definition.ts'
+import { buildUserTemplate, definitionOf } from './templates/user-templates.ts'
 
 const REFILL_DELAY_MS = 250
 
@@ -79,7 +83,13 @@ export class LocalAgent implements AgentApi {
       debugDir: config.runscDebugDir,
     }
     this.containers = new Containers(config, runsc, network, guest, log)
-    this.baker = new TemplateBaker(config, this.containers, guest.hash, (def) => this.pool.refill(def), log)
+    this.baker = new TemplateBaker(
+      config,
+      this.containers,
+      guest.hash,
+      (def) => this.baker.isBuiltIn(def.name) && this.pool.refill(def),
+      log,
+    )
     this.pool = new WarmPool(config, this.containers, this.baker, log)
     this.checkpoints = new Checkpoints(config, this.containers, this.baker)
   }
@@ -90,6 +100,22 @@ export class LocalAgent implements AgentApi {
 
   ensureTemplate(name: string, onProgress?: (p: TemplateProgress) => void): Promise<void> {
     return this.baker.ensureTemplate(name, onProgress)
+  }
+
+  buildTemplate(
+    spec: TemplateBuildSpec,
+    onLog: (line: BuildLogLine) => void,
+    signal?: AbortSignal,
+  ): Promise<TemplateBuildResult> {
+    return buildUserTemplate(this.baker, spec, onLog, signal)
+  }
+
+  async registerTemplates(specs: TemplateBuildSpec[]): Promise<void> {
+    for (const spec of specs) this.baker.register(definitionOf(spec))
+  }
+
+  removeTemplate(name: string): Promise<void> {
+    return this.baker.remove(name)
   }
 
   /** After a restart: re-attaches what still runs, removes what no one owns. */
@@ -105,7 +131,8 @@ export class LocalAgent implements AgentApi {
     await this.baker.ensureTemplate(spec.template)
     const image = this.baker.snapshotOf(def)
     const standard = sameResources(spec.resources, def.resources.defaults)
-    if (standard) {
+    // only built-in templates keep warm sandboxes: a user's template is a restore
+    if (standard && this.baker.isBuiltIn(def.name)) {
       const claimed = await this.pool.claim(def, spec)
       // a restore is CPU-bound: let the claimed sandbox's first requests go before refilling
       setTimeout(() => this.pool.refill(def), REFILL_DELAY_MS).unref()

@@ -29,6 +29,14 @@ export const ServerConfig = z.object({
     .positive()
     .default(1024 * 1024 * 1024),
   maxSandboxes: z.number().int().positive().default(150),
+  /** Template builds running at once; more are queued. */
+  maxConcurrentBuilds: z.number().int().positive().default(2),
+  /** Largest build context tarball (PUT /v1/builds/{id}/context). */
+  maxContextBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(1024 * 1024 * 1024),
   reaperIntervalMs: z.number().int().positive().default(1000),
   /** A running, non-persistent sandbox with no request for this long is hibernated (or killed); 0 turns it off. */
   idleTimeoutSeconds: z.number().int().min(0).default(600),

@@ -13,11 +13,13 @@ import { Metrics, SAMPLE_INTERVAL_MS } from './metrics.ts'
 import { CodeService } from './services/code.ts'
 import { ExecService } from './services/exec.ts'
 import { SandboxService } from './services/sandboxes.ts'
+import { TemplateService } from './services/templates.ts'
 import { openDb } from './store/db.ts'
 import { KeyStore } from './store/keys.ts'
 import { SandboxStore } from './store/sandboxes.ts'
 import { loadServerSecret } from './store/secret.ts'
 import { SnapshotStore } from './store/snapshots.ts'
+import { TemplateStore } from './store/templates.ts'
 
 export interface ControlPlane {
   app: App
@@ -44,6 +46,13 @@ export async function createControlPlane(opts: {
     loadServerSecret(config.secretPath ?? join(dirname(config.dbPath), 'server.secret')),
   )
   const store = new SandboxStore(db)
+  const templates = new TemplateService(new TemplateStore(db), opts.agent, log, {
+    maxConcurrentBuilds: config.maxConcurrentBuilds,
+    maxContextBytes: config.maxContextBytes,
+    contextsDir: join(dirname(config.dbPath), 'build-contexts'),
+    ceilingTemplate: 'base',
+  })
+  await templates.recover()
   const metrics = new Metrics(store, opts.agent)
   const sandboxes = new SandboxService(
     store,
@@ -58,6 +67,7 @@ export async function createControlPlane(opts: {
     new SnapshotStore(db),
     auth,
     metrics,
+    (owner, ref) => templates.resolve(owner, ref),
   )
   await sandboxes.recover()
   const bootstrapKey = keys.count() === 0 ? keys.create('admin', true).key : null
@@ -72,7 +82,7 @@ export async function createControlPlane(opts: {
     auth,
     config,
     log,
-    templates: () => opts.agent.templates(),
+    templates,
   })
   const sampler = setInterval(() => {
     metrics.sample().catch((err: unknown) => log.error({ err }, 'metrics sampling failed'))
@@ -100,6 +110,7 @@ export async function createControlPlane(opts: {
     async close() {
       clearInterval(reaper)
       clearInterval(sampler)
+      await templates.drain()
       await sandboxes.drain()
       db.close()
     },

@@ -2,6 +2,7 @@
 import {
   type AgentApi,
   AppError,
+  type BuildLogLine,
   type EgressPolicy,
   type FileEntry,
   type ForkOptions,
@@ -24,6 +25,8 @@ import {
   type SandboxUsage,
   type StartSandboxSpec,
   type StreamHandlers,
+  type TemplateBuildResult,
+  type TemplateBuildSpec,
   type TemplateInfo,
 } from '@forkbox/protocol'
 
@@ -46,11 +49,40 @@ export class FakeAgent implements AgentApi {
   listeners: SandboxExitListener[] = []
   nextExec: Partial<GuestExecOutput> = {}
 
+  /** User templates built or registered, by agent name. */
+  userTemplates = new Map<string, TemplateBuildSpec>()
+  /** The next build fails with this, after its first log line. */
+  buildError: AppError | null = null
+  /** Builds wait for this before they finish (a test holds a build open with it). */
+  buildGate: Promise<void> = Promise.resolve()
+
   async templates(): Promise<TemplateInfo[]> {
     const r = { vcpus: 1, memoryMB: 512, diskMB: 1024, pids: 1024 }
-    return [{ name: 'base', description: 'fake', defaults: r, maxima: { ...r, memoryMB: 2048 }, ready: true }]
+    const user = [...this.userTemplates.values()].map((t) => ({
+      name: t.name,
+      description: t.description,
+      ...t.resources,
+      ready: true,
+    }))
+    return [{ name: 'base', description: 'fake', defaults: r, maxima: { ...r, memoryMB: 2048 }, ready: true }, ...user]
   }
   async ensureTemplate(): Promise<void> {}
+  async buildTemplate(spec: TemplateBuildSpec, onLog: (line: BuildLogLine) => void): Promise<TemplateBuildResult> {
+    onLog({ stream: 'system', message: `building ${spec.name}` })
+    await this.buildGate
+    const err = this.buildError
+    this.buildError = null
+    if (err) throw err
+    onLog({ step: 1, stream: 'stdout', message: 'step output' })
+    this.userTemplates.set(spec.name, spec)
+    return { pinned: spec }
+  }
+  async registerTemplates(specs: TemplateBuildSpec[]): Promise<void> {
+    for (const s of specs) this.userTemplates.set(s.name, s)
+  }
+  async removeTemplate(name: string): Promise<void> {
+    this.userTemplates.delete(name)
+  }
   /** Starts fail once this many more have started. */
   failAfter = Number.POSITIVE_INFINITY
   async start(spec: StartSandboxSpec): Promise<void> {

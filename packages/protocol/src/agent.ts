@@ -143,6 +143,38 @@ export interface TemplateProgress {
   message?: string
 }
 
+/** A template a user builds: the server keeps who owns it; the agent its rootfs and baked snapshot. */
+export interface TemplateBuildSpec {
+  /** The agent's name for this version of the template (`[a-z0-9-]`, unique; never reused). */
+  name: string
+  description: string
+  /** Where the rootfs comes from: an image in a registry, or a Dockerfile with its context. */
+  source:
+    | { kind: 'image'; image: string }
+    | {
+        kind: 'dockerfile'
+        dockerfile: string
+        buildArgs: Record<string, string>
+        /** The uploaded context tarball (validated), on the agent's host; none: an empty context. */
+        contextTar?: string
+      }
+  resources: { defaults: ResolvedResources; maxima: ResolvedResources }
+}
+
+/** One line of a build's log, as the agent reports it. */
+export interface BuildLogLine {
+  /** The Dockerfile step (1-based, in build order) the line belongs to; absent for the build's own lines. */
+  step?: number
+  stream: 'system' | 'stdout' | 'stderr'
+  message: string
+}
+
+/** What a finished build pins: registering the template again (after a restart) needs no registry. */
+export interface TemplateBuildResult {
+  /** The spec to register from now on: an image reference pinned to the digest it resolved to. */
+  pinned: TemplateBuildSpec
+}
+
 export type SandboxExitListener = (id: string, reason: SandboxErrorReason | null, message: string | null) => void
 
 /** Every method is async: a client of a remote agent implements this as it is. */
@@ -150,6 +182,19 @@ export interface AgentApi {
   templates(): Promise<TemplateInfo[]>
   /** Builds the template's rootfs if it is not in the cache yet. */
   ensureTemplate(name: string, onProgress?: (p: TemplateProgress) => void): Promise<void>
+  /**
+   * Builds a user's template and bakes its snapshot; rejects (with the failing step's output) if
+   * either fails. Known to the agent from then on under `spec.name`.
+   */
+  buildTemplate(
+    spec: TemplateBuildSpec,
+    onLog: (line: BuildLogLine) => void,
+    signal?: AbortSignal,
+  ): Promise<TemplateBuildResult>
+  /** Makes templates built before known again (after a restart): their artifacts are rebuilt on use if gone. */
+  registerTemplates(specs: TemplateBuildSpec[]): Promise<void>
+  /** Forgets a user's template and removes its rootfs and snapshot (sandboxes running from it carry on). */
+  removeTemplate(name: string): Promise<void>
   start(spec: StartSandboxSpec, signal?: AbortSignal): Promise<void>
   /** Runs a command to its end. With `stream`, output goes to the handlers as it comes (flow
    * controlled: the command waits while they do) and not into the result. */

@@ -36,6 +36,8 @@ export const errorStatus = {
   PORT_UNREACHABLE: 502,
   /** runCode in a template whose image lacks the language's runtime (python3, or node for javascript). */
   CODE_RUNTIME_MISSING: 422,
+  /** A template or build is not in the state the call needs (a build that takes no context now, a public name taken). */
+  TEMPLATE_CONFLICT: 409,
   /** A template's image (or its tag or digest) is not in its registry. */
   IMAGE_NOT_FOUND: 404,
   /** A template's registry did not answer (refused, no route, TLS refused, timed out). */

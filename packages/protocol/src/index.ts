@@ -1,5 +1,6 @@
 export type {
   AgentApi,
+  BuildLogLine,
   EgressPolicy,
   ForkOptions,
   ForkOutcome,
@@ -15,6 +16,8 @@ export type {
   SandboxUsage,
   StartSandboxSpec,
   StreamHandlers,
+  TemplateBuildResult,
+  TemplateBuildSpec,
   TemplateProgress,
 } from './agent.ts'
 export {
@@ -69,6 +72,7 @@ export {
 } from './guest-ops.ts'
 export {
   ApiKeyInfo,
+  BuildLogEntry,
   CODE_LANGUAGES,
   CodeContext,
   CodeContextList,
@@ -79,6 +83,7 @@ export {
   CreatedKey,
   CreateKeyRequest,
   CreateSandboxRequest,
+  CreateTemplateRequest,
   DEFAULT_EXEC_TIMEOUT_SECONDS,
   DEFAULT_MAX_OUTPUT_BYTES,
   EnvVars,
@@ -125,6 +130,10 @@ export {
   SIGNALS,
   Snapshot,
   SnapshotList,
+  TemplateBuild,
+  TemplateBuildStatus,
   TemplateInfo,
+  TemplateName,
+  UserTemplate,
   WriteQuery,
 } from './schemas.ts'

@@ -256,6 +256,78 @@ export const TemplateInfo = z.object({
 })
 export type TemplateInfo = z.infer<typeof TemplateInfo>
 
+/** A template name users give: lowercase, digits and `-_.`, as E2B aliases are. */
+export const TemplateName = z
+  .string()
+  .regex(
+    /^[a-z0-9][a-z0-9._-]{0,62}$/,
+    'a template name is 1-63 of a-z, 0-9, ".", "_", "-", starting with a letter or digit',
+  )
+
+export const TemplateBuildStatus = z.enum(['waiting', 'queued', 'building', 'ready', 'failed'])
+export type TemplateBuildStatus = z.infer<typeof TemplateBuildStatus>
+
+export const TemplateBuild = z.object({
+  id: z.string(),
+  templateId: z.string(),
+  template: z.string(),
+  /** Every build of a template gets the next version; `name@version` creates from that one once ready. */
+  version: z.number().int(),
+  /** waiting: for its context upload; queued: for a build slot. */
+  status: TemplateBuildStatus,
+  error: z.object({ code: z.string(), message: z.string() }).nullable(),
+  createdAt: z.string(),
+  finishedAt: z.string().nullable(),
+})
+export type TemplateBuild = z.infer<typeof TemplateBuild>
+
+export const BuildLogEntry = z.object({
+  /** 0-based position in the build's log: resume from `seq + 1`. */
+  seq: z.number().int(),
+  at: z.string(),
+  /** The Dockerfile step, when the line is a step's. */
+  step: z.number().int().nullable(),
+  stream: z.enum(['system', 'stdout', 'stderr']),
+  message: z.string(),
+})
+export type BuildLogEntry = z.infer<typeof BuildLogEntry>
+
+export const UserTemplate = z.object({
+  id: z.string(),
+  name: z.string(),
+  description: z.string(),
+  public: z.boolean(),
+  /** The newest ready version (what `name` alone creates from); null before the first build is ready. */
+  version: z.number().int().nullable(),
+  createdAt: z.string(),
+  builds: z.array(TemplateBuild),
+})
+export type UserTemplate = z.infer<typeof UserTemplate>
+
+export const CreateTemplateRequest = z
+  .object({
+    name: TemplateName,
+    description: z.string().max(1000).optional(),
+    /** An OCI/Docker image reference to take the rootfs from as it is. */
+    image: z.string().min(1).max(512).optional(),
+    /** A Dockerfile's text; its COPY/ADD sources come from the context uploaded next. */
+    dockerfile: z
+      .string()
+      .min(1)
+      .max(1024 * 1024)
+      .optional(),
+    buildArgs: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string().max(64 * 1024)).optional(),
+    /** Default resources of sandboxes from it (within the host's template maxima). */
+    resources: Resources.optional(),
+    /** A context tarball follows (PUT /v1/builds/{id}/context); the build waits for it. */
+    context: z.boolean().optional(),
+  })
+  .refine((r) => (r.image === undefined) !== (r.dockerfile === undefined), {
+    message: 'give exactly one of image or dockerfile',
+  })
+  .refine((r) => !(r.context && r.image), { message: 'a context goes with a dockerfile, not an image' })
+export type CreateTemplateRequest = z.infer<typeof CreateTemplateRequest>
+
 export const Snapshot = z.object({
   id: z.string(),
   sandboxId: z.string(),

@@ -62,6 +62,7 @@ const expected = {
   GUEST_ERROR: InternalServerError,
   PORT_UNREACHABLE: InternalServerError,
   CODE_RUNTIME_MISSING: ForkboxError,
+  TEMPLATE_CONFLICT: ConflictError,
   IMAGE_NOT_FOUND: NotFoundError,
   REGISTRY_UNREACHABLE: InternalServerError,
   REGISTRY_AUTH_FAILED: InternalServerError,

@@ -1,7 +1,7 @@
 // Template baking: builds a template's rootfs, boots it once, warms it up and checkpoints it into
 // the snapshot every create restores (each cached by content).
 import { createHash, randomBytes } from 'node:crypto'
-import { existsSync } from 'node:fs'
+import { existsSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { AppError, type TemplateInfo, type TemplateProgress } from '@forkbox/protocol'
 import type { AgentConfig } from '../config.ts'
@@ -20,8 +20,11 @@ export class TemplateBaker {
   /** Templates whose snapshot is known to exist (or whose bake is given up on for now). */
   private readonly snapshotChecked = new Set<string>()
   private readonly bakeFailedAt = new Map<string, number>()
+  private readonly bakeErrors = new Map<string, string>()
   /** Image templates: the manifest digest their reference resolved to when first ensured. */
   private readonly imageDigests = new Map<string, string>()
+  /** Templates users built (registered at run time, not from templates/): never pooled. */
+  private readonly userTemplates = new Set<string>()
 
   constructor(
     private readonly config: AgentConfig,
@@ -51,6 +54,49 @@ export class TemplateBaker {
       maxima: d.resources.maxima,
       ready: (!d.image || this.imageDigests.has(d.name)) && existsSync(this.rootfsOf(d)),
     }))
+  }
+
+  /** A built-in template (from templates/), as opposed to one a user built. */
+  isBuiltIn(name: string): boolean {
+    return this.definitions.has(name) && !this.userTemplates.has(name)
+  }
+
+  /** Makes a user's template known (its artifacts are built on first use if missing). */
+  register(def: TemplateDefinition): void {
+    if (this.definitions.has(def.name) && !this.userTemplates.has(def.name))
+      throw new AppError('VALIDATION_FAILED', `${def.name} is a built-in template`)
+    this.definitions.set(def.name, def)
+    this.userTemplates.add(def.name)
+  }
+
+  /**
+   * Builds and bakes a user's template now: unlike ensureTemplate, a bake that fails fails the
+   * build (a user template's creates are restores, never cold boots).
+   */
+  async build(name: string, onProgress: (p: TemplateProgress) => void): Promise<void> {
+    this.bakeFailedAt.delete(name)
+    await this.ensureTemplate(name, onProgress)
+    if (!this.snapshotChecked.has(name))
+      throw new AppError('INTERNAL', `baking ${name} failed: ${this.bakeErrors.get(name) ?? 'see the host log'}`)
+  }
+
+  /** The image digest a template's reference was pinned to by its build (image templates only). */
+  digestOf(name: string): string | undefined {
+    return this.imageDigests.get(name)
+  }
+
+  /** Forgets a user's template and removes its rootfs and snapshot. */
+  async remove(name: string): Promise<void> {
+    const def = this.definitions.get(name)
+    if (!def || !this.userTemplates.has(name)) return
+    await this.builds.get(name)?.catch(() => {})
+    const rootfs = this.rootfsOf(def)
+    const snapshot = this.snapshotOf(def)
+    this.definitions.delete(name)
+    this.userTemplates.delete(name)
+    this.snapshotChecked.delete(name)
+    this.imageDigests.delete(name)
+    for (const path of [snapshot, rootfs]) rmSync(path, { recursive: true, force: true })
   }
 
   definition(name: string): TemplateDefinition {
@@ -102,6 +148,7 @@ export class TemplateBaker {
             onProgress?.({ template: name, phase: 'bake', fraction: 1, message: 'snapshot ready' })
           } catch (err) {
             this.bakeFailedAt.set(name, Date.now())
+            this.bakeErrors.set(name, String(err))
             this.log(`baking ${name} failed: ${String(err)}`)
             return
           }

@@ -59,6 +59,7 @@ const connectCodeOf = {
   GUEST_ERROR: 'internal',
   PORT_UNREACHABLE: 'unavailable',
   CODE_RUNTIME_MISSING: 'failed_precondition',
+  TEMPLATE_CONFLICT: 'failed_precondition',
   IMAGE_NOT_FOUND: 'not_found',
   REGISTRY_UNREACHABLE: 'unavailable',
   REGISTRY_AUTH_FAILED: 'permission_denied',

@@ -8,6 +8,7 @@ import type { Metrics } from '../metrics.ts'
 import type { CodeService } from '../services/code.ts'
 import type { ExecService } from '../services/exec.ts'
 import type { SandboxService } from '../services/sandboxes.ts'
+import type { TemplateService } from '../services/templates.ts'
 import type { KeyStore, Principal } from '../store/keys.ts'
 import type { Authenticator } from './auth.ts'
 import type { Caller } from './credentials.ts'
@@ -22,7 +23,7 @@ export interface Services {
   auth: Authenticator
   config: ServerConfig
   log: Logger
-  templates: () => Promise<import('@forkbox/protocol').TemplateInfo[]>
+  templates: TemplateService
 }
 
 /**

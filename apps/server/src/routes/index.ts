@@ -40,7 +40,14 @@ import * as sandboxTimeout from './sandboxes/timeout.ts'
 import * as snapshotCreate from './snapshots/create.ts'
 import * as snapshotDelete from './snapshots/delete.ts'
 import * as snapshotList from './snapshots/list.ts'
-import * as templates from './templates.ts'
+import * as templateBuildContext from './templates/build-context.ts'
+import * as templateBuildGet from './templates/build-get.ts'
+import * as templateBuildLogs from './templates/build-logs.ts'
+import * as templateCreate from './templates/create.ts'
+import * as templateDelete from './templates/delete.ts'
+import * as templateGet from './templates/get.ts'
+import * as templateList from './templates/list.ts'
+import * as templatePublish from './templates/publish.ts'
 
 export interface RouteModule {
   register(app: App): void
@@ -55,7 +62,14 @@ export const EDGE_ROUTES: readonly RouteModule[] = [ports, ptyConnect]
 /** forkbox's REST routes, behind the API key, in the order they are matched. */
 export const ROUTES: readonly RouteModule[] = [
   health,
-  templates,
+  templateList,
+  templateCreate,
+  templatePublish,
+  templateGet,
+  templateDelete,
+  templateBuildGet,
+  templateBuildLogs,
+  templateBuildContext,
   sandboxCreate,
   sandboxList,
   sandboxGet,

@@ -52,6 +52,8 @@ export class SandboxService {
     private readonly snapshots: SnapshotStore,
     private readonly auth: Authenticator,
     private readonly metrics?: Metrics,
+    /** What the agent calls the template a create names (a user's template, a version, a built-in). */
+    private readonly resolveTemplate: (owner: string, ref: string) => Promise<string> = async (_owner, ref) => ref,
   ) {
     this.launcher = new Launcher(store, agent, log, limits.maxSandboxes, (owner, id) => this.get(owner, id), metrics)
     agent.onExit((id, reason, message) => {
@@ -115,8 +117,9 @@ export class SandboxService {
   async create(owner: string, req: CreateInput, signal?: AbortSignal): Promise<Sandbox> {
     const network = resolveNetwork(req.network)
     if (!req.snapshot) {
-      const resources = await this.resolveResources(req.template, req.resources)
-      return this.launcher.launch(owner, { ...req, resources, snapshot: undefined, network }, signal)
+      const template = await this.resolveTemplate(owner, req.template)
+      const resources = await this.resolveResources(template, req.resources)
+      return this.launcher.launch(owner, { ...req, template, resources, snapshot: undefined, network }, signal)
     }
     const snap = this.ownSnapshot(owner, req.snapshot)
     if (Object.keys(req.resources).length > 0)

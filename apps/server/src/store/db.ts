@@ -29,6 +29,21 @@ const MIGRATIONS = [
    alter table sandboxes add column access_token text not null default '';`,
   // tokens are derived from the server secret now: the plain ones stored before go
   `update sandboxes set access_token = '';`,
+  // templates users build: a name per key (or public), a build per version, each build's log
+  `create table templates (
+     id text primary key, owner text not null references api_keys(id), name text not null,
+     description text not null, public integer not null default 0, created_at text not null,
+     deleted_at text);
+   create unique index templates_owner_name on templates(owner, name) where deleted_at is null;
+   create table template_builds (
+     id text primary key, template_id text not null references templates(id), version integer not null,
+     status text not null, spec text not null, error_code text, error_message text,
+     created_at text not null, finished_at text);
+   create unique index template_builds_version on template_builds(template_id, version);
+   create index template_builds_status on template_builds(status);
+   create table build_logs (
+     build_id text not null references template_builds(id), seq integer not null, at text not null,
+     step integer, stream text not null, message text not null, primary key (build_id, seq));`,
 ]
 
 /** The database and its WAL files are the owner's only (keys' hashes, tenants' metadata). */

@@ -1,0 +1,31 @@
+import { TemplateBuild } from '@forkbox/protocol'
+import { createRoute, z } from '@hono/zod-openapi'
+import type { App } from '../../http/env.ts'
+import { errorResponses, security } from '../../http/schemas.ts'
+import { uploadBody } from '../../http/upload.ts'
+import { BuildIdParam } from './build-get.ts'
+
+const route = createRoute({
+  method: 'put',
+  path: '/v1/builds/{id}/context',
+  summary: "Upload a waiting build's context (a tar archive, the raw body); the build then starts",
+  security,
+  request: {
+    params: BuildIdParam,
+    body: { content: { 'application/x-tar': { schema: z.string().openapi({ format: 'binary' }) } } },
+  },
+  responses: {
+    202: { description: 'The build, queued', content: { 'application/json': { schema: TemplateBuild } } },
+    ...errorResponses,
+  },
+})
+
+export function register(app: App): void {
+  app.openAPIRegistry.registerPath(route)
+  app.put('/v1/builds/:id/context', async (c) => {
+    const { id } = BuildIdParam.parse({ id: c.req.param('id') })
+    const services = c.var.services
+    const body = uploadBody(c.req.raw, services.config.maxContextBytes, 'build context')
+    return c.json(await services.templates.uploadContext(c.var.principal.keyId, id, body), 202)
+  })
+}

@@ -1,0 +1,34 @@
+import { BuildLogEntry, TemplateBuild } from '@forkbox/protocol'
+import { createRoute, z } from '@hono/zod-openapi'
+import type { App } from '../../http/env.ts'
+import { errorResponses, security } from '../../http/schemas.ts'
+
+export const BuildIdParam = z.object({ id: z.string().regex(/^bld-[0-9a-f]{20}$/) })
+
+const route = createRoute({
+  method: 'get',
+  path: '/v1/builds/{id}',
+  summary: 'A template build: its status, and its log from `logsOffset` on (poll with the next offset)',
+  security,
+  request: {
+    params: BuildIdParam,
+    query: z.object({ logsOffset: z.coerce.number().int().min(0).optional() }),
+  },
+  responses: {
+    200: {
+      description: 'Build',
+      content: { 'application/json': { schema: TemplateBuild.extend({ logs: z.array(BuildLogEntry) }) } },
+    },
+    ...errorResponses,
+  },
+})
+
+export function register(app: App): void {
+  app.openapi(route, (c) => {
+    const owner = c.var.principal.keyId
+    const { id } = c.req.valid('param')
+    const build = c.var.services.templates.getBuild(owner, id)
+    const logs = c.var.services.templates.logs(owner, id, c.req.valid('query').logsOffset ?? 0)
+    return c.json({ ...build, logs }, 200)
+  })
+}

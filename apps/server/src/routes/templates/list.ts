@@ -1,0 +1,32 @@
+import { TemplateInfo } from '@forkbox/protocol'
+import { createRoute, z } from '@hono/zod-openapi'
+import type { App } from '../../http/env.ts'
+import { errorResponses, security } from '../../http/schemas.ts'
+
+const Listing = TemplateInfo.extend({
+  /** The user template's id; null for a built-in. */
+  id: z.string().nullable(),
+  /** The version `name` alone creates from; null for a built-in. */
+  version: z.number().int().nullable(),
+  public: z.boolean(),
+})
+
+const route = createRoute({
+  method: 'get',
+  path: '/v1/templates',
+  summary: 'Templates this key can create from: the built-ins, its own (newest ready version) and public ones',
+  security,
+  responses: {
+    200: {
+      description: 'Templates',
+      content: { 'application/json': { schema: z.object({ templates: z.array(Listing) }) } },
+    },
+    ...errorResponses,
+  },
+})
+
+export function register(app: App): void {
+  app.openapi(route, async (c) =>
+    c.json({ templates: await c.var.services.templates.list(c.var.principal.keyId) }, 200),
+  )
+}

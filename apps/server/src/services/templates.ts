@@ -1,0 +1,360 @@
+// Templates users build: names per key, builds queued onto the agent, logs kept and streamed live,
+// and the resolution of a create's `template` (a name, `name@version`, or a built-in) to what the
+// agent knows it by.
+import { randomBytes } from 'node:crypto'
+import { EventEmitter } from 'node:events'
+import { createWriteStream, mkdirSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import type { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import {
+  type AgentApi,
+  AppError,
+  type BuildLogEntry,
+  type BuildLogLine,
+  type CreateTemplateRequest,
+  isErrorCode,
+  type ResolvedResources,
+  type TemplateBuild,
+  type TemplateBuildSpec,
+  type TemplateInfo,
+  type UserTemplate,
+} from '@forkbox/protocol'
+import type { Logger } from 'pino'
+import { agentName, type BuildRecord, type TemplateRecord, type TemplateStore } from '../store/templates.ts'
+
+export interface TemplateLimits {
+  /** Builds running at once; more wait their turn. */
+  maxConcurrentBuilds: number
+  /** Largest build context upload. */
+  maxContextBytes: number
+  /** Where uploaded contexts wait for their build. */
+  contextsDir: string
+  /** The built-in template whose maxima bound every user template's resources. */
+  ceilingTemplate: string
+}
+
+/** What a listing shows of each template: built-ins as the agent has them, users' by name. */
+export type TemplateListing = TemplateInfo & { id: string | null; version: number | null; public: boolean }
+
+const publicBuild = ({ spec: _spec, ...b }: BuildRecord): TemplateBuild => b
+
+export class TemplateService {
+  private readonly queue: string[] = []
+  private readonly running = new Map<string, AbortController>()
+  /** Live log lines and the final state of builds in progress, by build id. */
+  private readonly events = new EventEmitter()
+  private readonly seqs = new Map<string, number>()
+
+  constructor(
+    private readonly store: TemplateStore,
+    private readonly agent: AgentApi,
+    private readonly log: Logger,
+    private readonly limits: TemplateLimits,
+  ) {
+    this.events.setMaxListeners(0)
+  }
+
+  /** After a restart: unfinished builds failed with a reason, ready ones made known to the agent again. */
+  async recover(): Promise<void> {
+    for (const id of this.store.unfinished())
+      this.store.transition(id, ['waiting', 'queued', 'building'], 'failed', {
+        error: { code: 'INTERNAL', message: 'the control plane restarted during the build' },
+      })
+    rmSync(this.limits.contextsDir, { recursive: true, force: true })
+    await this.agent.registerTemplates(this.store.readySpecs())
+  }
+
+  private ownTemplate(owner: string, name: string): TemplateRecord {
+    const t = this.store.byName(owner, name)
+    if (!t) throw new AppError('TEMPLATE_NOT_FOUND', `no template named ${name}`)
+    return t
+  }
+
+  private ownBuild(owner: string, id: string): BuildRecord {
+    const b = this.store.getBuild(id)
+    const t = b && this.store.get(b.templateId)
+    if (!b || !t || (t.owner !== owner && !t.public)) throw new AppError('NOT_FOUND', `no build ${id}`)
+    return b
+  }
+
+  private async builtIns(): Promise<TemplateInfo[]> {
+    return (await this.agent.templates()).filter((t) => !this.store.isAgentName(t.name))
+  }
+
+  /**
+   * What the agent calls the template a create names: the caller's own template (newest ready
+   * version, or `name@version`), else a public one, else a built-in.
+   */
+  async resolve(owner: string, ref: string): Promise<string> {
+    const at = ref.lastIndexOf('@')
+    const name = at > 0 ? ref.slice(0, at) : ref
+    const version = at > 0 ? Number(ref.slice(at + 1)) : undefined
+    if (version !== undefined && !(Number.isInteger(version) && version > 0))
+      throw new AppError('VALIDATION_FAILED', `${ref}: a version is a positive integer (name@3)`)
+    const t = this.store.byName(owner, name) ?? this.store.publicByName(name)
+    if (t) {
+      const b = this.store.readyBuild(t, version)
+      if (!b)
+        throw new AppError(
+          'TEMPLATE_NOT_FOUND',
+          version === undefined
+            ? `template ${name} has no ready build yet`
+            : `template ${name} has no ready version ${version}`,
+        )
+      return b.spec.name
+    }
+    if (version === undefined && !this.store.isAgentName(name)) return name
+    throw new AppError('TEMPLATE_NOT_FOUND', `no template named ${ref}`)
+  }
+
+  async list(owner: string): Promise<TemplateListing[]> {
+    const agentInfo = new Map((await this.agent.templates()).map((t) => [t.name, t]))
+    const builtIn = [...agentInfo.values()]
+      .filter((t) => !this.store.isAgentName(t.name))
+      .map((t) => ({ ...t, id: null, version: null, public: true }))
+    const users = this.store.visible(owner).flatMap((t) => {
+      const b = this.store.readyBuild(t)
+      const info = b && agentInfo.get(b.spec.name)
+      if (!b || !info) return []
+      return [{ ...info, name: t.name, description: t.description, id: t.id, version: b.version, public: t.public }]
+    })
+    return [...builtIn, ...users]
+  }
+
+  get(owner: string, name: string): UserTemplate {
+    const t = this.store.byName(owner, name) ?? this.store.publicByName(name)
+    if (!t) throw new AppError('TEMPLATE_NOT_FOUND', `no template named ${name}`)
+    return this.view(t)
+  }
+
+  private view(t: TemplateRecord): UserTemplate {
+    return {
+      id: t.id,
+      name: t.name,
+      description: t.description,
+      public: t.public,
+      version: this.store.readyBuild(t)?.version ?? null,
+      createdAt: t.createdAt,
+      builds: this.store.builds(t).map(publicBuild),
+    }
+  }
+
+  /** Starts a build of `req.name` (a new template, or its next version); it waits for its context if one is to come. */
+  async create(owner: string, req: CreateTemplateRequest): Promise<{ template: UserTemplate; build: TemplateBuild }> {
+    const builtIn = await this.builtIns()
+    if (builtIn.some((t) => t.name === req.name))
+      throw new AppError('VALIDATION_FAILED', `${req.name} is a built-in template: choose another name`)
+    const ceiling = builtIn.find((t) => t.name === this.limits.ceilingTemplate)
+    if (!ceiling) throw new AppError('INTERNAL', `the ${this.limits.ceilingTemplate} template is missing`)
+    const defaults: ResolvedResources = { ...ceiling.defaults, ...req.resources }
+    for (const k of ['vcpus', 'memoryMB', 'diskMB', 'pids'] as const)
+      if (defaults[k] > ceiling.maxima[k])
+        throw new AppError(
+          'RESOURCE_LIMIT_EXCEEDED',
+          `${k} ${defaults[k]} is above this host's maximum ${ceiling.maxima[k]}`,
+          {
+            resource: k,
+            maximum: ceiling.maxima[k],
+          },
+        )
+    const t =
+      this.store.byName(owner, req.name) ??
+      this.store.insertTemplate({
+        id: `tpl-${randomBytes(6).toString('hex')}`,
+        owner,
+        name: req.name,
+        description: req.description ?? '',
+      })
+    const source: TemplateBuildSpec['source'] = req.image
+      ? { kind: 'image', image: req.image }
+      : { kind: 'dockerfile', dockerfile: req.dockerfile ?? '', buildArgs: req.buildArgs ?? {} }
+    const build = this.store.insertBuild(
+      t,
+      `bld-${randomBytes(10).toString('hex')}`,
+      req.context ? 'waiting' : 'queued',
+      (v) => ({
+        name: agentName(t.id, v),
+        description: req.description ?? t.description,
+        source,
+        resources: { defaults, maxima: ceiling.maxima },
+      }),
+    )
+    if (build.status === 'queued') this.enqueue(build.id)
+    return { template: this.view(t), build: publicBuild(build) }
+  }
+
+  /** Takes a waiting build's context tarball (capped), then queues the build. */
+  async uploadContext(owner: string, buildId: string, body: Readable): Promise<TemplateBuild> {
+    const b = this.ownBuild(owner, buildId)
+    if (this.store.get(b.templateId)?.owner !== owner) throw new AppError('NOT_FOUND', `no build ${buildId}`)
+    if (b.status !== 'waiting' || b.spec.source.kind !== 'dockerfile')
+      throw new AppError('TEMPLATE_CONFLICT', `build ${buildId} is ${b.status}: it takes no context`)
+    mkdirSync(this.limits.contextsDir, { recursive: true, mode: 0o700 })
+    const path = join(this.limits.contextsDir, `${buildId}.tar`)
+    try {
+      await pipeline(body, createWriteStream(path, { flags: 'wx', mode: 0o600 }))
+    } catch (err) {
+      rmSync(path, { force: true })
+      throw err
+    }
+    const spec: TemplateBuildSpec = { ...b.spec, source: { ...b.spec.source, contextTar: path } }
+    if (!this.store.transition(buildId, ['waiting'], 'queued', { spec })) {
+      rmSync(path, { force: true })
+      throw new AppError('TEMPLATE_CONFLICT', `build ${buildId} is no longer waiting for its context`)
+    }
+    this.enqueue(buildId)
+    return publicBuild(this.store.getBuild(buildId) as BuildRecord)
+  }
+
+  getBuild(owner: string, id: string): TemplateBuild {
+    return publicBuild(this.ownBuild(owner, id))
+  }
+
+  logs(owner: string, id: string, from = 0): BuildLogEntry[] {
+    this.ownBuild(owner, id)
+    return this.store.logs(id, from)
+  }
+
+  /**
+   * The build's log from `from` on, then every line as it comes until the build ends (or `signal`
+   * aborts); resolves with the build as it ended.
+   */
+  async follow(
+    owner: string,
+    id: string,
+    from: number,
+    onEntry: (e: BuildLogEntry) => Promise<void>,
+    signal: AbortSignal,
+  ): Promise<TemplateBuild> {
+    this.ownBuild(owner, id)
+    const pending: BuildLogEntry[] = []
+    let wake: (() => void) | null = null
+    const onLine = (e: BuildLogEntry) => {
+      pending.push(e)
+      wake?.()
+    }
+    const onDone = () => wake?.()
+    this.events.on(`log:${id}`, onLine)
+    this.events.on(`done:${id}`, onDone)
+    const onAbort = () => wake?.()
+    signal.addEventListener('abort', onAbort)
+    try {
+      let next = from
+      for (const e of this.store.logs(id, next)) {
+        await onEntry(e)
+        next = e.seq + 1
+      }
+      for (;;) {
+        while (pending.length > 0) {
+          const e = pending.shift() as BuildLogEntry
+          if (e.seq < next) continue
+          await onEntry(e)
+          next = e.seq + 1
+        }
+        // no await from this read to the wait below: an end or a line meanwhile wakes it
+        const b = this.store.getBuild(id) as BuildRecord
+        if (b.status === 'ready' || b.status === 'failed' || signal.aborted) {
+          // lines written between the last read and the end
+          for (const e of this.store.logs(id, next)) await onEntry(e)
+          return publicBuild(b)
+        }
+        if (pending.length > 0) continue
+        await new Promise<void>((r) => {
+          wake = r
+        })
+        wake = null
+      }
+    } finally {
+      this.events.off(`log:${id}`, onLine)
+      this.events.off(`done:${id}`, onDone)
+      signal.removeEventListener('abort', onAbort)
+    }
+  }
+
+  /** Deletes the template: its builds stop, its versions go (sandboxes running from them carry on). */
+  async delete(owner: string, name: string): Promise<void> {
+    const t = this.ownTemplate(owner, name)
+    this.store.markDeleted(t.id)
+    for (const b of this.store.builds(t)) {
+      this.running.get(b.id)?.abort()
+      this.store.transition(b.id, ['waiting', 'queued', 'building'], 'failed', {
+        error: { code: 'CANCELLED', message: 'the template was deleted' },
+      })
+      if (b.status === 'ready') await this.agent.removeTemplate(b.spec.name)
+    }
+  }
+
+  /** The admin key's switch: a public template is listed for, and creatable by, every key. */
+  setPublic(id: string, value: boolean): UserTemplate {
+    const t = this.store.get(id)
+    if (!t) throw new AppError('TEMPLATE_NOT_FOUND', `no template ${id}`)
+    if (value) {
+      const other = this.store.publicByName(t.name)
+      if (other && other.id !== t.id)
+        throw new AppError('TEMPLATE_CONFLICT', `another public template is named ${t.name}`)
+    }
+    this.store.setPublic(t.id, value)
+    return this.view({ ...t, public: value })
+  }
+
+  private enqueue(id: string): void {
+    this.queue.push(id)
+    this.pump()
+  }
+
+  private pump(): void {
+    while (this.running.size < this.limits.maxConcurrentBuilds && this.queue.length > 0) {
+      const id = this.queue.shift() as string
+      const ctl = new AbortController()
+      this.running.set(id, ctl)
+      void this.run(id, ctl.signal).finally(() => {
+        this.running.delete(id)
+        this.seqs.delete(id)
+        this.events.emit(`done:${id}`)
+        this.pump()
+      })
+    }
+  }
+
+  private append(id: string, line: BuildLogLine): void {
+    const seq = this.seqs.get(id) ?? this.store.logCount(id)
+    this.seqs.set(id, seq + 1)
+    this.events.emit(`log:${id}`, this.store.appendLog(id, seq, line))
+  }
+
+  private async run(id: string, signal: AbortSignal): Promise<void> {
+    const b = this.store.getBuild(id)
+    if (!b || !this.store.transition(id, ['queued'], 'building')) return
+    const started = performance.now()
+    this.append(id, { stream: 'system', message: `build ${id}: version ${b.version} of ${b.template}` })
+    try {
+      const { pinned } = await this.agent.buildTemplate(b.spec, (line) => this.append(id, line), signal)
+      const seconds = ((performance.now() - started) / 1000).toFixed(1)
+      this.append(id, { stream: 'system', message: `ready in ${seconds} s` })
+      if (!this.store.transition(id, ['building'], 'ready', { spec: pinned }))
+        await this.agent.removeTemplate(b.spec.name) // deleted meanwhile
+    } catch (err) {
+      const code = err instanceof AppError ? err.code : 'INTERNAL'
+      const message = err instanceof Error ? err.message : String(err)
+      this.append(id, { stream: 'system', message: `failed: ${message}` })
+      this.store.transition(id, ['building'], 'failed', {
+        error: { code: isErrorCode(code) ? code : 'INTERNAL', message },
+      })
+      if (!(err instanceof AppError)) this.log.error({ err, buildId: id }, 'template build failed')
+    } finally {
+      if (b.spec.source.kind === 'dockerfile' && b.spec.source.contextTar)
+        rmSync(b.spec.source.contextTar, { force: true })
+    }
+  }
+
+  /** Stops accepting builds and waits for those running to end (they are aborted). */
+  async drain(): Promise<void> {
+    this.queue.length = 0
+    const done = [...this.running.keys()].map(
+      (id) => new Promise<void>((r) => this.events.once(`done:${id}`, () => r())),
+    )
+    for (const ctl of this.running.values()) ctl.abort()
+    await Promise.all(done)
+  }
+}
