@@ -133,6 +133,7 @@ export {
   TemplateBuild,
   TemplateBuildStatus,
   TemplateInfo,
+  TemplateListing,
   TemplateName,
   UserTemplate,
   WriteQuery,

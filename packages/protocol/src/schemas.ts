@@ -256,6 +256,16 @@ export const TemplateInfo = z.object({
 })
 export type TemplateInfo = z.infer<typeof TemplateInfo>
 
+/** A template as GET /v1/templates lists it: a built-in (id and version null) or a user's. */
+export const TemplateListing = TemplateInfo.extend({
+  /** The user template's id; null for a built-in. */
+  id: z.string().nullable(),
+  /** The version `name` alone creates from; null for a built-in. */
+  version: z.number().int().nullable(),
+  public: z.boolean(),
+})
+export type TemplateListing = z.infer<typeof TemplateListing>
+
 /** A template name users give: lowercase, digits and `-_.`, as E2B aliases are. */
 export const TemplateName = z
   .string()

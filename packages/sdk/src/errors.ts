@@ -1,5 +1,5 @@
 // Typed errors rebuilt from the API's `{ error: { code, message, details, requestId } }` body.
-import type { ErrorCode, SandboxErrorReason } from '@forkbox/protocol'
+import type { BuildLogEntry, ErrorCode, SandboxErrorReason, TemplateBuild } from '@forkbox/protocol'
 
 /** Failures detected by the SDK itself, never sent by the server. */
 export type ClientErrorCode = 'CONNECTION_ERROR' | 'UNEXPECTED_RESPONSE' | 'INVALID_CONFIG'
@@ -62,6 +62,33 @@ export class SandboxErroredError extends ForkboxError {
     super(code, message, init)
     const reason = init.details?.reason
     this.reason = typeof reason === 'string' ? reason : undefined
+  }
+}
+
+/** How many of a failed build's last log lines its error carries. */
+export const BUILD_LOG_TAIL_LINES = 20
+
+/** One log line as `[step N] message`, for error messages and plain output. */
+export function formatBuildLogLine(entry: BuildLogEntry): string {
+  return `${entry.step === null ? '' : `[step ${entry.step}] `}${entry.message}`
+}
+
+/**
+ * A template build that ended `failed`: `code` and the first line of `message` are the build's
+ * error; `logTail` holds its last log lines, which the message repeats below.
+ */
+export class TemplateBuildError extends ForkboxError {
+  readonly buildId: string
+  readonly build: TemplateBuild
+  readonly logTail: BuildLogEntry[]
+
+  constructor(build: TemplateBuild, logTail: BuildLogEntry[]) {
+    const error = build.error ?? { code: 'INTERNAL', message: 'the build failed without a reason' }
+    const tail = logTail.map((e) => `  ${formatBuildLogLine(e)}`).join('\n')
+    super(error.code, tail ? `${error.message}\n${tail}` : error.message, { details: { buildId: build.id } })
+    this.buildId = build.id
+    this.build = build
+    this.logTail = logTail
   }
 }
 

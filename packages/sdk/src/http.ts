@@ -26,7 +26,10 @@ export interface RequestSpec extends RequestOptions {
   path: string
   query?: Query
   json?: unknown
-  body?: Uint8Array
+  /** A stream is sent as it is read, so a request with one is never retried (it cannot be replayed). */
+  body?: Uint8Array | ReadableStream<Uint8Array>
+  /** The body's Content-Type; default application/octet-stream. */
+  contentType?: string
   /** The Accept header; default application/json. */
   accept?: string
 }
@@ -63,7 +66,7 @@ function isAbort(err: unknown, signal: AbortSignal | undefined): boolean {
   return signal?.aborted === true || (err instanceof Error && err.name === 'AbortError')
 }
 
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason)
     const onAbort = () => {
@@ -142,21 +145,26 @@ export class HttpClient {
       authorization: `Bearer ${this.#apiKey}`,
       accept: spec.accept ?? 'application/json',
     }
-    let body: string | Uint8Array<ArrayBuffer> | undefined
+    let body: string | Uint8Array<ArrayBuffer> | ReadableStream<Uint8Array> | undefined
     if (spec.json !== undefined) {
       headers['content-type'] = 'application/json'
       body = JSON.stringify(spec.json)
     } else if (spec.body !== undefined) {
-      headers['content-type'] = 'application/octet-stream'
-      body = fetchableBytes(spec.body)
+      headers['content-type'] = spec.contentType ?? 'application/octet-stream'
+      body = spec.body instanceof ReadableStream ? spec.body : fetchableBytes(spec.body)
     }
+    const streamed = body instanceof ReadableStream
+    const maxRetries = streamed ? 0 : this.#maxRetries
+    // a stream body needs half-duplex (Node's fetch refuses one without it)
+    const init: RequestInit & { duplex?: 'half' } = { method: spec.method, headers, body, signal: spec.signal }
+    if (streamed) init.duplex = 'half'
     for (let attempt = 0; ; attempt++) {
       let res: Response
       try {
-        res = await this.#fetch(target, { method: spec.method, headers, body, signal: spec.signal })
+        res = await this.#fetch(target, init)
       } catch (err) {
         if (isAbort(err, spec.signal)) throw spec.signal?.reason ?? err
-        if (attempt < this.#maxRetries && CONNECTION_RETRY_METHODS.has(spec.method)) {
+        if (attempt < maxRetries && CONNECTION_RETRY_METHODS.has(spec.method)) {
           await sleep(retryDelayMs(attempt, null), spec.signal)
           continue
         }
@@ -165,7 +173,7 @@ export class HttpClient {
         })
       }
       if (res.ok) return res
-      if (RETRYABLE_STATUSES.has(res.status) && attempt < this.#maxRetries) {
+      if (RETRYABLE_STATUSES.has(res.status) && attempt < maxRetries) {
         await res.body?.cancel()
         await sleep(retryDelayMs(attempt, res.headers.get('retry-after')), spec.signal)
         continue

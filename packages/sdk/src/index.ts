@@ -1,5 +1,16 @@
 // The public surface of @forkbox/sdk; adding a name here is a public-API decision.
-export type { ApiKeyInfo, FileEntry, Resources, SandboxState, TemplateInfo } from '@forkbox/protocol'
+export type {
+  ApiKeyInfo,
+  BuildLogEntry,
+  FileEntry,
+  Resources,
+  SandboxState,
+  TemplateBuild,
+  TemplateInfo,
+  TemplateListing,
+  UserTemplate,
+} from '@forkbox/protocol'
+export type { FollowBuildOptions } from './build-logs.ts'
 export { ForkboxClient, type ForkboxClientOptions } from './client.ts'
 export {
   type CodeContext,
@@ -23,6 +34,7 @@ export {
   resolveConfig,
   writeCredentials,
 } from './config.ts'
+export type { BuildContext } from './context-tar.ts'
 export {
   AuthenticationError,
   type ClientErrorCode,
@@ -38,6 +50,7 @@ export {
   RateLimitError,
   SandboxErroredError,
   ServiceUnavailableError,
+  TemplateBuildError,
   TimeoutError,
   ValidationError,
 } from './errors.ts'
@@ -76,4 +89,12 @@ export {
   type SnapshotInfo,
 } from './sandbox.ts'
 export { Snapshots } from './snapshots.ts'
-export { Templates } from './templates.ts'
+export {
+  type BuildTemplateOptions,
+  type BuildWithLogs,
+  type GetBuildOptions,
+  type LogsOptions,
+  Template,
+  Templates,
+  type WaitForBuildOptions,
+} from './templates.ts'

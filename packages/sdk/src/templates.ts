@@ -1,6 +1,49 @@
-// `client.templates`: the templates sandboxes can be created from.
-import type { TemplateInfo } from '@forkbox/protocol'
-import type { HttpClient, RequestOptions } from './http.ts'
+// Templates: build one from an image or a Dockerfile (with its context), follow the build's log,
+// list, get and delete them. `client.templates` holds the calls; `Template` is the same, static.
+import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { BuildLogEntry, Resources, TemplateBuild, TemplateListing, UserTemplate } from '@forkbox/protocol'
+import { buildPath, type FollowBuildOptions, followBuildLogs } from './build-logs.ts'
+import { type BuildContext, contextBody } from './context-tar.ts'
+import { BUILD_LOG_TAIL_LINES, TemplateBuildError } from './errors.ts'
+import { type ConnectionOptions, connectionOptions, HttpClient, pathOf, type RequestOptions } from './http.ts'
+
+export interface BuildTemplateOptions extends RequestOptions {
+  /** The template's name; building under a name that exists makes its next version. */
+  name: string
+  description?: string
+  /** An OCI/Docker image to take as it is (give this or `dockerfile`). */
+  image?: string
+  /**
+   * The Dockerfile's text. When neither this nor `image` is given and `context` is a directory,
+   * its `Dockerfile` is used.
+   */
+  dockerfile?: string
+  /** What `COPY`/`ADD` read: a directory, a tar in memory, or a stream of tar bytes. */
+  context?: BuildContext
+  buildArgs?: Record<string, string>
+  /** Default resources of sandboxes made from it. */
+  resources?: Resources
+  /** Each log line, in order, once (also across a reconnect of the log stream). */
+  onLog?: (entry: BuildLogEntry) => void
+}
+
+export interface WaitForBuildOptions extends FollowBuildOptions {
+  /** Each log line from `offset` on, in order, once. */
+  onLog?: (entry: BuildLogEntry) => void
+}
+
+export interface LogsOptions extends FollowBuildOptions {
+  /** Keep streaming new lines until the build ends (default: only the lines so far). */
+  follow?: boolean
+}
+
+export interface GetBuildOptions extends RequestOptions {
+  /** The log from this line on; default 0. */
+  logsOffset?: number
+}
+
+export type BuildWithLogs = TemplateBuild & { logs: BuildLogEntry[] }
 
 export class Templates {
   readonly #http: HttpClient
@@ -10,12 +53,128 @@ export class Templates {
     this.#http = http
   }
 
-  async list(options: RequestOptions = {}): Promise<TemplateInfo[]> {
-    const res = await this.#http.json<{ templates: TemplateInfo[] }>({
+  /** Templates this key can create from: the built-ins, its own (newest ready version) and public ones. */
+  async list(options: RequestOptions = {}): Promise<TemplateListing[]> {
+    const res = await this.#http.json<{ templates: TemplateListing[] }>({
       method: 'GET',
       path: '/v1/templates',
       signal: options.signal,
     })
     return res.templates
   }
+
+  /** One of this key's templates (or a public one) with its builds, newest first. */
+  async get(name: string, options: RequestOptions = {}): Promise<UserTemplate> {
+    return this.#http.json<UserTemplate>({ method: 'GET', path: templatePath(name), signal: options.signal })
+  }
+
+  /** Deletes every version; sandboxes running from it carry on. */
+  async delete(name: string, options: RequestOptions = {}): Promise<void> {
+    await this.#http.empty({ method: 'DELETE', path: templatePath(name), signal: options.signal })
+  }
+
+  /**
+   * Builds a template (or the next version of one) and waits for it: resolves with the build once
+   * ready (create from it with `template: build.template`, or `${build.template}@${build.version}`),
+   * rejects with a `TemplateBuildError` (its code, message and last log lines) when it fails.
+   * Aborting `signal` stops the waiting, not the build.
+   */
+  async build(options: BuildTemplateOptions): Promise<TemplateBuild> {
+    const { name, description, image, buildArgs, resources, context, signal } = options
+    let dockerfile = options.dockerfile
+    if (dockerfile === undefined && image === undefined && typeof context === 'string')
+      dockerfile = await readFile(join(context, 'Dockerfile'), { encoding: 'utf8', signal })
+    const { build } = await this.#http.json<{ template: UserTemplate; build: TemplateBuild }>({
+      method: 'POST',
+      path: '/v1/templates',
+      json: { name, description, image, dockerfile, buildArgs, resources, context: context !== undefined || undefined },
+      signal,
+    })
+    if (context !== undefined)
+      await this.#http.empty({
+        method: 'PUT',
+        path: `${buildPath(build.id)}/context`,
+        body: contextBody(context),
+        contentType: 'application/x-tar',
+        signal,
+      })
+    return this.waitForBuild(build.id, { onLog: options.onLog, signal })
+  }
+
+  /** Waits for a build to end, passing its log lines from `offset` to `onLog`; fails as `build` does. */
+  async waitForBuild(buildId: string, options: WaitForBuildOptions = {}): Promise<TemplateBuild> {
+    const tail: BuildLogEntry[] = []
+    const lines = followBuildLogs(this.#http, buildId, options)
+    for (;;) {
+      const next = await lines.next()
+      if (next.done) {
+        if (next.value.status === 'failed') throw new TemplateBuildError(next.value, tail)
+        return next.value
+      }
+      tail.push(next.value)
+      if (tail.length > BUILD_LOG_TAIL_LINES) tail.shift()
+      options.onLog?.(next.value)
+    }
+  }
+
+  /** A build's status and its log from `logsOffset` on. */
+  async getBuild(buildId: string, options: GetBuildOptions = {}): Promise<BuildWithLogs> {
+    return this.#http.json<BuildWithLogs>({
+      method: 'GET',
+      path: buildPath(buildId),
+      query: { logsOffset: options.logsOffset },
+      signal: options.signal,
+    })
+  }
+
+  /** A build's log lines from `offset`: those so far, or with `follow` every one until the build ends. */
+  async *logs(buildId: string, options: LogsOptions = {}): AsyncGenerator<BuildLogEntry> {
+    if (options.follow) {
+      yield* followBuildLogs(this.#http, buildId, options)
+      return
+    }
+    const build = await this.getBuild(buildId, { logsOffset: options.offset, signal: options.signal })
+    yield* build.logs
+  }
+}
+
+function templatePath(name: string): string {
+  return pathOf('v1', 'templates', name)
+}
+
+/** `client.templates` as static calls, each taking where to connect in its options (like `Sandbox.create`). */
+export class Template {
+  private constructor() {}
+
+  static build(options: BuildTemplateOptions & ConnectionOptions): Promise<TemplateBuild> {
+    return templates(options).build(options)
+  }
+
+  static list(options: RequestOptions & ConnectionOptions = {}): Promise<TemplateListing[]> {
+    return templates(options).list(options)
+  }
+
+  static get(name: string, options: RequestOptions & ConnectionOptions = {}): Promise<UserTemplate> {
+    return templates(options).get(name, options)
+  }
+
+  static delete(name: string, options: RequestOptions & ConnectionOptions = {}): Promise<void> {
+    return templates(options).delete(name, options)
+  }
+
+  static getBuild(buildId: string, options: GetBuildOptions & ConnectionOptions = {}): Promise<BuildWithLogs> {
+    return templates(options).getBuild(buildId, options)
+  }
+
+  static logs(buildId: string, options: LogsOptions & ConnectionOptions = {}): AsyncGenerator<BuildLogEntry> {
+    return templates(options).logs(buildId, options)
+  }
+
+  static waitForBuild(buildId: string, options: WaitForBuildOptions & ConnectionOptions = {}): Promise<TemplateBuild> {
+    return templates(options).waitForBuild(buildId, options)
+  }
+}
+
+function templates(options: ConnectionOptions): Templates {
+  return new Templates(new HttpClient(connectionOptions(options)))
 }

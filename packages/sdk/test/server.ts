@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { afterEach, beforeEach } from 'node:test'
 import type { ErrorCode } from '@forkbox/protocol'
 import { type ControlPlane, createControlPlane, type ServerConfigInput } from '../../../apps/server/src/index.ts'
-import { FilesAgent } from './files-agent.ts'
+import { BuildAgent } from './build-agent.ts'
 
 export interface SeenRequest {
   method: string
@@ -21,7 +21,7 @@ export type Fault = { status: number; code: ErrorCode; retryAfterSeconds?: numbe
 
 export interface TestServer {
   cp: ControlPlane
-  agent: FilesAgent
+  agent: BuildAgent
   /** An admin key. */
   apiKey: string
   url: string
@@ -58,7 +58,7 @@ export function useTestServer(config: Partial<ServerConfigInput> = {}): () => Te
   let dir = ''
   beforeEach(async () => {
     dir = mkdtempSync(join(tmpdir(), 'forkbox-sdk-'))
-    const agent = new FilesAgent()
+    const agent = new BuildAgent()
     const cp = await createControlPlane({
       agent,
       config: { dbPath: join(dir, 'db.sqlite'), logLevel: 'silent', reaperIntervalMs: 60_000, ...config },

@@ -18,6 +18,7 @@ import {
   type TemplateBuild,
   type TemplateBuildSpec,
   type TemplateInfo,
+  type TemplateListing,
   type UserTemplate,
 } from '@forkbox/protocol'
 import type { Logger } from 'pino'
@@ -33,9 +34,6 @@ export interface TemplateLimits {
   /** The built-in template whose maxima bound every user template's resources. */
   ceilingTemplate: string
 }
-
-/** What a listing shows of each template: built-ins as the agent has them, users' by name. */
-export type TemplateListing = TemplateInfo & { id: string | null; version: number | null; public: boolean }
 
 const publicBuild = ({ spec: _spec, ...b }: BuildRecord): TemplateBuild => b
 

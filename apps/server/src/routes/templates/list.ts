@@ -1,15 +1,7 @@
-import { TemplateInfo } from '@forkbox/protocol'
+import { TemplateListing } from '@forkbox/protocol'
 import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
-
-const Listing = TemplateInfo.extend({
-  /** The user template's id; null for a built-in. */
-  id: z.string().nullable(),
-  /** The version `name` alone creates from; null for a built-in. */
-  version: z.number().int().nullable(),
-  public: z.boolean(),
-})
 
 const route = createRoute({
   method: 'get',
@@ -19,7 +11,7 @@ const route = createRoute({
   responses: {
     200: {
       description: 'Templates',
-      content: { 'application/json': { schema: z.object({ templates: z.array(Listing) }) } },
+      content: { 'application/json': { schema: z.object({ templates: z.array(TemplateListing) }) } },
     },
     ...errorResponses,
   },
