@@ -17,16 +17,34 @@ from .errors import (
     RateLimitError,
     SandboxErroredError,
     ServiceUnavailableError,
+    TemplateBuildError,
     TimeoutError,
     ValidationError,
 )
-from .models import Execution, ExecutionError, ExecResult, FileEntry, Logs, ProcessExit, Result, SandboxInfo, Snapshot
+from .models import (
+    BuildLogEntry,
+    Execution,
+    ExecutionError,
+    ExecResult,
+    FileEntry,
+    Logs,
+    ProcessExit,
+    Result,
+    SandboxInfo,
+    Snapshot,
+    TemplateBuild,
+    TemplateInfo,
+    UserTemplate,
+)
 from .sandbox import AsyncProcess, AsyncSandbox, Process, Sandbox
+from .template import AsyncTemplate, Template
 
 __all__ = [
     "AsyncProcess",
     "AsyncSandbox",
+    "AsyncTemplate",
     "AuthenticationError",
+    "BuildLogEntry",
     "ConflictError",
     "ConnectionError",
     "ExecResult",
@@ -48,7 +66,12 @@ __all__ = [
     "SandboxInfo",
     "ServiceUnavailableError",
     "Snapshot",
+    "Template",
+    "TemplateBuild",
+    "TemplateBuildError",
+    "TemplateInfo",
     "TimeoutError",
+    "UserTemplate",
     "ValidationError",
 ]
 __version__ = "0.1.0"

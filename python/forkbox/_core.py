@@ -3,12 +3,29 @@ their responses, so the sync and async clients share every request and every par
 
 from __future__ import annotations
 
+import io
+import os
+import tarfile
+from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Generator, List, Optional, Union
+from typing import Any, Callable, Deque, Dict, Generator, List, Optional, Union
 from urllib.parse import quote
 
-from .errors import ForkboxError, error_from_event
-from .models import Execution, ExecResult, FileEntry, ProcessExit, Result, SandboxInfo, Snapshot
+from . import errors
+from .errors import ForkboxError, TemplateBuildError, error_from_event
+from .models import (
+    BuildLogEntry,
+    Execution,
+    ExecResult,
+    FileEntry,
+    ProcessExit,
+    Result,
+    SandboxInfo,
+    Snapshot,
+    TemplateBuild,
+    TemplateInfo,
+    UserTemplate,
+)
 
 
 @dataclass
@@ -18,6 +35,10 @@ class Call:
     json: Any = None
     params: Optional[Dict[str, Any]] = None
     content: Optional[bytes] = None
+    #: the content's type; default application/octet-stream
+    content_type: Optional[str] = None
+    #: seconds to wait before sending (a reconnect's backoff)
+    delay: float = 0.0
     #: the response body as bytes instead of JSON
     raw: bool = False
     #: an event stream: each (event, payload) goes here as it arrives; the call returns None
@@ -262,3 +283,125 @@ def process_wait(sandbox_id: str, pid: int, *, on_stdout, on_stderr) -> Op:
     if e is None:
         raise ForkboxError("UNEXPECTED_RESPONSE", f"the output of process {pid} ended before it did")
     return ProcessExit(e["exitCode"], e.get("signal"), e["timedOut"], e["durationMs"])
+
+
+# -- templates --
+
+#: how many of a failed build's last log lines its error carries
+BUILD_LOG_TAIL_LINES = 20
+#: reconnects in a row that bring no new log line before the stream counts as broken
+MAX_LOG_RECONNECTS = 5
+
+BuildContext = Union[str, "os.PathLike[str]", bytes]
+
+
+def template_path(name: str) -> str:
+    return f"/v1/templates/{quote(name, safe='')}"
+
+
+def build_path(build_id: str) -> str:
+    return f"/v1/builds/{quote(build_id, safe='')}"
+
+
+def list_templates() -> Op:
+    res = yield Call("GET", "/v1/templates")
+    return [TemplateInfo.from_json(t) for t in res["templates"]]
+
+
+def get_template(name: str) -> Op:
+    return UserTemplate.from_json((yield Call("GET", template_path(name))))
+
+
+def delete_template(name: str) -> Op:
+    yield Call("DELETE", template_path(name))
+
+
+def get_build(build_id: str, *, logs_offset: int = 0) -> Op:
+    return TemplateBuild.from_json((yield Call("GET", build_path(build_id), params={"logsOffset": logs_offset})))
+
+
+def _owned_by_root(info: tarfile.TarInfo) -> Optional[tarfile.TarInfo]:
+    if info.isdev():  # devices and FIFOs are no part of a build context
+        return None
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def context_tar(context: BuildContext) -> bytes:
+    """A tar archive as it is, or a directory tarred with every file in it (names relative to it);
+    ``.dockerignore`` is applied by the builder, not here."""
+    if isinstance(context, (bytes, bytearray, memoryview)):
+        return bytes(context)
+    root = os.fspath(context)
+    if not os.path.isdir(root):
+        raise ValueError(f"the build context {root} is not a directory")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in sorted(os.listdir(root)):
+            tar.add(os.path.join(root, name), arcname=name, filter=_owned_by_root)
+    return buf.getvalue()
+
+
+def build_template(*, name, description, image, dockerfile, context, build_args, resources, on_log) -> Op:
+    """Starts a build, uploads its context, and waits for it (see ``wait_for_build``)."""
+    if dockerfile is None and image is None and isinstance(context, (str, os.PathLike)):
+        with open(os.path.join(os.fspath(context), "Dockerfile"), encoding="utf-8") as f:
+            dockerfile = f.read()
+    body = _compact(
+        {
+            "name": name,
+            "description": description,
+            "image": image,
+            "dockerfile": dockerfile,
+            "buildArgs": build_args,
+            "resources": resources,
+            "context": True if context is not None else None,
+        }
+    )
+    build_id = (yield Call("POST", "/v1/templates", json=body))["build"]["id"]
+    if context is not None:
+        yield Call("PUT", f"{build_path(build_id)}/context", content=context_tar(context), content_type="application/x-tar")
+    return (yield from wait_for_build(build_id, on_log=on_log))
+
+
+def wait_for_build(build_id: str, *, offset: int = 0, on_log=None) -> Op:
+    """Follows the build's log from ``offset`` (each line to ``on_log`` once, in order, across
+    dropped connections) until it ends: returns it when ready, raises ``TemplateBuildError`` when failed."""
+    state: Dict[str, Any] = {"next": offset, "end": None, "error": None, "progress": False}
+    tail: Deque[BuildLogEntry] = deque(maxlen=BUILD_LOG_TAIL_LINES)
+
+    def on_event(event: str, payload: Any):
+        if event == "log":
+            entry = BuildLogEntry.from_json(payload)
+            if entry.seq < state["next"]:
+                return None
+            state["next"], state["progress"] = entry.seq + 1, True
+            tail.append(entry)
+            return on_log(entry) if on_log else None
+        if event == "end":
+            state["end"] = payload
+        elif event == "error":
+            state["error"] = payload
+        return None
+
+    reconnects = 0
+    while True:
+        state["progress"] = False
+        delay = min(0.1 * 2 ** (reconnects - 1), 3.0) if reconnects else 0.0
+        cause: Optional[errors.ConnectionError] = None
+        try:
+            yield Call("GET", f"{build_path(build_id)}/logs", params={"offset": state["next"]}, events=on_event, delay=delay)
+        except errors.ConnectionError as e:
+            cause = e
+        if state["error"] is not None:
+            raise error_from_event(state["error"])
+        if state["end"] is not None:
+            break
+        reconnects = 1 if state["progress"] else reconnects + 1
+        if reconnects > MAX_LOG_RECONNECTS:
+            raise errors.ConnectionError("CONNECTION_ERROR", f"the log stream of build {build_id} keeps breaking off") from cause
+    build = TemplateBuild.from_json(state["end"])
+    if build.status == "failed":
+        raise TemplateBuildError(build, list(tail))
+    return build

@@ -22,7 +22,7 @@ DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=None, write=60.0, pool=10.0)
 def _headers(key: str, call: Call) -> dict:
     h = {"authorization": f"Bearer {key}", "accept": "text/event-stream" if call.events else "application/json"}
     if call.content is not None:
-        h["content-type"] = "application/octet-stream"
+        h["content-type"] = call.content_type or "application/octet-stream"
     return h
 
 
@@ -74,6 +74,8 @@ class SyncTransport(_Transport):
     def _open(self, call: Call) -> httpx.Response:
         """Sends with retries; returns a 2xx response whose body is not read yet."""
         request = _request(self.client, self.key, call)
+        if call.delay:
+            time.sleep(call.delay)
         attempt = 0
         while True:
             try:
@@ -104,10 +106,17 @@ class SyncTransport(_Transport):
             res.close()
 
     def run(self, op: Op) -> Any:
+        """Drives an operation: each call's result goes back into it, and so does a ForkboxError
+        (an operation may handle one, e.g. reconnect a broken stream)."""
         try:
             call = next(op)
             while True:
-                call = op.send(self.send(call))
+                try:
+                    result = self.send(call)
+                except errors.ForkboxError as e:
+                    call = op.throw(e)
+                else:
+                    call = op.send(result)
         except StopIteration as stop:
             return stop.value
 
@@ -123,6 +132,8 @@ class AsyncTransport(_Transport):
     async def _open(self, call: Call) -> httpx.Response:
         """Sends with retries; returns a 2xx response whose body is not read yet."""
         request = _request(self.client, self.key, call)
+        if call.delay:
+            await asyncio.sleep(call.delay)
         attempt = 0
         while True:
             try:
@@ -155,10 +166,16 @@ class AsyncTransport(_Transport):
             await res.aclose()
 
     async def run(self, op: Op) -> Any:
+        """``SyncTransport.run``, awaiting each call."""
         try:
             call = next(op)
             while True:
-                call = op.send(await self.send(call))
+                try:
+                    result = await self.send(call)
+                except errors.ForkboxError as e:
+                    call = op.throw(e)
+                else:
+                    call = op.send(result)
         except StopIteration as stop:
             return stop.value
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 
 class ForkboxError(Exception):
@@ -72,6 +72,19 @@ class ServiceUnavailableError(InternalServerError):
 
 class ConnectionError(ForkboxError):  # noqa: A001
     """The server could not be reached."""
+
+
+class TemplateBuildError(ForkboxError):
+    """A template build ended ``failed``: ``code`` and the first line of ``message`` are its error;
+    ``log_tail`` holds its last log lines, which the message repeats below."""
+
+    def __init__(self, build: Any, log_tail: List[Any]) -> None:
+        error = build.error or {"code": "INTERNAL", "message": "the build failed without a reason"}
+        lines = [f"  [step {e.step}] {e.message}" if e.step is not None else f"  {e.message}" for e in log_tail]
+        super().__init__(error["code"], "\n".join([error["message"], *lines]), details={"buildId": build.id})
+        self.build = build
+        self.build_id = build.id
+        self.log_tail = log_tail
 
 
 _BY_STATUS = {

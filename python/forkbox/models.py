@@ -179,3 +179,101 @@ class ProcessExit:
     signal: Optional[str]
     timed_out: bool
     duration_ms: float
+
+
+@dataclass
+class BuildLogEntry:
+    """One line of a template build's log; ``seq`` is its 0-based place (resume from ``seq + 1``)."""
+
+    seq: int
+    at: str
+    step: Optional[int]
+    stream: str
+    message: str
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "BuildLogEntry":
+        return cls(int(d["seq"]), d.get("at", ""), d.get("step"), d.get("stream", "system"), d.get("message", ""))
+
+
+@dataclass
+class TemplateBuild:
+    """A build of one version of a template: ``waiting`` (for its context), ``queued``, ``building``,
+    then ``ready`` or ``failed`` (``error`` has its ``code`` and ``message``). ``logs`` is filled only
+    by ``get_build``."""
+
+    id: str
+    template_id: str
+    template: str
+    version: int
+    status: str
+    error: Optional[Dict[str, str]]
+    created_at: str
+    finished_at: Optional[str] = None
+    logs: List[BuildLogEntry] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "TemplateBuild":
+        return cls(
+            id=d["id"],
+            template_id=d["templateId"],
+            template=d["template"],
+            version=int(d["version"]),
+            status=d["status"],
+            error=d.get("error"),
+            created_at=d.get("createdAt", ""),
+            finished_at=d.get("finishedAt"),
+            logs=[BuildLogEntry.from_json(e) for e in d.get("logs") or []],
+        )
+
+
+@dataclass
+class TemplateInfo:
+    """A template as listed: a built-in (``id`` and ``version`` None) or one a key built."""
+
+    name: str
+    description: str
+    defaults: Dict[str, int]
+    maxima: Dict[str, int]
+    ready: bool
+    id: Optional[str] = None
+    version: Optional[int] = None
+    public: bool = True
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "TemplateInfo":
+        return cls(
+            name=d["name"],
+            description=d.get("description", ""),
+            defaults=d.get("defaults") or {},
+            maxima=d.get("maxima") or {},
+            ready=bool(d.get("ready")),
+            id=d.get("id"),
+            version=d.get("version"),
+            public=bool(d.get("public", True)),
+        )
+
+
+@dataclass
+class UserTemplate:
+    """A template a key built, with its builds (newest first); ``version`` is what ``name`` alone creates from."""
+
+    id: str
+    name: str
+    description: str
+    public: bool
+    version: Optional[int]
+    created_at: str
+    builds: List[TemplateBuild] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "UserTemplate":
+        return cls(
+            id=d["id"],
+            name=d["name"],
+            description=d.get("description", ""),
+            public=bool(d.get("public")),
+            version=d.get("version"),
+            created_at=d.get("createdAt", ""),
+            builds=[TemplateBuild.from_json(b) for b in d.get("builds") or []],
+        )
