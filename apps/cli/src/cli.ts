@@ -12,6 +12,7 @@ import { registerMcp } from './commands/mcp.ts'
 import { registerRun } from './commands/run.ts'
 import { registerShell } from './commands/shell.ts'
 import { registerSnapshot } from './commands/snapshot.ts'
+import { registerTemplate } from './commands/template.ts'
 import { registerUp } from './commands/up.ts'
 import type { CliContext } from './context.ts'
 
@@ -42,6 +43,7 @@ export function buildProgram(ctx: CliContext): Command {
   registerFork(program, ctx)
   registerHibernate(program, ctx)
   registerKeys(program, ctx)
+  registerTemplate(program, ctx)
   registerMcp(program, ctx)
   return program
 }

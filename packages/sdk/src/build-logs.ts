@@ -40,7 +40,7 @@ export async function* followBuildLogs(
     })
     let cause: unknown
     try {
-      for await (const { event, payload } of serverSentEvents(res)) {
+      for await (const { event, payload } of serverSentEvents(res, options.signal)) {
         if (event === 'error') throw eventError(payload, res)
         if (event === 'end') return payload as TemplateBuild
         if (event !== 'log') continue

@@ -11,16 +11,25 @@ export interface ServerSentEvent {
   payload: unknown
 }
 
-export async function* serverSentEvents(res: Response): AsyncGenerator<ServerSentEvent> {
+/**
+ * The response's events as they arrive. `signal` aborting ends the stream with its reason even
+ * where the fetch in use does not cut a response body already under way.
+ */
+export async function* serverSentEvents(res: Response, signal?: AbortSignal): AsyncGenerator<ServerSentEvent> {
   if (!res.body) return
   const reader = res.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream()).getReader()
+  const onAbort = () => void reader.cancel(signal?.reason).catch(() => {})
+  signal?.addEventListener('abort', onAbort, { once: true })
   try {
     for (;;) {
+      signal?.throwIfAborted()
       const { done, value } = await reader.read()
+      signal?.throwIfAborted()
       if (done) return
       yield { event: value.event ?? 'message', id: value.id, payload: JSON.parse(value.data) }
     }
   } finally {
+    signal?.removeEventListener('abort', onAbort)
     // a consumer that stops early must not leave the response streaming
     await reader.cancel().catch(() => {})
   }

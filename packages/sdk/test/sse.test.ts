@@ -74,4 +74,24 @@ describe('serverSentEvents', () => {
     }
     assert.ok(cancelled)
   })
+
+  it('ends with the abort reason when the signal aborts a body that never closes', async () => {
+    const res = new Response(
+      new ReadableStream({
+        start(controller) {
+          controller.enqueue(new TextEncoder().encode('data: 1\n\n'))
+        },
+      }),
+    )
+    const ctl = new AbortController()
+    const seen: unknown[] = []
+    const reading = (async () => {
+      for await (const e of serverSentEvents(res, ctl.signal)) {
+        seen.push(e.payload)
+        ctl.abort(new Error('stop'))
+      }
+    })()
+    await assert.rejects(reading, /stop/)
+    assert.deepEqual(seen, [1])
+  })
 })
