@@ -359,9 +359,11 @@ def build_template(*, name, description, image, dockerfile, context, build_args,
             "context": True if context is not None else None,
         }
     )
+    # tarred first: a context that cannot be read fails before a build waits for it in vain
+    tar = context_tar(context) if context is not None else None
     build_id = (yield Call("POST", "/v1/templates", json=body))["build"]["id"]
-    if context is not None:
-        yield Call("PUT", f"{build_path(build_id)}/context", content=context_tar(context), content_type="application/x-tar")
+    if tar is not None:
+        yield Call("PUT", f"{build_path(build_id)}/context", content=tar, content_type="application/x-tar")
     return (yield from wait_for_build(build_id, on_log=on_log))
 
 

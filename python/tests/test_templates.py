@@ -58,6 +58,12 @@ class TemplateTests(unittest.TestCase):
         with self.assertRaises(ValidationError):
             Template.build(name="base", image="x:1", **CONN)
 
+    def test_a_missing_context_directory_fails_before_any_build(self) -> None:
+        with self.assertRaises(ValueError):
+            Template.build(name="py-nodir", dockerfile="FROM x", context="/no/such/context", **CONN)
+        with self.assertRaises(NotFoundError):
+            Template.get("py-nodir", **CONN)
+
     def test_context_from_a_directory_and_from_bytes(self) -> None:
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "Dockerfile"), "w") as f:

@@ -11,20 +11,32 @@ import { pack } from 'tar-stream'
  */
 export type BuildContext = string | Uint8Array | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>
 
-/** Bytes in memory stay bytes (a request with them can be retried); anything else streams. */
-export function contextBody(context: BuildContext): Uint8Array | ReadableStream<Uint8Array> {
-  if (typeof context === 'string') return streamOf(tarDirectory(context))
+/**
+ * Bytes in memory stay bytes (a request with them can be retried); anything else streams.
+ * `onError` hears why a directory or iterable could not be read (fetch reports only that the
+ * request failed).
+ */
+export function contextBody(
+  context: BuildContext,
+  onError: (err: unknown) => void = () => {},
+): Uint8Array | ReadableStream<Uint8Array> {
+  if (typeof context === 'string') return streamOf(tarDirectory(context), onError)
   if (context instanceof Uint8Array || context instanceof ReadableStream) return context
-  return streamOf(context)
+  return streamOf(context, onError)
 }
 
-function streamOf(chunks: AsyncIterable<Uint8Array>): ReadableStream<Uint8Array> {
+function streamOf(chunks: AsyncIterable<Uint8Array>, onError: (err: unknown) => void): ReadableStream<Uint8Array> {
   const it = chunks[Symbol.asyncIterator]()
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
-      const { done, value } = await it.next()
-      if (done) controller.close()
-      else controller.enqueue(value)
+      try {
+        const { done, value } = await it.next()
+        if (done) controller.close()
+        else controller.enqueue(value)
+      } catch (err) {
+        onError(err)
+        throw err
+      }
     },
     async cancel(reason) {
       await it.return?.(reason)

@@ -1,6 +1,6 @@
 // Templates: build one from an image or a Dockerfile (with its context), follow the build's log,
 // list, get and delete them. `client.templates` holds the calls; `Template` is the same, static.
-import { readFile } from 'node:fs/promises'
+import { readFile, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { BuildLogEntry, Resources, TemplateBuild, TemplateListing, UserTemplate } from '@forkbox/protocol'
 import { buildPath, type FollowBuildOptions, followBuildLogs } from './build-logs.ts'
@@ -82,6 +82,9 @@ export class Templates {
   async build(options: BuildTemplateOptions): Promise<TemplateBuild> {
     const { name, description, image, buildArgs, resources, context, signal } = options
     let dockerfile = options.dockerfile
+    // a context that is not there fails here, before a build waits for it in vain
+    if (typeof context === 'string' && !(await stat(context)).isDirectory())
+      throw new TypeError(`the build context ${context} is not a directory`)
     if (dockerfile === undefined && image === undefined && typeof context === 'string')
       dockerfile = await readFile(join(context, 'Dockerfile'), { encoding: 'utf8', signal })
     const { build } = await this.#http.json<{ template: UserTemplate; build: TemplateBuild }>({
@@ -90,14 +93,22 @@ export class Templates {
       json: { name, description, image, dockerfile, buildArgs, resources, context: context !== undefined || undefined },
       signal,
     })
-    if (context !== undefined)
-      await this.#http.empty({
-        method: 'PUT',
-        path: `${buildPath(build.id)}/context`,
-        body: contextBody(context),
-        contentType: 'application/x-tar',
-        signal,
-      })
+    if (context !== undefined) {
+      let unreadable: unknown
+      await this.#http
+        .empty({
+          method: 'PUT',
+          path: `${buildPath(build.id)}/context`,
+          body: contextBody(context, (err) => {
+            unreadable = err
+          }),
+          contentType: 'application/x-tar',
+          signal,
+        })
+        .catch((err: unknown) => {
+          throw unreadable ?? err
+        })
+    }
     return this.waitForBuild(build.id, { onLog: options.onLog, signal })
   }
 

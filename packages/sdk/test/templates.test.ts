@@ -159,6 +159,25 @@ describe('Template.build', () => {
     }
   })
 
+  it('a context that cannot be read fails with its own reason, a missing directory before any request', async () => {
+    const s = server()
+    await assert.rejects(
+      Template.build({ ...s.conn(), name: 'x', dockerfile: 'FROM x', context: join(tmpdir(), 'no-such-context') }),
+      /ENOENT/,
+    )
+    assert.equal(s.requests.length, 0)
+    const tar = await tarOf({ 'a.txt': 'hello' })
+    async function* breaking() {
+      yield tar.subarray(0, 512)
+      throw new Error('the disk went away')
+    }
+    await assert.rejects(
+      Template.build({ ...s.conn(), name: 'x', dockerfile: 'FROM x', context: breaking() }),
+      /the disk went away/,
+    )
+  })
+
+  // over real sockets: the directory streams up through Node's own fetch, the proxy cuts the log once
   it('a log stream cut mid-event resumes after the last whole line: none missing, none twice', async () => {
     const s = server()
     s.agent.stepLines = 40
@@ -170,7 +189,7 @@ describe('Template.build', () => {
         apiKey: s.apiKey,
         url: proxy.url,
         name: 'cut',
-        image: 'img:1',
+        context: contextDir(),
         onLog: (e) => seen.push(e),
       })
       assert.equal(proxy.cuts(), 1)
@@ -178,6 +197,7 @@ describe('Template.build', () => {
       const stored = await Template.getBuild(build.id, { apiKey: s.apiKey, url: tcp.url })
       assert.deepEqual(seen, stored.logs)
       assert.ok(seen.length > 40)
+      assert.match(contextLine(seen) ?? '', /^context: \.dockerignore \(11 bytes\), Dockerfile/)
     } finally {
       await proxy.close()
       await tcp.close()
