@@ -343,7 +343,20 @@ def context_tar(context: BuildContext) -> bytes:
     return buf.getvalue()
 
 
-def build_template(*, name, description, image, dockerfile, context, build_args, resources, on_log) -> Op:
+OnLog = Callable[[BuildLogEntry], Any]
+
+
+def build_template(
+    *,
+    name: str,
+    description: Optional[str],
+    image: Optional[str],
+    dockerfile: Optional[str],
+    context: Optional[BuildContext],
+    build_args: Optional[Dict[str, str]],
+    resources: Optional[Dict[str, int]],
+    on_log: Optional[OnLog],
+) -> Op:
     """Starts a build, uploads its context, and waits for it (see ``wait_for_build``)."""
     if dockerfile is None and image is None and isinstance(context, (str, os.PathLike)):
         with open(os.path.join(os.fspath(context), "Dockerfile"), encoding="utf-8") as f:
@@ -367,13 +380,13 @@ def build_template(*, name, description, image, dockerfile, context, build_args,
     return (yield from wait_for_build(build_id, on_log=on_log))
 
 
-def wait_for_build(build_id: str, *, offset: int = 0, on_log=None) -> Op:
+def wait_for_build(build_id: str, *, offset: int = 0, on_log: Optional[OnLog] = None) -> Op:
     """Follows the build's log from ``offset`` (each line to ``on_log`` once, in order, across
     dropped connections) until it ends: returns it when ready, raises ``TemplateBuildError`` when failed."""
     state: Dict[str, Any] = {"next": offset, "end": None, "error": None, "progress": False}
     tail: Deque[BuildLogEntry] = deque(maxlen=BUILD_LOG_TAIL_LINES)
 
-    def on_event(event: str, payload: Any):
+    def on_event(event: str, payload: Any) -> Any:
         if event == "log":
             entry = BuildLogEntry.from_json(payload)
             if entry.seq < state["next"]:

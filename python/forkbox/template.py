@@ -4,14 +4,12 @@ to connect as keyword arguments, like ``Sandbox.create``."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from . import _core as core
-from ._core import BuildContext, Op
+from ._core import BuildContext, OnLog, Op
 from ._transport import AsyncTransport, SyncTransport
-from .models import BuildLogEntry, TemplateBuild, TemplateInfo, UserTemplate
-
-OnLog = Callable[[BuildLogEntry], Any]
+from .models import TemplateBuild, TemplateInfo, UserTemplate
 
 
 def _run(op: Op, api_key: Optional[str], url: Optional[str], max_retries: Optional[int]) -> Any:
