@@ -244,6 +244,57 @@ describe('templates from OCI images', () => {
     })
   })
 
+  it('a template built through the API from an image: logged build, then creates by name from its snapshot', async () => {
+    const { url, apiKey } = host().conn
+    const call = async (method: string, path: string, body?: unknown, key = apiKey) => {
+      const res = await fetch(`${url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      })
+      return { status: res.status, body: await res.json().catch(() => null) }
+    }
+    const name = `api-${process.pid}`
+    const r = await call('POST', '/v1/templates', { name, image: `127.0.0.1:${port}/fbx-busybox:1` })
+    assert.equal(r.status, 202, JSON.stringify(r.body))
+    // the log streams live over SSE and ends with the build
+    const res = await fetch(`${url}/v1/builds/${r.body.build.id}/logs`, {
+      headers: { authorization: `Bearer ${apiKey}`, accept: 'text/event-stream' },
+    })
+    const text = await res.text()
+    assert.match(text, /event: log[\s\S]*bake[\s\S]*event: end/)
+    const build = (await call('GET', `/v1/builds/${r.body.build.id}`)).body
+    assert.equal(build.status, 'ready', JSON.stringify(build))
+    const agentName = `u-${r.body.template.id.replace('tpl-', '')}-1`
+    assert.ok(
+      readdirSync(sharedTemplatesDir).some((n) => n.startsWith(`${agentName}-`) && n.includes('.snapshot-')),
+      'baked like a built-in template',
+    )
+    await using sbx = await Sandbox.create({ ...host().conn, template: name })
+    assert.match((await sbx.exec(['busybox'])).stdout, /BusyBox/)
+    // another key sees neither the template nor a way in through the agent's name for it
+    const other = (await call('POST', '/v1/keys', { name: 'other' })).body.key
+    for (const template of [name, agentName]) {
+      const denied = await call('POST', '/v1/sandboxes', { template }, other)
+      assert.equal(denied.body?.error?.code, 'TEMPLATE_NOT_FOUND', template)
+    }
+    // a missing image fails the build with its registry's answer; the host carries on
+    const bad = await call('POST', '/v1/templates', {
+      name: `${name}-bad`,
+      image: `127.0.0.1:${port}/fbx-busybox:nope`,
+    })
+    let failed = bad.body.build
+    for (let i = 0; i < 100 && failed.status !== 'failed'; i++) {
+      await new Promise((r) => setTimeout(r, 100))
+      failed = (await call('GET', `/v1/builds/${failed.id}`)).body
+    }
+    assert.equal(failed.error?.code, 'IMAGE_NOT_FOUND', JSON.stringify(failed))
+    assert.equal((await call('DELETE', `/v1/templates/${name}`)).status, 204)
+    assert.equal((await call('POST', '/v1/sandboxes', { template: name })).body?.error?.code, 'TEMPLATE_NOT_FOUND')
+    // its rootfs stays while a sandbox runs from it (removed once none does)
+    assert.equal((await sbx.exec(['echo', 'still'])).stdout, 'still\n', 'a sandbox running from it carries on')
+  })
+
   it('a second build of the same digest does not pull again (the registry is gone by then)', async () => {
     const before = statSync(pulledLayout()).mtimeMs
     stopRegistry()

@@ -46,12 +46,18 @@ export async function createControlPlane(opts: {
     loadServerSecret(config.secretPath ?? join(dirname(config.dbPath), 'server.secret')),
   )
   const store = new SandboxStore(db)
-  const templates = new TemplateService(new TemplateStore(db), opts.agent, log, {
-    maxConcurrentBuilds: config.maxConcurrentBuilds,
-    maxContextBytes: config.maxContextBytes,
-    contextsDir: join(dirname(config.dbPath), 'build-contexts'),
-    ceilingTemplate: 'base',
-  })
+  const templates = new TemplateService(
+    new TemplateStore(db),
+    opts.agent,
+    log,
+    {
+      maxConcurrentBuilds: config.maxConcurrentBuilds,
+      maxContextBytes: config.maxContextBytes,
+      contextsDir: join(dirname(config.dbPath), 'build-contexts'),
+      ceilingTemplate: 'base',
+    },
+    () => store.templatesInUse(),
+  )
   await templates.recover()
   const metrics = new Metrics(store, opts.agent)
   const sandboxes = new SandboxService(
@@ -95,6 +101,7 @@ export async function createControlPlane(opts: {
       if (Date.now() - lastPrune > 60_000) {
         lastPrune = Date.now()
         sandboxes.pruneEvents(new Date(Date.now() - config.eventRetentionHours * 3600_000))
+        templates.collect().catch((err: unknown) => log.error({ err }, 'removing deleted templates failed'))
       }
     } catch (err) {
       log.error({ err }, 'reaper failed')

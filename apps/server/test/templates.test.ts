@@ -213,6 +213,18 @@ describe('templates users build', () => {
     assert.equal((await call('POST', '/v1/sandboxes', { template: 'kept' })).status, 201)
   })
 
+  it('a deleted version stays with the agent while a sandbox runs from it, and goes after', async () => {
+    const r = await call('POST', '/v1/templates', { name: 'busy', image: 'img:1' })
+    await settled(r.body.build.id)
+    const sbx = (await call('POST', '/v1/sandboxes', { template: 'busy' })).body
+    assert.equal((await call('DELETE', '/v1/templates/busy')).status, 204)
+    assert.equal(agent.userTemplates.size, 1, 'kept: the sandbox needs its rootfs')
+    assert.equal((await call('DELETE', `/v1/sandboxes/${sbx.id}`)).status, 204)
+    await cp.close()
+    await start()
+    assert.equal(agent.userTemplates.size, 0, 'removed at the next collection (here: the restart)')
+  })
+
   it('delete removes every version from the agent; the name is free again', async () => {
     const r = await call('POST', '/v1/templates', { name: 'gone', image: 'img:1' })
     await settled(r.body.build.id)

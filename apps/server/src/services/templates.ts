@@ -51,6 +51,8 @@ export class TemplateService {
     private readonly agent: AgentApi,
     private readonly log: Logger,
     private readonly limits: TemplateLimits,
+    /** Templates (agent names) running or hibernated sandboxes and snapshots still start from. */
+    private readonly inUse: () => Set<string> = () => new Set(),
   ) {
     this.events.setMaxListeners(0)
   }
@@ -62,7 +64,22 @@ export class TemplateService {
         error: { code: 'INTERNAL', message: 'the control plane restarted during the build' },
       })
     rmSync(this.limits.contextsDir, { recursive: true, force: true })
-    await this.agent.registerTemplates(this.store.readySpecs())
+    await this.agent.registerTemplates(this.store.readySpecs().map((b) => b.spec))
+    await this.collect()
+  }
+
+  /**
+   * Removes the artifacts of deleted templates' versions nothing starts from any more (a running
+   * or hibernated sandbox, or a snapshot, needs its version's rootfs). Run after deletes, at start
+   * and now and then.
+   */
+  async collect(): Promise<void> {
+    const used = this.inUse()
+    for (const b of this.store.readySpecs()) {
+      if (!b.deleted || used.has(b.spec.name)) continue
+      await this.agent.removeTemplate(b.spec.name)
+      this.store.markRemoved(b.id)
+    }
   }
 
   private ownTemplate(owner: string, name: string): TemplateRecord {
@@ -281,8 +298,8 @@ export class TemplateService {
       this.store.transition(b.id, ['waiting', 'queued', 'building'], 'failed', {
         error: { code: 'CANCELLED', message: 'the template was deleted' },
       })
-      if (b.status === 'ready') await this.agent.removeTemplate(b.spec.name)
     }
+    await this.collect()
   }
 
   /** The admin key's switch: a public template is listed for, and creatable by, every key. */
@@ -332,8 +349,10 @@ export class TemplateService {
       const { pinned } = await this.agent.buildTemplate(b.spec, (line) => this.append(id, line), signal)
       const seconds = ((performance.now() - started) / 1000).toFixed(1)
       this.append(id, { stream: 'system', message: `ready in ${seconds} s` })
-      if (!this.store.transition(id, ['building'], 'ready', { spec: pinned }))
+      if (!this.store.transition(id, ['building'], 'ready', { spec: pinned })) {
         await this.agent.removeTemplate(b.spec.name) // deleted meanwhile
+        this.store.markRemoved(id)
+      }
     } catch (err) {
       const code = err instanceof AppError ? err.code : 'INTERNAL'
       const message = err instanceof Error ? err.message : String(err)

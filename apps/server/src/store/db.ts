@@ -38,7 +38,7 @@ const MIGRATIONS = [
    create table template_builds (
      id text primary key, template_id text not null references templates(id), version integer not null,
      status text not null, spec text not null, error_code text, error_message text,
-     created_at text not null, finished_at text);
+     created_at text not null, finished_at text, removed integer not null default 0);
    create unique index template_builds_version on template_builds(template_id, version);
    create index template_builds_status on template_builds(status);
    create table build_logs (
