@@ -10,7 +10,7 @@ import type { Containers } from '../sandboxes/containers.ts'
 import type { LiveSandbox } from '../sandboxes/live-sandbox.ts'
 import { buildRootfs } from './build.ts'
 import { loadDefinitions, type TemplateDefinition, templateHash } from './definition.ts'
-import { pullImage, resolveImageDigest, unpackImage } from './oci.ts'
+import { type OciOptions, pullImage, type RegistryAuth, resolveImageDigest, unpackImage } from './oci.ts'
 
 const BAKE_RETRY_MS = 10 * 60_000
 
@@ -25,6 +25,8 @@ export class TemplateBaker {
   private readonly imageDigests = new Map<string, string>()
   /** Templates users built (registered at run time, not from templates/): never pooled. */
   private readonly userTemplates = new Set<string>()
+  /** While a user's build runs: its registry credentials, and that access must be shown. */
+  private readonly buildAuth = new Map<string, RegistryAuth>()
 
   constructor(
     private readonly config: AgentConfig,
@@ -73,9 +75,14 @@ export class TemplateBaker {
    * Builds and bakes a user's template now: unlike ensureTemplate, a bake that fails fails the
    * build (a user template's creates are restores, never cold boots).
    */
-  async build(name: string, onProgress: (p: TemplateProgress) => void): Promise<void> {
+  async build(name: string, onProgress: (p: TemplateProgress) => void, auth: RegistryAuth = {}): Promise<void> {
     this.bakeFailedAt.delete(name)
-    await this.ensureTemplate(name, onProgress)
+    this.buildAuth.set(name, auth)
+    try {
+      await this.ensureTemplate(name, onProgress)
+    } finally {
+      this.buildAuth.delete(name)
+    }
     if (!this.snapshotChecked.has(name))
       throw new AppError('INTERNAL', `baking ${name} failed: ${this.bakeErrors.get(name) ?? 'see the host log'}`)
   }
@@ -161,11 +168,14 @@ export class TemplateBaker {
     return build
   }
 
-  private ociOptions() {
+  /** A user's build also proves it may read its image: the pull cache is shared by every key. */
+  private ociOptions(name: string): OciOptions {
+    const auth = this.buildAuth.get(name)
     return {
       cacheDir: join(this.config.templatesDir, '.oci'),
       insecureRegistries: this.config.insecureRegistries,
       log: this.log,
+      ...(auth ? { auth, verifyAccess: true } : {}),
     }
   }
 
@@ -173,7 +183,7 @@ export class TemplateBaker {
   private async resolveImage(def: TemplateDefinition, onProgress?: (p: TemplateProgress) => void): Promise<void> {
     if (!def.image || this.imageDigests.has(def.name)) return
     onProgress?.({ template: def.name, phase: 'resolve', fraction: 0, message: def.image })
-    this.imageDigests.set(def.name, await resolveImageDigest(def.image, this.ociOptions()))
+    this.imageDigests.set(def.name, await resolveImageDigest(def.image, this.ociOptions(def.name)))
   }
 
   private async buildFromImage(
@@ -184,7 +194,7 @@ export class TemplateBaker {
   ): Promise<void> {
     const digest = this.imageDigests.get(def.name)
     if (!digest) throw new Error(`${def.name}: image digest not resolved`)
-    const opts = this.ociOptions()
+    const opts = this.ociOptions(def.name)
     onProgress?.({ template: def.name, phase: 'pull', fraction: 0, message: `${image} ${digest}` })
     const { layout } = await pullImage(image, digest, opts)
     onProgress?.({ template: def.name, phase: 'unpack', fraction: 0, message: layout })
