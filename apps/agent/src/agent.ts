@@ -40,7 +40,10 @@ import { Containers } from './sandboxes/containers.ts'
 import { reconcile } from './sandboxes/recovery.ts'
 import { WarmPool } from './sandboxes/warm-pool.ts'
 import { TemplateBaker } from './templates/baker.ts'
+import type { BuildLogSink } from './templates/build-log.ts'
+import { TemplateBuilder, type TemplateBuildInput, type TemplateBuildResult } from './templates/builder.ts'
 import type { TemplateDefinition } from './templates/definition.ts'
+import { LayerStore } from './templates/layers.ts'
 
 const REFILL_DELAY_MS = 250
 
@@ -57,6 +60,8 @@ export class LocalAgent implements AgentApi {
   private readonly baker: TemplateBaker
   private readonly pool: WarmPool
   private readonly checkpoints: Checkpoints
+  private readonly layers: LayerStore
+  private readonly builder: TemplateBuilder
 
   constructor(private readonly config: AgentConfig) {
     const network = new NetworkManager(
@@ -82,6 +87,26 @@ export class LocalAgent implements AgentApi {
     this.baker = new TemplateBaker(config, this.containers, guest.hash, (def) => this.pool.refill(def), log)
     this.pool = new WarmPool(config, this.containers, this.baker, log)
     this.checkpoints = new Checkpoints(config, this.containers, this.baker)
+    this.layers = new LayerStore(config.templatesDir)
+    this.builder = new TemplateBuilder({
+      templatesDir: config.templatesDir,
+      containers: this.containers,
+      layers: this.layers,
+      oci: { cacheDir: join(config.templatesDir, '.oci'), insecureRegistries: config.insecureRegistries, log },
+      templateRootfs: async (name) => {
+        const def = this.baker.definition(name)
+        await this.baker.ensureTemplate(name)
+        return this.baker.rootfsOf(def)
+      },
+    })
+  }
+
+  /**
+   * Builds a Dockerfile into a template rootfs: every step in a build sandbox, each step's result a
+   * cached layer (a rebuild starts at the first changed step). `onLog` gets the steps as they run.
+   */
+  buildTemplate(input: TemplateBuildInput, onLog?: BuildLogSink, signal?: AbortSignal): Promise<TemplateBuildResult> {
+    return this.builder.build(input, onLog, signal)
   }
 
   async templates(): Promise<TemplateInfo[]> {
@@ -93,8 +118,10 @@ export class LocalAgent implements AgentApi {
   }
 
   /** After a restart: re-attaches what still runs, removes what no one owns. */
-  reconcile(): Promise<string[]> {
-    return reconcile(this.containers, this.config, log)
+  async reconcile(): Promise<string[]> {
+    const removed = await reconcile(this.containers, this.config, log)
+    // after the containers: a build sandbox left running would hold its step's mount
+    return [...removed, ...(await this.layers.reconcile())]
   }
 
   /** From a user snapshot; else a pooled sandbox, a restore of the template's snapshot, or a cold boot. */

@@ -17,6 +17,7 @@ export type {
   StreamHandlers,
   TemplateProgress,
 } from './agent.ts'
+export { BuildLogEvent, BuildPhase, BuildStepFinished, BuildStepOutput, BuildStepStarted } from './builds.ts'
 export {
   AppError,
   type ErrorCode,
