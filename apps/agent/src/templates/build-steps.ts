@@ -12,8 +12,11 @@ import { BUILD_MOUNT_DIR } from './layers.ts'
 
 /** The internet, never the host, its private networks or the metadata address (the firewall's always-blocked sets). */
 export const BUILD_EGRESS: EgressPolicy = { internet: true, allowOut: [], denyOut: [] }
-/** The guest's own interpreter (the sandbox's PID 1): copies and user switches run on it, whatever the image holds. */
-const GUEST_PYTHON = '/proc/1/exe'
+/**
+ * The guest's own interpreter (argv[0] of every sandbox's init, see oci-spec.ts; a unit test keeps
+ * the two the same): copies and user switches run on it, so they need nothing of the image's.
+ */
+export const GUEST_PYTHON = '/usr/bin/python3'
 const COPY_SCRIPT = readFileSync(new URL('./build-copy.py', import.meta.url), 'utf8')
 /** Runs argv[2:] as `uid[:gid]` or `name:group`, which the guest's exec (plain user names) can't. */
 const SETID_SCRIPT = `import grp, os, pwd, sys
