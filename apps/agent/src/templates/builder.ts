@@ -12,7 +12,7 @@ import { planDockerfile } from './dockerfile.ts'
 import { buildKeys } from './dockerfile-keys.ts'
 import type { BuildPlan, ImageConfig, ImageSource } from './dockerfile-plan.ts'
 import { flatten } from './flatten.ts'
-import { type LayerStore, tempName } from './layers.ts'
+import { firstMissing, type LayerStore, tempName } from './layers.ts'
 import { type OciOptions, pullImage, resolveImageDigest, unpackImage } from './oci.ts'
 
 const DEFAULT_BUILD_TIMEOUT_MS = 30 * 60_000
@@ -87,11 +87,14 @@ export class TemplateBuilder {
       const stage = plan.stages[stageIndex]
       if (!stage) continue
       let parent = await this.rootLayer(stage.from, results, sources, emit)
+      const stageKeys = keys.steps[stageIndex] ?? []
+      // once a step runs, every later one does: its key chains a parent made just now
+      const reused = firstMissing(stageKeys, (k) => this.deps.layers.has(k))
       for (const [i, step] of stage.steps.entries()) {
-        const key = keys.steps[stageIndex]?.[i]
+        const key = stageKeys[i]
         if (!key) throw new Error(`no key for step ${i} of stage ${stageIndex}`)
         const instruction = instructionText(input.dockerfile, step.line)
-        const hit = this.deps.layers.has(key)
+        const hit = i < reused
         const n = index++
         total += 1
         if (hit) cached += 1
