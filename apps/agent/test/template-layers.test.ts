@@ -1,23 +1,17 @@
 // The layer cache's pure parts: which layer provides a path (whiteouts, symlinked dirs), which steps run, temp names.
 import assert from 'node:assert/strict'
-import type { Stats } from 'node:fs'
 import { describe, it } from 'node:test'
-import { providerOf } from '../src/templates/flatten.ts'
+import { type KindOf, providerOf } from '../src/templates/flatten.ts'
 import { firstMissing, tempName, tempOwner } from '../src/templates/layers.ts'
 
 type Kind = 'dir' | 'file' | 'link' | 'whiteout'
 
-/** A fake lstat over layers given as `{ '/layer/path': kind }`. */
-function fakeLstat(tree: Record<string, Kind>) {
-  return (path: string): Stats | null => {
+/** A fake `kindOf` over layers given as `{ '/layer/path': kind }`. */
+function fakeLstat(tree: Record<string, Kind>): KindOf {
+  return (path) => {
     const kind = tree[path]
     if (!kind) return null
-    return {
-      isDirectory: () => kind === 'dir',
-      isCharacterDevice: () => kind === 'whiteout',
-      isSymbolicLink: () => kind === 'link',
-      rdev: 0,
-    } as Stats
+    return kind === 'dir' || kind === 'whiteout' ? kind : 'other'
   }
 }
 

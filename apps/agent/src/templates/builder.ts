@@ -213,7 +213,7 @@ export class TemplateBuilder {
     const { layers } = this.deps
     const mounted = await layers.mountReadOnly(key)
     try {
-      flatten(mounted.dir, layers.chain(key), rootfs, join(layers.root, tempName()))
+      await flatten(mounted.dir, layers.chain(key), rootfs, join(layers.root, tempName()))
     } catch (err) {
       if (!existsSync(rootfs)) throw err
     } finally {

@@ -17,18 +17,32 @@ import {
 } from 'node:fs'
 import { join } from 'node:path'
 
-export type Lstat = (path: string) => Stats | null
+/** What a path is in a layer, seen without following a symlink; null when absent. */
+export type EntryKind = 'dir' | 'whiteout' | 'other' | null
+export type KindOf = (path: string) => EntryKind
 
-function lstatOrNull(path: string): Stats | null {
+function kindOf(path: string): EntryKind {
+  let st: Stats
   try {
-    return lstatSync(path)
+    st = lstatSync(path)
   } catch {
     return null
   }
+  if (st.isDirectory()) return 'dir'
+  return st.isCharacterDevice() && st.rdev === 0 ? 'whiteout' : 'other'
 }
 
-function isWhiteout(st: Stats): boolean {
-  return st.isCharacterDevice() && st.rdev === 0
+/** `kind` remembering directories (every file under one asks about it again, in every layer). */
+function memoDirs(kind: KindOf): KindOf {
+  const seen = new Map<string, EntryKind>()
+  return (path) => {
+    let k = seen.get(path)
+    if (k === undefined) {
+      k = kind(path)
+      if (k === 'dir' || k === null) seen.set(path, k)
+    }
+    return k
+  }
 }
 
 /**
@@ -37,30 +51,22 @@ function isWhiteout(st: Stats): boolean {
  * host it would lead out of the layer. A whiteout, or a non-directory on the way, hides the lower
  * layers, so the search stops there.
  */
-export function providerOf(rel: string, layers: readonly string[], lstat: Lstat = lstatOrNull): number | null {
+export function providerOf(rel: string, layers: readonly string[], kind: KindOf = kindOf): number | null {
   const parts = rel.split('/').filter(Boolean)
   for (const [i, layer] of layers.entries()) {
     let at = layer
-    let hidden = false
     let absent = false
     for (const [j, part] of parts.entries()) {
-      at = join(at, part)
-      const st = lstat(at)
-      if (!st) {
+      at = `${at}/${part}`
+      const k = kind(at)
+      if (k === null) {
         absent = true
         break
       }
-      if (isWhiteout(st)) {
-        hidden = true
-        break
-      }
+      if (k === 'whiteout') return null
       if (j === parts.length - 1) return i
-      if (!st.isDirectory()) {
-        hidden = true
-        break
-      }
+      if (k !== 'dir') return null
     }
-    if (hidden) return null
     if (!absent && parts.length === 0) return i
   }
   return null
@@ -78,11 +84,19 @@ export interface FlattenStats {
  * renamed: dirs are made with their owners, modes and times; everything else is a hardlink to the
  * layer that provides it (a copy when the layer is on another filesystem).
  */
-export function flatten(merged: string, layers: readonly string[], target: string, tmp: string): FlattenStats {
+export async function flatten(
+  merged: string,
+  layers: readonly string[],
+  target: string,
+  tmp: string,
+): Promise<FlattenStats> {
   const stats: FlattenStats = { dirs: 0, linked: 0, copied: 0, skipped: 0 }
   const dirs: { path: string; st: Stats }[] = []
+  const kind = memoDirs(kindOf)
   try {
-    const walk = (rel: string) => {
+    const walk = async (rel: string) => {
+      // tens of thousands of sync calls: let the agent's other work run between dirs
+      await new Promise((r) => setImmediate(r))
       const st = lstatSync(join(merged, rel))
       mkdirSync(join(tmp, rel), { recursive: rel === '' })
       dirs.push({ path: join(tmp, rel), st })
@@ -90,12 +104,12 @@ export function flatten(merged: string, layers: readonly string[], target: strin
       for (const name of readdirSync(join(merged, rel))) {
         const child = rel ? `${rel}/${name}` : name
         const cst = lstatSync(join(merged, child))
-        if (cst.isDirectory()) walk(child)
+        if (cst.isDirectory()) await walk(child)
         else place(child, cst)
       }
     }
     const place = (rel: string, st: Stats) => {
-      const i = providerOf(rel, layers)
+      const i = providerOf(rel, layers, kind)
       if (i === null) {
         stats.skipped += 1
         return
@@ -122,7 +136,7 @@ export function flatten(merged: string, layers: readonly string[], target: strin
       }
       stats.copied += 1
     }
-    walk('')
+    await walk('')
     // deepest first: setting a dir's times before its children are made would not stick
     for (const d of dirs.reverse()) {
       lchownSync(d.path, d.st.uid, d.st.gid)
