@@ -1,7 +1,7 @@
 // Dockerfile builds on real runsc: every step in a build sandbox, each step's result a cached layer,
 // the target flattened into a template rootfs; nothing of a build (mount, temp layer, container) stays.
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:net'
@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { defaultAgentConfig, LocalAgent } from '@forkbox/agent'
 import { AppError, type BuildLogEvent } from '@forkbox/protocol'
-import { sharedTemplatesDir, testSubnet } from './harness.ts'
+import { cgroupHierarchiesWith, networkLeftovers, sharedTemplatesDir, testSubnet } from './harness.ts'
 
 const work = mkdtempSync(join(tmpdir(), 'forkbox-e2e-build-'))
 const context = join(work, 'context')
@@ -31,13 +31,22 @@ function theAgent(): LocalAgent {
   return agent
 }
 
-async function build(dockerfile: string, buildArgs: Record<string, string> = {}) {
+async function build(
+  dockerfile: string,
+  buildArgs: Record<string, string> = {},
+  signal?: AbortSignal,
+  onEvent?: (e: BuildLogEvent) => void,
+) {
   const events: BuildLogEvent[] = []
   const started = Date.now()
   try {
     const result = await theAgent().buildTemplate(
       { dockerfile, contextDir: context, buildArgs: { NONCE: nonce, ...buildArgs }, resources, timeoutMs: 120_000 },
-      (e) => events.push(e),
+      (e) => {
+        events.push(e)
+        onEvent?.(e)
+      },
+      signal,
     )
     builtRootfs.add(result.rootfs)
     return { result, events, ms: Date.now() - started }
@@ -59,14 +68,22 @@ function leftovers() {
   const containers = existsSync(stateDir)
     ? (JSON.parse(execFileSync('runsc', [`--root=${stateDir}`, 'list', '--format=json']).toString() || '[]') ?? [])
     : []
+  // the agent's cgroup parent stays while it runs; no build sandbox's cgroup may be left in it
+  const cgroups = cgroupHierarchiesWith(cgroupParent).flatMap((h) =>
+    readdirSync(join('/sys/fs/cgroup', h, cgroupParent), { withFileTypes: true })
+      .filter((d) => d.isDirectory())
+      .map((d) => `${h}/${d.name}`),
+  )
   return {
     mounts: mountsUnder(layersDir),
     temps: readdirSync(layersDir).filter((n) => n.startsWith(`tmp-${process.pid}-`)),
     containers,
+    cgroups,
+    bundles: existsSync(join(work, 'data/sandboxes')) ? readdirSync(join(work, 'data/sandboxes')) : [],
   }
 }
 
-const NOTHING = { mounts: [], temps: [], containers: [] }
+const NOTHING = { mounts: [], temps: [], containers: [], cgroups: [], bundles: [] }
 
 /** The first global IPv4 address of the host: what a build must not reach. */
 function hostAddress(): string {
@@ -101,6 +118,8 @@ after(async () => {
   try {
     await agent?.close()
     assert.deepEqual(leftovers(), NOTHING)
+    assert.deepEqual(cgroupHierarchiesWith(cgroupParent), [])
+    assert.deepEqual(networkLeftovers(cgroupParent, stateDir), { netns: [], ifaces: [], rules: [] })
   } finally {
     // what this run added to the shared templates dir: its layers and rootfs dirs
     for (const name of readdirSync(layersDir))
@@ -205,6 +224,61 @@ RUN echo never
     )
     assert.ok(failed.events.some((e) => e.type === 'output' && e.line === 'boom-err' && e.stream === 'stderr'))
     assert.deepEqual(leftovers(), NOTHING)
+  })
+
+  it('an aborted build stops its RUN and leaves nothing behind', async () => {
+    const abort = new AbortController()
+    // aborted once the RUN is running (its first output is there)
+    const building = build(
+      `FROM forkbox:base
+ARG NONCE
+RUN echo started $NONCE && sleep 60
+`,
+      {},
+      abort.signal,
+      (e) => {
+        if (e.type === 'output') abort.abort()
+      },
+    )
+    const res = await building
+    assert.ok('error' in res)
+    assert.ok(res.error instanceof AppError && res.error.code === 'CANCELLED', String(res.error))
+    assert.ok(res.ms < 20_000, `took ${res.ms} ms`)
+    assert.deepEqual(leftovers(), NOTHING)
+  })
+
+  it('two builds at once share a step: it runs once, both finish', async () => {
+    const shared = 'FROM forkbox:base\nARG NONCE\nRUN echo shared-$NONCE && sleep 1 && echo $NONCE > /shared\n'
+    const [a, b] = await Promise.all([build(`${shared}RUN echo a > /which\n`), build(`${shared}RUN echo b > /which\n`)])
+    if ('error' in a) throw a.error
+    if ('error' in b) throw b.error
+    assert.equal(readFileSync(join(a.result.rootfs, 'which'), 'utf8'), 'a\n')
+    assert.equal(readFileSync(join(b.result.rootfs, 'which'), 'utf8'), 'b\n')
+    assert.equal(readFileSync(join(b.result.rootfs, 'shared'), 'utf8'), `${nonce}\n`)
+    const ranShared = [a, b].filter((r) => r.events.some((e) => e.type === 'output' && e.line === `shared-${nonce}`))
+    assert.equal(ranShared.length, 1, 'the shared RUN ran in one build only')
+    assert.deepEqual(leftovers(), NOTHING)
+  })
+
+  it("after a crash, the next start removes the dead build's mount and temp layer", async () => {
+    const dead = spawnSync('true').pid
+    assert.ok(dead)
+    const tmp = join(layersDir, `tmp-${dead}-0123456789ab`)
+    for (const d of ['merged', 'diff', 'work', 'lower']) mkdirSync(join(tmp, d), { recursive: true })
+    execFileSync('mount', [
+      '-t',
+      'overlay',
+      'overlay',
+      '-o',
+      `lowerdir=${tmp}/lower,upperdir=${tmp}/diff,workdir=${tmp}/work`,
+      `${tmp}/merged`,
+    ])
+    writeFileSync(join(tmp, 'merged/half-made'), 'x')
+    assert.equal(mountsUnder(tmp).length, 1)
+    const removed = await theAgent().reconcile()
+    assert.ok(removed.includes(`${tmp}/merged`), removed.join(', '))
+    assert.deepEqual(mountsUnder(tmp), [])
+    assert.ok(!existsSync(tmp))
   })
 
   it("a RUN sees the sandbox's files, not the host's, and cannot reach the host", async () => {

@@ -62,6 +62,8 @@ export class LocalAgent implements AgentApi {
   private readonly checkpoints: Checkpoints
   private readonly layers: LayerStore
   private readonly builder: TemplateBuilder
+  /** Builds running now: `close` aborts them and waits until each has taken its mounts down. */
+  private readonly builds = new Set<{ abort: AbortController; done: Promise<unknown> }>()
 
   constructor(private readonly config: AgentConfig) {
     const network = new NetworkManager(
@@ -105,8 +107,24 @@ export class LocalAgent implements AgentApi {
    * Builds a Dockerfile into a template rootfs: every step in a build sandbox, each step's result a
    * cached layer (a rebuild starts at the first changed step). `onLog` gets the steps as they run.
    */
-  buildTemplate(input: TemplateBuildInput, onLog?: BuildLogSink, signal?: AbortSignal): Promise<TemplateBuildResult> {
-    return this.builder.build(input, onLog, signal)
+  async buildTemplate(
+    input: TemplateBuildInput,
+    onLog?: BuildLogSink,
+    signal?: AbortSignal,
+  ): Promise<TemplateBuildResult> {
+    const abort = new AbortController()
+    const onAbort = () => abort.abort()
+    if (signal?.aborted) abort.abort()
+    signal?.addEventListener('abort', onAbort)
+    const done = this.builder.build(input, onLog, abort.signal)
+    const entry = { abort, done: done.catch(() => {}) }
+    this.builds.add(entry)
+    try {
+      return await done
+    } finally {
+      this.builds.delete(entry)
+      signal?.removeEventListener('abort', onAbort)
+    }
   }
 
   async templates(): Promise<TemplateInfo[]> {
@@ -273,6 +291,8 @@ export class LocalAgent implements AgentApi {
 
   /** Stops every sandbox and waits for all teardown to finish. */
   async close(): Promise<void> {
+    for (const b of this.builds) b.abort.abort()
+    await Promise.all([...this.builds].map((b) => b.done))
     await this.pool.close()
     await this.containers.close()
   }

@@ -51,6 +51,7 @@ export interface StepInputs {
 }
 
 function remaining(run: StepRun): number {
+  if (run.signal?.aborted) throw new AppError('CANCELLED', 'the build was cancelled', { line: run.line })
   const left = run.deadline - Date.now()
   if (left <= 0) throw new AppError('BUILD_TIMEOUT', 'the build ran out of time', { line: run.line })
   return left

@@ -217,14 +217,21 @@ export class LayerStore {
     }
   }
 
-  private once(key: string, make: () => Promise<void>): Promise<void> {
-    if (this.has(key)) return Promise.resolve()
-    let p = this.building.get(key)
-    if (!p) {
-      p = make().finally(() => this.building.delete(key))
-      this.building.set(key, p)
+  /**
+   * Makes `key` unless it exists; a key another build is making is waited on, and made here after
+   * all if that build fails or is aborted (this build still needs it).
+   */
+  private async once(key: string, make: () => Promise<void>): Promise<void> {
+    for (;;) {
+      if (this.has(key)) return
+      const running = this.building.get(key)
+      if (!running) {
+        const p = make().finally(() => this.building.delete(key))
+        this.building.set(key, p)
+        return p
+      }
+      await running.catch(() => {})
     }
-    return p
   }
 
   private commit(tmp: string, key: string): void {
