@@ -11,6 +11,7 @@ import { after, before, describe, it } from 'node:test'
 import { defaultAgentConfig, LocalAgent } from '@forkbox/agent'
 import { AppError, type BuildLogEvent } from '@forkbox/protocol'
 import { cgroupHierarchiesWith, networkLeftovers, sharedTemplatesDir, testSubnet } from './harness.ts'
+import { baseRootfs, pulledLayout, startRegistry } from './registry.ts'
 
 const work = mkdtempSync(join(tmpdir(), 'forkbox-e2e-build-'))
 const context = join(work, 'context')
@@ -21,6 +22,8 @@ const layersDir = join(sharedTemplatesDir, '.layers')
 const nonce = randomBytes(6).toString('hex')
 const resources = { vcpus: 1, memoryMB: 512, diskMB: 1024, pids: 1024 }
 const hostSecret = `/root/fbx-build-secret-${process.pid}`
+/** Where a COPY through a symlink the image planted would land if it were done on the host. */
+const escaped = `/tmp/fbx-build-escape-${process.pid}`
 
 let agent: LocalAgent | undefined
 let layersBefore = new Set<string>()
@@ -128,6 +131,7 @@ after(async () => {
     rmSync(work, { recursive: true, force: true })
     rmSync(stateDir, { recursive: true, force: true })
     rmSync(hostSecret, { force: true })
+    rmSync(escaped, { force: true })
   }
 })
 
@@ -199,6 +203,38 @@ describe('template builds', () => {
     assert.equal(readFileSync(join(second.result.rootfs, 'tmp/last.txt'), 'utf8'), 'two\n')
     assert.notEqual(second.result.rootfs, root)
     console.log(`first build ${first.ms} ms (10 steps), rebuild ${second.ms} ms (1 step)`)
+    assert.deepEqual(leftovers(), NOTHING)
+  })
+
+  it('builds FROM an image in a registry: pulled, unpacked as the base layer, cached by digest', async () => {
+    const registry = await startRegistry(work)
+    let digest = ''
+    try {
+      digest = registry.push(baseRootfs(), 'fbx-build:1')
+      // the same rootfs makes the same digest: a layer a crashed earlier run left would skip the pull
+      rmSync(join(layersDir, `image-${digest.replace('sha256:', '')}`), { recursive: true, force: true })
+      const dockerfile = `FROM 127.0.0.1:${registry.port}/fbx-build:1
+ARG NONCE
+RUN echo "from the image $NONCE" > /from-image.txt && id -un > /whoami.txt
+`
+      const first = await build(dockerfile)
+      if ('error' in first) throw first.error
+      assert.ok(first.events.some((e) => e.type === 'phase' && e.phase === 'pull'))
+      assert.equal(readFileSync(join(first.result.rootfs, 'from-image.txt'), 'utf8'), `from the image ${nonce}\n`)
+      assert.equal(readFileSync(join(first.result.rootfs, 'whoami.txt'), 'utf8'), 'root\n')
+      assert.ok(existsSync(join(layersDir, `image-${digest.replace('sha256:', '')}`)), 'the image is a base layer')
+      // the tag still names the digest: nothing is pulled again, the RUN's layer is reused
+      const again = await build(dockerfile)
+      if ('error' in again) throw again.error
+      assert.ok(!again.events.some((e) => e.type === 'phase' && e.phase === 'pull'))
+      assert.deepEqual(
+        steps(again.events).map((e) => e.cached),
+        [true],
+      )
+    } finally {
+      registry.stop()
+      if (digest) rmSync(pulledLayout(digest), { recursive: true, force: true })
+    }
     assert.deepEqual(leftovers(), NOTHING)
   })
 
@@ -306,9 +342,14 @@ ARG NONCE
 RUN (cat /proc/1/root/etc/shadow || true) > /tmp/shadow.txt 2>&1; (cat ${hostSecret} || echo no-secret) > /tmp/secret.txt 2>&1; echo $NONCE
 COPY probe.py /probe.py
 RUN python3 /probe.py ${hostAddress()}:${port} 169.254.169.254:80 > /tmp/net.txt 2>&1
+RUN ln -s /../../../.. /hostroot
+COPY app/data.txt /hostroot${escaped}
 `)
       if ('error' in res) throw res.error
       const root = res.result.rootfs
+      // the COPY through the image's symlink landed in the image, not on the host
+      assert.ok(!existsSync(escaped), `${escaped} was written on the host`)
+      assert.equal(readFileSync(join(root, escaped), 'utf8'), 'data\n')
       const shadow = readFileSync(join(root, 'tmp/shadow.txt'), 'utf8')
       const hostShadow = readFileSync('/etc/shadow', 'utf8')
       assert.ok(!hostShadow.split('\n').some((l) => l.includes('$') && shadow.includes(l)), shadow)
