@@ -8,7 +8,7 @@ import { createServer, type Server } from 'node:net'
 import { networkInterfaces, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { defaultAgentConfig, LocalAgent } from '@forkbox/agent'
+import { defaultAgentConfig, LocalAgent, type TemplateBuildResult } from '@forkbox/agent'
 import { AppError, type BuildLogEvent } from '@forkbox/protocol'
 import { cgroupHierarchiesWith, networkLeftovers, sharedTemplatesDir, testSubnet } from './harness.ts'
 import { baseRootfs, pulledLayout, startRegistry } from './registry.ts'
@@ -26,6 +26,8 @@ const hostSecret = `/root/fbx-build-secret-${process.pid}`
 const escaped = `/tmp/fbx-build-escape-${process.pid}`
 
 let agent: LocalAgent | undefined
+let multiStageResult: TemplateBuildResult | undefined
+const templateName = `fbx-build-${process.pid}`
 let layersBefore = new Set<string>()
 const builtRootfs = new Set<string>()
 
@@ -128,6 +130,8 @@ after(async () => {
     for (const name of readdirSync(layersDir))
       if (!layersBefore.has(name) && name !== 'shim-1') rmSync(join(layersDir, name), { recursive: true, force: true })
     for (const dir of builtRootfs) rmSync(dir, { recursive: true, force: true })
+    for (const name of readdirSync(sharedTemplatesDir))
+      if (name.startsWith(`${templateName}-`)) rmSync(join(sharedTemplatesDir, name), { recursive: true, force: true })
     rmSync(work, { recursive: true, force: true })
     rmSync(stateDir, { recursive: true, force: true })
     rmSync(hostSecret, { force: true })
@@ -202,8 +206,34 @@ describe('template builds', () => {
     )
     assert.equal(readFileSync(join(second.result.rootfs, 'tmp/last.txt'), 'utf8'), 'two\n')
     assert.notEqual(second.result.rootfs, root)
+    multiStageResult = second.result
     console.log(`first build ${first.ms} ms (10 steps), rebuild ${second.ms} ms (1 step)`)
     assert.deepEqual(leftovers(), NOTHING)
+  })
+
+  it('a built template bakes into a snapshot and a sandbox from it has the files', async () => {
+    assert.ok(multiStageResult, 'the multi-stage build ran')
+    const a = theAgent()
+    a.registerBuiltTemplate(templateName, multiStageResult, resources)
+    await a.ensureTemplate(templateName)
+    assert.ok(
+      readdirSync(sharedTemplatesDir).some((n) => n.startsWith(`${templateName}-built-`) && n.includes('.snapshot-')),
+      'baked into a snapshot',
+    )
+    const id = `sbx-${nonce}`
+    await a.start({ id, template: templateName, resources, envs: {} })
+    try {
+      const exec = (argv: string[]) => a.exec(id, { argv, timeoutMs: 10_000, maxOutputBytes: 4096 })
+      const out = await exec(['cat', '/opt/app/out.txt', '/opt/app/cwd.txt'])
+      assert.equal(Buffer.from(out.stdout).toString(), `hi from builder ${nonce}\n/opt/app\n`)
+      const st = await exec(['stat', '-c', '%U %a', '/opt/app/bin/main.sh'])
+      assert.equal(Buffer.from(st.stdout).toString(), 'user 750\n')
+      // the sandbox writes its own overlay, never the template's rootfs
+      await exec(['sh', '-c', 'echo changed > /opt/app/out.txt'])
+      assert.equal(readFileSync(join(multiStageResult.rootfs, 'opt/app/out.txt'), 'utf8'), `hi from builder ${nonce}\n`)
+    } finally {
+      await a.stop(id)
+    }
   })
 
   it('builds FROM an image in a registry: pulled, unpacked as the base layer, cached by digest', async () => {

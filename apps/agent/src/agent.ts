@@ -22,6 +22,7 @@ import type {
   ProcessExit,
   PtySession,
   PtySpec,
+  ResolvedResources,
   RunCodeHandlers,
   SandboxExitListener,
   SandboxUsage,
@@ -42,7 +43,7 @@ import { WarmPool } from './sandboxes/warm-pool.ts'
 import { TemplateBaker } from './templates/baker.ts'
 import type { BuildLogSink } from './templates/build-log.ts'
 import { TemplateBuilder, type TemplateBuildInput, type TemplateBuildResult } from './templates/builder.ts'
-import type { TemplateDefinition } from './templates/definition.ts'
+import { TemplateDefinition } from './templates/definition.ts'
 import { LayerStore } from './templates/layers.ts'
 
 const REFILL_DELAY_MS = 250
@@ -107,6 +108,20 @@ export class LocalAgent implements AgentApi {
    * Builds a Dockerfile into a template rootfs: every step in a build sandbox, each step's result a
    * cached layer (a rebuild starts at the first changed step). `onLog` gets the steps as they run.
    */
+  /**
+   * Makes a build's rootfs the template `name` (resources: its defaults and maxima), baked on first
+   * use like the built-in ones. The start command and ready check of the build are not run yet.
+   */
+  registerBuiltTemplate(name: string, built: TemplateBuildResult, resources: ResolvedResources): void {
+    const def = TemplateDefinition.parse({
+      name,
+      description: `built from a Dockerfile (${built.key.slice(0, 12)})`,
+      user: built.config.user && /^[a-z_][a-z0-9_-]*$/.test(built.config.user) ? built.config.user : 'user',
+      resources: { defaults: resources, maxima: resources },
+    })
+    this.baker.registerBuilt(def, built.rootfs)
+  }
+
   async buildTemplate(
     input: TemplateBuildInput,
     onLog?: BuildLogSink,

@@ -2,7 +2,7 @@
 // the snapshot every create restores (each cached by content).
 import { createHash, randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { AppError, type TemplateInfo, type TemplateProgress } from '@forkbox/protocol'
 import type { AgentConfig } from '../config.ts'
 import { checkpointAndStop } from '../sandboxes/checkpoints.ts'
@@ -22,6 +22,8 @@ export class TemplateBaker {
   private readonly bakeFailedAt = new Map<string, number>()
   /** Image templates: the manifest digest their reference resolved to when first ensured. */
   private readonly imageDigests = new Map<string, string>()
+  /** Templates built from a Dockerfile: the rootfs dir the build made (its name is the build's key). */
+  private readonly builtRootfs = new Map<string, string>()
 
   constructor(
     private readonly config: AgentConfig,
@@ -36,11 +38,25 @@ export class TemplateBaker {
   }
 
   rootfsOf(def: TemplateDefinition): string {
-    return join(this.config.templatesDir, `${def.name}-${this.hashOf(def)}`)
+    return this.builtRootfs.get(def.name) ?? join(this.config.templatesDir, `${def.name}-${this.hashOf(def)}`)
   }
 
   private hashOf(def: TemplateDefinition): string {
-    return templateHash(def, this.imageDigests.get(def.name))
+    const built = this.builtRootfs.get(def.name)
+    return built ? basename(built) : templateHash(def, this.imageDigests.get(def.name))
+  }
+
+  /**
+   * A template whose rootfs a Dockerfile build made: from now on it bakes and creates as the
+   * built-in ones do. Registered again with a new build, it bakes anew (its snapshot is keyed by
+   * the build); sandboxes running from the old rootfs keep it.
+   */
+  registerBuilt(def: TemplateDefinition, rootfs: string): void {
+    if (this.builtRootfs.get(def.name) === rootfs && this.definitions.get(def.name) === def) return
+    this.definitions.set(def.name, def)
+    this.builtRootfs.set(def.name, rootfs)
+    this.snapshotChecked.delete(def.name)
+    this.bakeFailedAt.delete(def.name)
   }
 
   templates(): TemplateInfo[] {
