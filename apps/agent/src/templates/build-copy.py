@@ -18,6 +18,8 @@ import tarfile
 req = json.load(sys.stdin)
 root = req["root"]
 only = set(req["only"]) if req.get("only") is not None else None
+# dirs holding a kept entry: walked even when .dockerignore excludes the dir itself
+holding = {rel.rsplit("/", i)[0] for rel in (only or ()) for i in range(1, rel.count("/") + 1)}
 mode = int(req["chmod"], 8) if req.get("chmod") else None
 copied = 0
 
@@ -98,7 +100,7 @@ def copy_tree(src_dir, rel_dir, dst_dir):
         dst = os.path.join(dst_dir, name)
         is_dir = os.path.isdir(src) and not os.path.islink(src)
         if is_dir:
-            if kept(rel) or any(o.startswith(rel + "/") for o in (only or ())):
+            if kept(rel) or rel in holding:
                 make_parents(dst)
                 if not os.path.isdir(dst):
                     clear(dst)

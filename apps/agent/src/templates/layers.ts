@@ -16,6 +16,7 @@ import {
 } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
+import { AppError } from '@forkbox/protocol'
 import { processAlive } from '../runtime/process.ts'
 
 const run = promisify(execFile)
@@ -40,8 +41,10 @@ export const TMP_KEEP = 'tmp/.forkbox-keep'
 export const BUILD_MOUNT_DIR = '/.forkbox-build'
 /** Dirs a build sandbox mounts over; the shim provides them so runsc never creates them in a layer. */
 const SHIM_DIRS = ['proc', 'dev', 'sys', 'opt/forkbox', `${BUILD_MOUNT_DIR.slice(1)}/src`]
-/** Most layers in one chain: overlayfs's lowerdir option must fit in a page. */
-export const MAX_CHAIN = 48
+/** Most layers in one chain (a guard against a corrupt parent loop; the mount option's size limits first). */
+export const MAX_CHAIN = 128
+/** The kernel takes mount options up to a page: the lowerdir list must fit, paths relative to the store. */
+const MAX_OPTIONS_CHARS = 4000
 const TEMP_PREFIX = 'tmp-'
 
 export function tempName(pid = process.pid): string {
@@ -64,16 +67,33 @@ export function firstMissing(keys: readonly string[], has: (key: string) => bool
   return i === -1 ? keys.length : i
 }
 
-export async function mountOverlay(target: string, lowers: string[], rw?: { upper: string; work: string }) {
-  if (lowers.length > MAX_CHAIN) throw new Error(`a layer chain of ${lowers.length} is over the limit of ${MAX_CHAIN}`)
+/**
+ * Mounts `lowers` (top first) at `target`: read-write with `rw`, else read-only. Paths under `cwd`
+ * are given relative to it (mount runs there), so a chain of ~55 layers fits the option limit.
+ */
+export async function mountOverlay(
+  target: string,
+  lowers: string[],
+  rw?: { upper: string; work: string },
+  cwd = '/',
+): Promise<void> {
   // one read-only lower is not an overlay: a bind of it is the same view
   if (!rw && lowers.length === 1) {
     await run('mount', ['--bind', '-o', 'ro', lowers[0] as string, target])
     await run('mount', ['-o', 'remount,bind,ro', target])
     return
   }
-  const opts = [`lowerdir=${lowers.join(':')}`, ...(rw ? [`upperdir=${rw.upper}`, `workdir=${rw.work}`] : [])]
-  await run('mount', ['-t', 'overlay', 'overlay', '-o', opts.join(','), ...(rw ? [] : ['-r']), target])
+  const rel = (p: string) => (p.startsWith(`${cwd}/`) ? p.slice(cwd.length + 1) : p)
+  const opts = [
+    `lowerdir=${lowers.map(rel).join(':')}`,
+    ...(rw ? [`upperdir=${rel(rw.upper)}`, `workdir=${rel(rw.work)}`] : []),
+  ].join(',')
+  if (opts.length > MAX_OPTIONS_CHARS)
+    throw new AppError(
+      'VALIDATION_FAILED',
+      `a stage stacks ${lowers.length} layers, more than an overlay mount takes: merge some RUN steps`,
+    )
+  await run('mount', ['-t', 'overlay', 'overlay', '-o', opts, ...(rw ? [] : ['-r']), target], { cwd })
 }
 
 /** Unmounts `target`; a mount that stays busy (a process still in it) is detached lazily. */
@@ -177,10 +197,12 @@ export class LayerStore {
       let mounted = false
       try {
         for (const d of [mount.merged, mount.upper, join(tmp, 'work')]) mkdirSync(d, { recursive: true })
-        await mountOverlay(mount.merged, [this.shim(), ...this.chain(parent)], {
-          upper: mount.upper,
-          work: join(tmp, 'work'),
-        })
+        await mountOverlay(
+          mount.merged,
+          [this.shim(), ...this.chain(parent)],
+          { upper: mount.upper, work: join(tmp, 'work') },
+          this.root,
+        )
         mounted = true
         await step(mount)
         await unmount(mount.merged)
@@ -203,7 +225,7 @@ export class LayerStore {
     const dir = join(tmp, 'merged')
     mkdirSync(dir, { recursive: true })
     try {
-      await mountOverlay(dir, this.chain(key))
+      await mountOverlay(dir, this.chain(key), undefined, this.root)
     } catch (err) {
       rmSync(tmp, { recursive: true, force: true })
       throw err
