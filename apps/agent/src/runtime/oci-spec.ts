@@ -40,6 +40,17 @@ export interface SpecInput {
   netnsPath: string
   hostname: string
   resources: ResolvedResources
+  /** A template build's sandbox: see `BuildMounts`. */
+  build?: BuildMounts
+}
+
+/**
+ * A build sandbox's root is a host overlay's merged dir whose writes must land in its upper dir:
+ * no tmpfs over /home, /tmp and /work, and the given host dirs bound read-only (the build context,
+ * another stage's rootfs) for the build's copy steps to read inside the sandbox.
+ */
+export interface BuildMounts {
+  readOnly: { destination: string; source: string }[]
 }
 
 export function cgroupLimits(r: ResolvedResources): { memoryBytes: number; pids: number } {
@@ -87,9 +98,9 @@ export function buildSpec(input: SpecInput): Record<string, unknown> {
       { destination: '/proc', type: 'proc', source: 'proc' },
       { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'mode=755'] },
       { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
-      tmpfs('/home', '755'),
-      tmpfs('/tmp', '1777'),
-      tmpfs('/work', '755'),
+      ...(input.build
+        ? input.build.readOnly.map((m) => ({ ...m, type: 'bind', options: ['rbind', 'ro'] }))
+        : [tmpfs('/home', '755'), tmpfs('/tmp', '1777'), tmpfs('/work', '755')]),
       {
         destination: GUEST_DIR,
         type: 'bind',

@@ -2,7 +2,7 @@
 // the snapshot every create restores (each cached by content).
 import { createHash, randomBytes } from 'node:crypto'
 import { existsSync, rmSync } from 'node:fs'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { AppError, type TemplateInfo, type TemplateProgress } from '@forkbox/protocol'
 import type { AgentConfig } from '../config.ts'
 import { checkpointAndStop } from '../sandboxes/checkpoints.ts'
@@ -27,6 +27,8 @@ export class TemplateBaker {
   private readonly userTemplates = new Set<string>()
   /** While a user's build runs: its registry credentials, and that access must be shown. */
   private readonly buildAuth = new Map<string, RegistryAuth>()
+  /** Templates built from a Dockerfile: the rootfs dir the build made (its name is the build's key). */
+  private readonly builtRootfs = new Map<string, string>()
 
   constructor(
     private readonly config: AgentConfig,
@@ -41,11 +43,28 @@ export class TemplateBaker {
   }
 
   rootfsOf(def: TemplateDefinition): string {
-    return join(this.config.templatesDir, `${def.name}-${this.hashOf(def)}`)
+    return this.builtRootfs.get(def.name) ?? join(this.config.templatesDir, `${def.name}-${this.hashOf(def)}`)
   }
 
   private hashOf(def: TemplateDefinition): string {
-    return templateHash(def, this.imageDigests.get(def.name))
+    const built = this.builtRootfs.get(def.name)
+    return built ? basename(built) : templateHash(def, this.imageDigests.get(def.name))
+  }
+
+  /**
+   * A template whose rootfs a Dockerfile build made: from now on it bakes and creates as the
+   * built-in ones do. Registered again with a new build, it bakes anew (its snapshot is keyed by
+   * the build); sandboxes running from the old rootfs keep it.
+   */
+  registerBuilt(def: TemplateDefinition, rootfs: string): void {
+    if (this.builtRootfs.get(def.name) === rootfs && this.definitions.get(def.name) === def) return
+    if (this.definitions.has(def.name) && !this.userTemplates.has(def.name))
+      throw new AppError('VALIDATION_FAILED', `${def.name} is a built-in template`)
+    this.definitions.set(def.name, def)
+    this.userTemplates.add(def.name)
+    this.builtRootfs.set(def.name, rootfs)
+    this.snapshotChecked.delete(def.name)
+    this.bakeFailedAt.delete(def.name)
   }
 
   templates(): TemplateInfo[] {
@@ -103,7 +122,10 @@ export class TemplateBaker {
     this.userTemplates.delete(name)
     this.snapshotChecked.delete(name)
     this.imageDigests.delete(name)
-    for (const path of [snapshot, rootfs]) rmSync(path, { recursive: true, force: true })
+    this.builtRootfs.delete(name)
+    // a built rootfs is the build's (keyed by its last layer): other versions may share it
+    const shared = [...this.builtRootfs.values()].includes(rootfs)
+    for (const path of shared ? [snapshot] : [snapshot, rootfs]) rmSync(path, { recursive: true, force: true })
   }
 
   definition(name: string): TemplateDefinition {

@@ -1,20 +1,55 @@
-// Templates users build through the API: their spec becomes a definition the baker knows, built
-// and baked at once; the server keeps who owns them and registers them again after a restart.
+// Templates users build through the API: an image's rootfs, or a Dockerfile built in build
+// sandboxes; either way baked at once. The server keeps who owns them and registers them again
+// after a restart (their pinned spec then needs no registry and no rebuild).
+import { execFile } from 'node:child_process'
+import { createReadStream, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
 import {
   AppError,
+  type BuildLogEvent,
   type BuildLogLine,
+  type BuiltImage,
+  type RegistryAuth,
+  type ResolvedResources,
   type TemplateBuildResult,
   type TemplateBuildSpec,
   type TemplateProgress,
 } from '@forkbox/protocol'
 import type { TemplateBaker } from './baker.ts'
+import type { BuildLogSink } from './build-log.ts'
+import { type TemplateBuildResult as BuiltRootfs, builtRootfsPath, type TemplateBuildInput } from './builder.ts'
+import { validateContextTar } from './context-tar.ts'
 import { TemplateDefinition } from './definition.ts'
 import { formatImageReference, parseImageReference } from './image-ref.ts'
 
-/** The baker's definition of a user's template (only image sources for now; Dockerfiles build through the builder). */
-export function definitionOf(spec: TemplateBuildSpec): TemplateDefinition {
-  if (spec.source.kind !== 'image')
-    throw new AppError('NOT_IMPLEMENTED', 'templates from a Dockerfile are not built by this agent yet')
+const run = promisify(execFile)
+
+/** Largest unpacked context the agent takes (the server caps the upload before). */
+const MAX_CONTEXT_BYTES = 4 * 1024 * 1024 * 1024
+
+export interface UserTemplateDeps {
+  baker: TemplateBaker
+  templatesDir: string
+  dockerfiles: {
+    buildDockerfile(input: TemplateBuildInput, onLog?: BuildLogSink, signal?: AbortSignal): Promise<BuiltRootfs>
+  }
+}
+
+const NAME = /^[a-z_][a-z0-9_-]*$/
+
+/** The baker's definition of a template a Dockerfile built (its default user is the image's USER, if a name). */
+export function builtDefinition(
+  name: string,
+  description: string,
+  built: Pick<BuiltRootfs, 'config'> | { config: { user?: string } },
+  resources: { defaults: ResolvedResources; maxima: ResolvedResources },
+): TemplateDefinition {
+  const user = built.config.user?.split(':')[0]
+  return TemplateDefinition.parse({ name, description, user: user && NAME.test(user) ? user : 'user', resources })
+}
+
+function imageDefinition(spec: TemplateBuildSpec & { source: { kind: 'image' } }): TemplateDefinition {
   // the reference is checked before anything is pulled: a bad one is the user's error
   parseImageReference(spec.source.image)
   return TemplateDefinition.parse({
@@ -25,37 +60,143 @@ export function definitionOf(spec: TemplateBuildSpec): TemplateDefinition {
   })
 }
 
+/** Makes a template built before known to the baker again (after a restart). */
+export function registerUserTemplate(baker: TemplateBaker, templatesDir: string, spec: TemplateBuildSpec): void {
+  const { source } = spec
+  if (source.kind === 'image') {
+    baker.register(imageDefinition({ ...spec, source }))
+    return
+  }
+  if (!source.built) throw new AppError('INTERNAL', `template ${spec.name} was never built`)
+  const def = builtDefinition(spec.name, spec.description, { config: source.built }, spec.resources)
+  baker.registerBuilt(def, builtRootfsPath(templatesDir, source.built.key))
+}
+
 function progressLine(p: TemplateProgress): BuildLogLine {
   const pct = p.fraction === undefined ? '' : ` ${Math.round(p.fraction * 100)}%`
   return { stream: 'system', message: `${p.phase}${pct}${p.message ? `: ${p.message}` : ''}` }
 }
 
+/** A build event as a log line; steps are numbered from 1 in the log. */
+export function eventLine(e: BuildLogEvent): BuildLogLine {
+  switch (e.type) {
+    case 'step':
+      return {
+        step: e.step + 1,
+        stream: 'system',
+        message: `#${e.step + 1} ${e.instruction}${e.cached ? ' (cached)' : ''}`,
+      }
+    case 'output':
+      return { step: e.step + 1, stream: e.stream, message: e.line }
+    case 'step_done':
+      return {
+        step: e.step + 1,
+        stream: 'system',
+        message: `#${e.step + 1} done in ${(e.durationMs / 1000).toFixed(1)} s (exit ${e.exitCode})`,
+      }
+    case 'phase':
+      return { stream: 'system', message: `${e.phase}: ${e.message}` }
+  }
+}
+
+/** Unpacks an uploaded context (checked entry by entry first: nothing in it reaches outside its root). */
+async function unpackContext(tar: string, into: string): Promise<void> {
+  await validateContextTar(createReadStream(tar), { maxBytes: MAX_CONTEXT_BYTES })
+  mkdirSync(into, { recursive: true })
+  try {
+    await run('tar', ['-x', '-f', tar, '-C', into, '--no-same-owner', '--no-overwrite-dir'], {
+      maxBuffer: 1024 * 1024,
+    })
+  } catch (err) {
+    throw new AppError('VALIDATION_FAILED', `the build context is not a tar archive tar can read: ${String(err)}`)
+  }
+}
+
+async function buildFromDockerfile(
+  deps: UserTemplateDeps,
+  spec: TemplateBuildSpec & { source: { kind: 'dockerfile' } },
+  onLog: (line: BuildLogLine) => void,
+  signal?: AbortSignal,
+): Promise<BuiltImage> {
+  const scratch = mkdtempSync(join(deps.templatesDir, '.context-'))
+  try {
+    let contextDir: string | undefined
+    if (spec.source.contextTar) {
+      onLog({ stream: 'system', message: 'unpacking the build context' })
+      contextDir = join(scratch, 'context')
+      await unpackContext(spec.source.contextTar, contextDir)
+    }
+    const built = await deps.dockerfiles.buildDockerfile(
+      {
+        dockerfile: spec.source.dockerfile,
+        contextDir,
+        buildArgs: spec.source.buildArgs,
+        resources: spec.resources.maxima,
+      },
+      (e) => onLog(eventLine(e)),
+      signal,
+    )
+    onLog({
+      stream: 'system',
+      message: `built: ${built.steps.total} steps, ${built.steps.cached} from the layer cache`,
+    })
+    return {
+      key: built.key,
+      env: built.config.env,
+      user: built.config.user,
+      workdir: built.config.workdir,
+      startCmd: built.startCmd,
+      readyCmd: built.readyCmd ?? undefined,
+      exposedPorts: built.exposedPorts,
+    }
+  } finally {
+    rmSync(scratch, { recursive: true, force: true })
+  }
+}
+
 export async function buildUserTemplate(
-  baker: TemplateBaker,
+  deps: UserTemplateDeps,
   spec: TemplateBuildSpec,
   onLog: (line: BuildLogLine) => void,
   signal?: AbortSignal,
+  registryAuth: RegistryAuth = {},
 ): Promise<TemplateBuildResult> {
-  const def = definitionOf(spec)
+  const { baker } = deps
+  const { source } = spec
+  let pinned: TemplateBuildSpec
+  if (source.kind === 'image') {
+    baker.register(imageDefinition({ ...spec, source }))
+    pinned = spec
+  } else {
+    const built = await buildFromDockerfile(deps, { ...spec, source }, onLog, signal)
+    pinned = {
+      ...spec,
+      source: { kind: 'dockerfile', dockerfile: source.dockerfile, buildArgs: source.buildArgs, built },
+    }
+    registerUserTemplate(baker, deps.templatesDir, pinned)
+  }
   signal?.throwIfAborted()
-  baker.register(def)
   try {
     let last = ''
-    await baker.build(def.name, (p) => {
-      const line = progressLine(p)
-      // debootstrap and pulls report often: the log keeps each distinct line once
-      if (line.message === last) return
-      last = line.message
-      onLog(line)
-    })
+    await baker.build(
+      spec.name,
+      (p) => {
+        const line = progressLine(p)
+        // pulls and bakes report often: the log keeps each distinct line once
+        if (line.message === last) return
+        last = line.message
+        onLog(line)
+      },
+      registryAuth,
+    )
   } catch (err) {
-    await baker.remove(def.name)
+    await baker.remove(spec.name)
     throw err
   }
-  const digest = baker.digestOf(def.name)
-  if (spec.source.kind === 'image' && digest) {
-    const image = formatImageReference(parseImageReference(spec.source.image), digest)
+  const digest = baker.digestOf(spec.name)
+  if (source.kind === 'image' && digest) {
+    const image = formatImageReference(parseImageReference(source.image), digest)
     return { pinned: { ...spec, source: { kind: 'image', image } } }
   }
-  return { pinned: spec }
+  return { pinned }
 }
