@@ -101,7 +101,10 @@ before(async () => {
   mkdirSync(join(context, 'app'), { recursive: true })
   writeFileSync(join(context, '.dockerignore'), 'secret.txt\n**/*.log\n')
   writeFileSync(join(context, 'secret.txt'), 'not for the image\n')
-  writeFileSync(join(context, 'app/main.sh'), '#!/bin/sh\necho main\n', { mode: 0o644 })
+  // the image's start command: an HTTP server on its EXPOSEd port, serving the app dir
+  writeFileSync(join(context, 'app/main.sh'), '#!/bin/sh\nexec python3 -m http.server 8080 --directory /opt/app\n', {
+    mode: 0o644,
+  })
   writeFileSync(join(context, 'app/data.txt'), 'data\n')
   writeFileSync(join(context, 'app/debug.log'), 'ignored\n')
   writeFileSync(hostSecret, `${nonce}\n`, { mode: 0o600 })
@@ -228,6 +231,16 @@ describe('template builds', () => {
       assert.equal(Buffer.from(out.stdout).toString(), `hi from builder ${nonce}\n/opt/app\n`)
       const st = await exec(['stat', '-c', '%U %a', '/opt/app/bin/main.sh'])
       assert.equal(Buffer.from(st.stdout).toString(), 'user 750\n')
+      // the image's USER, WORKDIR and ENV are the sandbox's defaults
+      const who = await exec(['sh', '-c', 'echo "$(id -un) $(pwd) $APP_HOME"'])
+      assert.equal(Buffer.from(who.stdout).toString(), 'user /opt/app /opt/app\n')
+      // its start command was running when the snapshot was baked: it serves at once
+      const get = await exec([
+        'python3',
+        '-c',
+        'import urllib.request as u; print(u.urlopen("http://127.0.0.1:8080/out.txt").read().decode(), end="")',
+      ])
+      assert.equal(Buffer.from(get.stdout).toString(), `hi from builder ${nonce}\n`, Buffer.from(get.stderr).toString())
       // the sandbox writes its own overlay, never the template's rootfs
       await exec(['sh', '-c', 'echo changed > /opt/app/out.txt'])
       assert.equal(readFileSync(join(multiStageResult.rootfs, 'opt/app/out.txt'), 'utf8'), `hi from builder ${nonce}\n`)

@@ -44,7 +44,7 @@ import { Checkpoints } from './sandboxes/checkpoints.ts'
 import { Containers } from './sandboxes/containers.ts'
 import { reconcile } from './sandboxes/recovery.ts'
 import { WarmPool } from './sandboxes/warm-pool.ts'
-import { TemplateBaker } from './templates/baker.ts'
+import { imageDefaults as imageDefaultsOf, startImage, TemplateBaker } from './templates/baker.ts'
 import type { BuildLogSink } from './templates/build-log.ts'
 import {
   type TemplateBuildResult as BuiltRootfs,
@@ -53,7 +53,7 @@ import {
 } from './templates/builder.ts'
 import type { TemplateDefinition } from './templates/definition.ts'
 import { LayerStore } from './templates/layers.ts'
-import { buildUserTemplate, builtDefinition, registerUserTemplate } from './templates/user-templates.ts'
+import { buildUserTemplate, builtDefinition, builtImage, registerUserTemplate } from './templates/user-templates.ts'
 
 const REFILL_DELAY_MS = 250
 
@@ -167,7 +167,7 @@ export class LocalAgent implements AgentApi {
    */
   registerBuiltTemplate(name: string, built: BuiltRootfs, resources: ResolvedResources): void {
     const description = `built from a Dockerfile (${built.key.slice(0, 12)})`
-    const def = builtDefinition(name, description, built, { defaults: resources, maxima: resources })
+    const def = builtDefinition(name, description, builtImage(built), { defaults: resources, maxima: resources })
     this.baker.registerBuilt(def, built.rootfs)
   }
 
@@ -219,7 +219,18 @@ export class LocalAgent implements AgentApi {
     signal?: AbortSignal,
   ): Promise<void> {
     const rootfs = this.baker.rootfsOf(def)
-    await this.containers.boot({ ...spec, rootfs, kernelPreload: def.kernel?.preload, image }, signal)
+    const envs = { ...def.env, ...spec.envs }
+    const imageDefaults = imageDefaultsOf(def)
+    const sbx = await this.containers.boot(
+      { ...spec, envs, rootfs, kernelPreload: def.kernel?.preload, image, imageDefaults },
+      signal,
+    )
+    // restored, it runs already (the bake started it); cold-booted, it starts now
+    if (!image)
+      await startImage(def, sbx).catch(async (err) => {
+        await this.containers.stop(spec.id)
+        throw err
+      })
   }
 
   fork(sourceId: string, children: Omit<StartSandboxSpec, 'snapshot'>[], opts?: ForkOptions): Promise<ForkOutcome[]> {

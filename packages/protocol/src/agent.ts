@@ -161,6 +161,9 @@ export interface TemplateBuildSpec {
         built?: BuiltImage
       }
   resources: { defaults: ResolvedResources; maxima: ResolvedResources }
+  /** Shell lines replacing the image's start command and ready check. */
+  startCmd?: string
+  readyCmd?: string
 }
 
 /** A key's registry logins by registry (`host[:port]` as image references name it): only ever passed, never kept by the agent. */

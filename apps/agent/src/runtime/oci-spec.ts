@@ -42,6 +42,13 @@ export interface SpecInput {
   resources: ResolvedResources
   /** A template build's sandbox: see `BuildMounts`. */
   build?: BuildMounts
+  /** A user's image: its default user and working dir, and its own /home, /tmp and /work (no tmpfs over them). */
+  image?: ImageDefaults
+}
+
+export interface ImageDefaults {
+  user: string
+  workdir?: string
 }
 
 /**
@@ -86,6 +93,8 @@ export function buildSpec(input: SpecInput): Record<string, unknown> {
         `FORKBOX_RLIMIT_NPROC=${limits.nproc}`,
         `FORKBOX_NAMESERVER=${SANDBOX_NAMESERVER}`,
         ...(input.kernelPreload ? [`FORKBOX_KERNEL_PRELOAD=${input.kernelPreload}`] : []),
+        ...(input.image ? [`FORKBOX_DEFAULT_USER=${input.image.user}`] : []),
+        ...(input.image?.workdir ? [`FORKBOX_DEFAULT_CWD=${input.image.workdir}`] : []),
       ],
       cwd: '/',
       capabilities: { bounding: CAPS, effective: CAPS, permitted: CAPS },
@@ -100,7 +109,9 @@ export function buildSpec(input: SpecInput): Record<string, unknown> {
       { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
       ...(input.build
         ? input.build.readOnly.map((m) => ({ ...m, type: 'bind', options: ['rbind', 'ro'] }))
-        : [tmpfs('/home', '755'), tmpfs('/tmp', '1777'), tmpfs('/work', '755')]),
+        : input.image
+          ? []
+          : [tmpfs('/home', '755'), tmpfs('/tmp', '1777'), tmpfs('/work', '755')]),
       {
         destination: GUEST_DIR,
         type: 'bind',

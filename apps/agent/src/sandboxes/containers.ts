@@ -19,7 +19,7 @@ import { createGuestFifos, type GuestPipes, openGuestPipes } from '../guest/fifo
 import type { InstalledGuest } from '../guest/install.ts'
 import { CLOSED, type NetworkManager, type Slot } from '../network/manager.ts'
 import { createCgroup, limitCpu, limitHit, listCgroups, readUsage, removeCgroup } from '../runtime/cgroups.ts'
-import { type BuildMounts, buildSpec, cgroupLimits } from '../runtime/oci-spec.ts'
+import { type BuildMounts, buildSpec, cgroupLimits, type ImageDefaults } from '../runtime/oci-spec.ts'
 import {
   killAll,
   type RunscOptions,
@@ -49,6 +49,8 @@ export interface BootSpec {
   limitCpu?: boolean
   /** A template build step: `rootfs` is a host overlay the sandbox writes through (see `BuildMounts`). */
   build?: BuildMounts
+  /** A user's image: its defaults and its own dirs (see `ImageDefaults`). */
+  imageDefaults?: ImageDefaults
 }
 
 export class Containers {
@@ -136,6 +138,7 @@ export class Containers {
       hostname: 'sandbox',
       resources: spec.resources,
       build: spec.build,
+      image: spec.imageDefaults,
     })
     writeFileSync(join(dir, 'config.json'), JSON.stringify(config))
     const record: BundleRecord = { id: spec.id, vcpus: spec.resources.vcpus, slot: slot.slot, network: CLOSED }

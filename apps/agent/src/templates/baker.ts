@@ -5,6 +5,8 @@ import { existsSync, rmSync } from 'node:fs'
 import { basename, join } from 'node:path'
 import { AppError, type TemplateInfo, type TemplateProgress } from '@forkbox/protocol'
 import type { AgentConfig } from '../config.ts'
+import { RUNTIME_PYTHON } from '../guest/runtime.ts'
+import type { ImageDefaults } from '../runtime/oci-spec.ts'
 import { checkpointAndStop } from '../sandboxes/checkpoints.ts'
 import type { Containers } from '../sandboxes/containers.ts'
 import type { LiveSandbox } from '../sandboxes/live-sandbox.ts'
@@ -13,6 +15,55 @@ import { loadDefinitions, type TemplateDefinition, templateHash } from './defini
 import { type OciOptions, pullImage, type RegistryAuth, resolveImageDigest, unpackImage } from './oci.ts'
 
 const BAKE_RETRY_MS = 10 * 60_000
+
+const READY_TIMEOUT_MS = 120_000
+
+/** What a user's image sets for its sandboxes (none for the built-in templates). */
+export function imageDefaults(def: TemplateDefinition): ImageDefaults | undefined {
+  return def.imageDirs ? { user: def.user, workdir: def.workdir } : undefined
+}
+
+/**
+ * Starts the image's start command in the background and waits for it to be ready: its ready
+ * command exits 0, or else every exposed port accepts a connection (checked on the guest's own
+ * Python, which any image has). A bake captures it running; a cold boot runs it the same way.
+ */
+export async function startImage(def: TemplateDefinition, sbx: LiveSandbox): Promise<void> {
+  if (!def.startCmd) return
+  const { guest } = sbx
+  // no timeout: it runs for the sandbox's life
+  await guest.startProcess({ argv: def.startCmd, cwd: def.workdir, user: def.user, timeoutMs: 0, maxOutputBytes: 0 })
+  const probe =
+    def.readyCmd ??
+    (def.exposedPorts.length > 0
+      ? [
+          RUNTIME_PYTHON,
+          '-S',
+          '-c',
+          'import socket, sys\nfor p in sys.argv[1:]: socket.create_connection(("127.0.0.1", int(p)), 1).close()',
+          ...def.exposedPorts.map(String),
+        ]
+      : null)
+  if (!probe) return
+  const deadline = Date.now() + READY_TIMEOUT_MS
+  let last = ''
+  while (Date.now() < deadline) {
+    const r = await guest.exec({
+      argv: probe,
+      user: def.user,
+      cwd: def.workdir,
+      timeoutMs: 10_000,
+      maxOutputBytes: 4096,
+    })
+    if (r.exitCode === 0) return
+    last = `${Buffer.from(r.stdout).toString('utf8')}${Buffer.from(r.stderr).toString('utf8')}`.trim().slice(-500)
+    await new Promise((resolve) => setTimeout(resolve, 250))
+  }
+  throw new AppError(
+    'BUILD_STEP_FAILED',
+    `the start command ${JSON.stringify(def.startCmd)} was not ready within ${READY_TIMEOUT_MS / 1000} s${last ? `: ${last}` : ''}`,
+  )
+}
 
 export class TemplateBaker {
   private readonly definitions: Map<string, TemplateDefinition>
@@ -74,6 +125,7 @@ export class TemplateBaker {
       defaults: d.resources.defaults,
       maxima: d.resources.maxima,
       ready: (!d.image || this.imageDigests.has(d.name)) && existsSync(this.rootfsOf(d)),
+      ...(d.exposedPorts.length > 0 ? { exposedPorts: d.exposedPorts } : {}),
     }))
   }
 
@@ -230,13 +282,15 @@ export class TemplateBaker {
     const sbx = await this.containers.boot({
       id,
       resources: def.resources.defaults,
-      envs: {},
+      envs: def.env,
       rootfs: this.rootfsOf(def),
       kernelPreload: def.kernel?.preload,
       image: null,
+      imageDefaults: imageDefaults(def),
     })
     try {
       await this.warmUp(def, sbx)
+      await startImage(def, sbx)
       await checkpointAndStop(this.containers.runsc, sbx, this.snapshotOf(def))
     } catch (err) {
       await this.containers.stop(id)

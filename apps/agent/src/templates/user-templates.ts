@@ -38,26 +38,65 @@ export interface UserTemplateDeps {
 
 const NAME = /^[a-z_][a-z0-9_-]*$/
 
-/** The baker's definition of a template a Dockerfile built (its default user is the image's USER, if a name). */
+/** What a build made, as the image config its sandboxes take. */
+export function builtImage(built: BuiltRootfs): BuiltImage {
+  return {
+    key: built.key,
+    env: built.config.env,
+    user: built.config.user,
+    workdir: built.config.workdir,
+    startCmd: built.startCmd,
+    readyCmd: built.readyCmd ?? undefined,
+    exposedPorts: built.exposedPorts,
+  }
+}
+
+/**
+ * The baker's definition of a template a Dockerfile built: its image's env, workdir, start and
+ * ready commands and exposed ports; its default user is the image's USER when that is a name.
+ */
 export function builtDefinition(
   name: string,
   description: string,
-  built: Pick<BuiltRootfs, 'config'> | { config: { user?: string } },
+  image: BuiltImage,
   resources: { defaults: ResolvedResources; maxima: ResolvedResources },
 ): TemplateDefinition {
-  const user = built.config.user?.split(':')[0]
-  return TemplateDefinition.parse({ name, description, user: user && NAME.test(user) ? user : 'user', resources })
+  const user = image.user?.split(':')[0]
+  return TemplateDefinition.parse({
+    name,
+    description,
+    user: user && NAME.test(user) ? user : 'user',
+    resources,
+    env: image.env,
+    workdir: image.workdir,
+    startCmd: image.startCmd,
+    readyCmd: image.readyCmd,
+    exposedPorts: image.exposedPorts,
+    imageDirs: true,
+  })
+}
+
+/** The build request's start and ready commands (shell lines) over the image's. */
+function withCommands(def: TemplateDefinition, spec: TemplateBuildSpec): TemplateDefinition {
+  const shell = (line: string) => ['/bin/sh', '-c', line]
+  return {
+    ...def,
+    ...(spec.startCmd ? { startCmd: shell(spec.startCmd) } : {}),
+    ...(spec.readyCmd ? { readyCmd: shell(spec.readyCmd) } : {}),
+  }
 }
 
 function imageDefinition(spec: TemplateBuildSpec & { source: { kind: 'image' } }): TemplateDefinition {
   // the reference is checked before anything is pulled: a bad one is the user's error
   parseImageReference(spec.source.image)
-  return TemplateDefinition.parse({
+  const def = TemplateDefinition.parse({
     name: spec.name,
     description: spec.description,
     image: spec.source.image,
     resources: spec.resources,
+    imageDirs: true,
   })
+  return withCommands(def, spec)
 }
 
 /** Makes a template built before known to the baker again (after a restart). */
@@ -68,7 +107,7 @@ export function registerUserTemplate(baker: TemplateBaker, templatesDir: string,
     return
   }
   if (!source.built) throw new AppError('INTERNAL', `template ${spec.name} was never built`)
-  const def = builtDefinition(spec.name, spec.description, { config: source.built }, spec.resources)
+  const def = withCommands(builtDefinition(spec.name, spec.description, source.built, spec.resources), spec)
   baker.registerBuilt(def, builtRootfsPath(templatesDir, source.built.key))
 }
 
@@ -140,15 +179,7 @@ async function buildFromDockerfile(
       stream: 'system',
       message: `built: ${built.steps.total} steps, ${built.steps.cached} from the layer cache`,
     })
-    return {
-      key: built.key,
-      env: built.config.env,
-      user: built.config.user,
-      workdir: built.config.workdir,
-      startCmd: built.startCmd,
-      readyCmd: built.readyCmd ?? undefined,
-      exposedPorts: built.exposedPorts,
-    }
+    return builtImage(built)
   } finally {
     rmSync(scratch, { recursive: true, force: true })
   }

@@ -195,6 +195,8 @@ export class TemplateService {
         description: req.description ?? t.description,
         source,
         resources: { defaults, maxima: ceiling.maxima },
+        ...(req.startCmd ? { startCmd: req.startCmd } : {}),
+        ...(req.readyCmd ? { readyCmd: req.readyCmd } : {}),
       }),
     )
     if (build.status === 'queued') this.enqueue(build.id)
