@@ -24,10 +24,21 @@ export interface TestRegistry {
   stop(): void
 }
 
-/** Starts a registry keeping its storage (and push scratch) under `work`. */
-export async function startRegistry(work: string): Promise<TestRegistry> {
+export interface RegistryLogin {
+  username: string
+  password: string
+}
+
+/**
+ * Starts a registry keeping its storage (and push scratch) under `work`; with `login`, it serves
+ * only that user (htpasswd, bcrypt: apache2-utils' htpasswd makes the file).
+ */
+export async function startRegistry(work: string, login?: RegistryLogin): Promise<TestRegistry> {
   const port = await freePort()
   const config = join(work, 'registry.yml')
+  const htpasswd = join(work, 'htpasswd')
+  if (login)
+    writeFileSync(htpasswd, execFileSync('htpasswd', ['-Bbn', login.username, login.password], { encoding: 'utf8' }))
   writeFileSync(
     config,
     [
@@ -35,6 +46,7 @@ export async function startRegistry(work: string): Promise<TestRegistry> {
       'log: { level: error }',
       `storage: { filesystem: { rootdirectory: ${join(work, 'registry')} } }`,
       `http: { addr: "127.0.0.1:${port}" }`,
+      ...(login ? [`auth: { htpasswd: { realm: forkbox-test, path: ${htpasswd} } }`] : []),
       '',
     ].join('\n'),
   )
@@ -45,17 +57,17 @@ export async function startRegistry(work: string): Promise<TestRegistry> {
   }
   for (let i = 0; i < 100; i++) {
     const ok = await fetch(`http://127.0.0.1:${port}/v2/`).then(
-      (r) => r.ok,
+      (r) => r.ok || r.status === 401,
       () => false,
     )
-    if (ok) return { port, stop, push: (rootfs, name) => pushImage(work, port, rootfs, name) }
+    if (ok) return { port, stop, push: (rootfs, name) => pushImage(work, port, rootfs, name, login) }
     await new Promise((r) => setTimeout(r, 100))
   }
   stop()
   throw new Error('the test registry did not come up')
 }
 
-function pushImage(work: string, port: number, rootfs: string, name: string): string {
+function pushImage(work: string, port: number, rootfs: string, name: string, login?: RegistryLogin): string {
   const layout = join(work, 'layout')
   const layer = join(work, 'layer.tar')
   execFileSync('umoci', ['init', '--layout', layout])
@@ -68,6 +80,7 @@ function pushImage(work: string, port: number, rootfs: string, name: string): st
     'copy',
     '--quiet',
     '--dest-tls-verify=false',
+    ...(login ? [`--dest-creds=${login.username}:${login.password}`] : []),
     `--digestfile=${digestFile}`,
     `oci:${layout}:t`,
     `docker://127.0.0.1:${port}/${name}`,

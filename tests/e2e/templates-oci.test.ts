@@ -43,6 +43,7 @@ function stopRegistry(): void {
  */
 function busyboxRootfs(): string {
   const root = join(work, 'busybox')
+  if (existsSync(root)) return root
   mkdirSync(join(root, 'bin'), { recursive: true })
   cpSync('/bin/busybox', join(root, 'bin/busybox'))
   const applets = execFileSync('/bin/busybox', ['--list'], { encoding: 'utf8' }).split('\n').filter(Boolean)
@@ -222,6 +223,56 @@ describe('templates from OCI images', () => {
     assert.equal((await call('POST', '/v1/sandboxes', { template: name })).body?.error?.code, 'TEMPLATE_NOT_FOUND')
     // its rootfs stays while a sandbox runs from it (removed once none does)
     assert.equal((await sbx.exec(['echo', 'still'])).stdout, 'still\n', 'a sandbox running from it carries on')
+  })
+
+  it("a registry that wants a login: builds pull with their key's login, others are refused even from the cache", async () => {
+    const { url, apiKey } = host().conn
+    const call = async (method: string, path: string, body?: unknown, key = apiKey) => {
+      const res = await fetch(`${url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      })
+      return { status: res.status, body: await res.json().catch(() => null) }
+    }
+    const settle = async (buildId: string, key = apiKey) => {
+      for (let i = 0; i < 600; i++) {
+        const b = (await call('GET', `/v1/builds/${buildId}`, undefined, key)).body
+        if (b.status === 'ready' || b.status === 'failed') return b
+        await new Promise((r) => setTimeout(r, 100))
+      }
+      throw new Error(`build ${buildId} did not end`)
+    }
+    const privateWork = join(work, 'private')
+    mkdirSync(privateWork)
+    const login = { username: 'alice', password: `pw-${process.pid}` }
+    const locked = await startRegistry(privateWork, login)
+    try {
+      const pushed = locked.push(busyboxRootfs(), 'private:1')
+      const registry = `127.0.0.1:${locked.port}`
+      const image = `${registry}/private:1`
+      const name = `locked-${process.pid}`
+      const without = await settle((await call('POST', '/v1/templates', { name, image })).body.build.id)
+      assert.equal(without.error?.code, 'REGISTRY_AUTH_FAILED', JSON.stringify(without))
+      await call('PUT', `/v1/registries/${registry}`, { username: 'alice', password: 'wrong' })
+      const wrong = await settle((await call('POST', '/v1/templates', { name, image })).body.build.id)
+      assert.equal(wrong.error?.code, 'REGISTRY_AUTH_FAILED', JSON.stringify(wrong))
+      const put = await call('PUT', `/v1/registries/${registry}`, login)
+      assert.equal(put.body.password, undefined)
+      const right = await settle((await call('POST', '/v1/templates', { name, image })).body.build.id)
+      assert.equal(right.status, 'ready', JSON.stringify(right))
+      await using sbx = await Sandbox.create({ ...host().conn, template: name })
+      assert.match((await sbx.exec(['busybox'])).stdout, /BusyBox/)
+      // the image is in the pull cache now; another key without the login still may not have it
+      const other = (await call('POST', '/v1/keys', { name: 'no-login' })).body.key
+      const r = await call('POST', '/v1/templates', { name, image: `${registry}/private@${pushed}` }, other)
+      const theirs = await settle(r.body.build.id, other)
+      assert.equal(theirs.error?.code, 'REGISTRY_AUTH_FAILED', JSON.stringify(theirs))
+      assert.ok(!JSON.stringify((await call('GET', '/v1/registries')).body).includes(login.password))
+      assert.equal((await call('DELETE', `/v1/templates/${name}`)).status, 204)
+    } finally {
+      locked.stop()
+    }
   })
 
   it('a second build of the same digest does not pull again (the registry is gone by then)', async () => {

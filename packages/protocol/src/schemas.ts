@@ -335,6 +335,8 @@ export const CreateTemplateRequest = z
       .min(1)
       .max(16 * 1024)
       .optional(),
+    /** A login for the image's registry: kept (sealed) as this key's, as PUT /v1/registries/{registry} does. */
+    registryAuth: z.object({ username: z.string().min(1).max(256), password: z.string().min(1).max(4096) }).optional(),
   })
   .refine((r) => (r.image === undefined) !== (r.dockerfile === undefined), {
     message: 'give exactly one of image or dockerfile',
