@@ -2,7 +2,7 @@
 // baked `base` rootfs and one of only a static busybox; templates naming them are pulled without a
 // Docker engine, baked, and created from.
 import assert from 'node:assert/strict'
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import {
   cpSync,
@@ -16,93 +16,25 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { ForkboxError, Sandbox } from '@forkbox/sdk'
 import { cleanupDataDir, leftovers, NOTHING_LEFT, sharedTemplatesDir, startTestHost, type TestHost } from './harness.ts'
+import { baseRootfs, pulledLayout, startRegistry, type TestRegistry } from './registry.ts'
 
 const repoRoot = new URL('../../', import.meta.url).pathname
 const work = mkdtempSync(join(tmpdir(), 'forkbox-e2e-oci-'))
 const definitionsDir = join(work, 'definitions')
 const PREFIX = `fbx-oci-${process.pid}`
-let registry: ChildProcess | undefined
+let registry: TestRegistry | undefined
 let port = 0
 let digest = ''
 let bareDigest = ''
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer()
-    srv.once('error', reject)
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address()
-      srv.close(() => resolve(typeof addr === 'object' && addr ? addr.port : 0))
-    })
-  })
-}
-
-async function startRegistry(): Promise<void> {
-  port = await freePort()
-  const config = join(work, 'registry.yml')
-  writeFileSync(
-    config,
-    [
-      'version: 0.1',
-      'log: { level: error }',
-      `storage: { filesystem: { rootdirectory: ${join(work, 'registry')} } }`,
-      `http: { addr: "127.0.0.1:${port}" }`,
-      '',
-    ].join('\n'),
-  )
-  registry = spawn('/usr/bin/docker-registry', ['serve', config], { stdio: 'ignore' })
-  for (let i = 0; i < 100; i++) {
-    const ok = await fetch(`http://127.0.0.1:${port}/v2/`).then(
-      (r) => r.ok,
-      () => false,
-    )
-    if (ok) return
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  throw new Error('the test registry did not come up')
-}
-
 function stopRegistry(): void {
-  if (registry?.pid && registry.exitCode === null) process.kill(registry.pid, 'SIGKILL')
+  registry?.stop()
   registry = undefined
-}
-
-/** The baked `base` rootfs (prepare.ts built it): the newest `base-HASH` dir. */
-function baseRootfs(): string {
-  const dirs = readdirSync(sharedTemplatesDir)
-    .filter((n) => /^base-[0-9a-f]{16}$/.test(n))
-    .map((n) => join(sharedTemplatesDir, n))
-    .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)
-  if (!dirs[0]) throw new Error(`no base rootfs in ${sharedTemplatesDir}: run tests/e2e/prepare.ts`)
-  return dirs[0]
-}
-
-/** An OCI image of one layer (the tree at `rootfs`), pushed to the test registry as `name`; returns its digest. */
-function pushImage(rootfs: string, name: string): string {
-  const layout = join(work, 'layout')
-  const layer = join(work, 'layer.tar')
-  execFileSync('umoci', ['init', '--layout', layout])
-  execFileSync('umoci', ['new', '--image', `${layout}:t`])
-  execFileSync('tar', ['-C', rootfs, '-cf', layer, '.'])
-  execFileSync('umoci', ['raw', 'add-layer', '--image', `${layout}:t`, layer])
-  rmSync(layer)
-  const digestFile = join(work, 'digest')
-  execFileSync('skopeo', [
-    'copy',
-    '--quiet',
-    '--dest-tls-verify=false',
-    `--digestfile=${digestFile}`,
-    `oci:${layout}:t`,
-    `docker://127.0.0.1:${port}/${name}`,
-  ])
-  rmSync(layout, { recursive: true, force: true })
-  return readFileSync(digestFile, 'utf8').trim()
 }
 
 /**
@@ -111,6 +43,7 @@ function pushImage(rootfs: string, name: string): string {
  */
 function busyboxRootfs(): string {
   const root = join(work, 'busybox')
+  if (existsSync(root)) return root
   mkdirSync(join(root, 'bin'), { recursive: true })
   cpSync('/bin/busybox', join(root, 'bin/busybox'))
   const applets = execFileSync('/bin/busybox', ['--list'], { encoding: 'utf8' }).split('\n').filter(Boolean)
@@ -133,9 +66,10 @@ const host = (): TestHost => {
 
 // not useTestHost: the registry, the image and the definitions must exist before the host starts
 before(async () => {
-  await startRegistry()
-  digest = pushImage(baseRootfs(), 'fbx-test:1')
-  bareDigest = pushImage(busyboxRootfs(), 'fbx-busybox:1')
+  registry = await startRegistry(work)
+  port = registry.port
+  digest = registry.push(baseRootfs(), 'fbx-test:1')
+  bareDigest = registry.push(busyboxRootfs(), 'fbx-busybox:1')
   // the host still prebuilds `base`: its definition comes along
   mkdirSync(definitionsDir)
   cpSync(join(repoRoot, 'templates/base'), join(definitionsDir, 'base'), { recursive: true })
@@ -164,14 +98,10 @@ after(async () => {
   }
 })
 
-function pulledLayout(d = digest): string {
-  return join(sharedTemplatesDir, '.oci', d.replace(':', '-'))
-}
-
 describe('templates from OCI images', () => {
   it('pulls the image by tag, bakes it, and a sandbox from it runs commands and round-trips files', async () => {
     await using sbx = await Sandbox.create({ ...host().conn, template: `${PREFIX}-tag`, ttlSeconds: 120 })
-    assert.ok(existsSync(pulledLayout()), 'the image is in the pull cache under its digest')
+    assert.ok(existsSync(pulledLayout(digest)), 'the image is in the pull cache under its digest')
     const baked = readdirSync(sharedTemplatesDir).filter((n) => n.startsWith(`${PREFIX}-tag-`))
     assert.ok(
       baked.some((n) => n.includes('.snapshot-')),
@@ -244,11 +174,112 @@ describe('templates from OCI images', () => {
     })
   })
 
+  it('a template built through the API from an image: logged build, then creates by name from its snapshot', async () => {
+    const { url, apiKey } = host().conn
+    const call = async (method: string, path: string, body?: unknown, key = apiKey) => {
+      const res = await fetch(`${url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      })
+      return { status: res.status, body: await res.json().catch(() => null) }
+    }
+    const name = `api-${process.pid}`
+    const r = await call('POST', '/v1/templates', { name, image: `127.0.0.1:${port}/fbx-busybox:1` })
+    assert.equal(r.status, 202, JSON.stringify(r.body))
+    // the log streams live over SSE and ends with the build
+    const res = await fetch(`${url}/v1/builds/${r.body.build.id}/logs`, {
+      headers: { authorization: `Bearer ${apiKey}`, accept: 'text/event-stream' },
+    })
+    const text = await res.text()
+    assert.match(text, /event: log[\s\S]*bake[\s\S]*event: end/)
+    const build = (await call('GET', `/v1/builds/${r.body.build.id}`)).body
+    assert.equal(build.status, 'ready', JSON.stringify(build))
+    const agentName = `u-${r.body.template.id.replace('tpl-', '')}-1`
+    assert.ok(
+      readdirSync(sharedTemplatesDir).some((n) => n.startsWith(`${agentName}-`) && n.includes('.snapshot-')),
+      'baked like a built-in template',
+    )
+    await using sbx = await Sandbox.create({ ...host().conn, template: name })
+    assert.match((await sbx.exec(['busybox'])).stdout, /BusyBox/)
+    // another key sees neither the template nor a way in through the agent's name for it
+    const other = (await call('POST', '/v1/keys', { name: 'other' })).body.key
+    for (const template of [name, agentName]) {
+      const denied = await call('POST', '/v1/sandboxes', { template }, other)
+      assert.equal(denied.body?.error?.code, 'TEMPLATE_NOT_FOUND', template)
+    }
+    // a missing image fails the build with its registry's answer; the host carries on
+    const bad = await call('POST', '/v1/templates', {
+      name: `${name}-bad`,
+      image: `127.0.0.1:${port}/fbx-busybox:nope`,
+    })
+    let failed = bad.body.build
+    for (let i = 0; i < 100 && failed.status !== 'failed'; i++) {
+      await new Promise((r) => setTimeout(r, 100))
+      failed = (await call('GET', `/v1/builds/${failed.id}`)).body
+    }
+    assert.equal(failed.error?.code, 'IMAGE_NOT_FOUND', JSON.stringify(failed))
+    assert.equal((await call('DELETE', `/v1/templates/${name}`)).status, 204)
+    assert.equal((await call('POST', '/v1/sandboxes', { template: name })).body?.error?.code, 'TEMPLATE_NOT_FOUND')
+    // its rootfs stays while a sandbox runs from it (removed once none does)
+    assert.equal((await sbx.exec(['echo', 'still'])).stdout, 'still\n', 'a sandbox running from it carries on')
+  })
+
+  it("a registry that wants a login: builds pull with their key's login, others are refused even from the cache", async () => {
+    const { url, apiKey } = host().conn
+    const call = async (method: string, path: string, body?: unknown, key = apiKey) => {
+      const res = await fetch(`${url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      })
+      return { status: res.status, body: await res.json().catch(() => null) }
+    }
+    const settle = async (buildId: string, key = apiKey) => {
+      for (let i = 0; i < 600; i++) {
+        const b = (await call('GET', `/v1/builds/${buildId}`, undefined, key)).body
+        if (b.status === 'ready' || b.status === 'failed') return b
+        await new Promise((r) => setTimeout(r, 100))
+      }
+      throw new Error(`build ${buildId} did not end`)
+    }
+    const privateWork = join(work, 'private')
+    mkdirSync(privateWork)
+    const login = { username: 'alice', password: `pw-${process.pid}` }
+    const locked = await startRegistry(privateWork, login)
+    try {
+      const pushed = locked.push(busyboxRootfs(), 'private:1')
+      const registry = `127.0.0.1:${locked.port}`
+      const image = `${registry}/private:1`
+      const name = `locked-${process.pid}`
+      const without = await settle((await call('POST', '/v1/templates', { name, image })).body.build.id)
+      assert.equal(without.error?.code, 'REGISTRY_AUTH_FAILED', JSON.stringify(without))
+      await call('PUT', `/v1/registries/${registry}`, { username: 'alice', password: 'wrong' })
+      const wrong = await settle((await call('POST', '/v1/templates', { name, image })).body.build.id)
+      assert.equal(wrong.error?.code, 'REGISTRY_AUTH_FAILED', JSON.stringify(wrong))
+      const put = await call('PUT', `/v1/registries/${registry}`, login)
+      assert.equal(put.body.password, undefined)
+      const right = await settle((await call('POST', '/v1/templates', { name, image })).body.build.id)
+      assert.equal(right.status, 'ready', JSON.stringify(right))
+      await using sbx = await Sandbox.create({ ...host().conn, template: name })
+      assert.match((await sbx.exec(['busybox'])).stdout, /BusyBox/)
+      // the image is in the pull cache now; another key without the login still may not have it
+      const other = (await call('POST', '/v1/keys', { name: 'no-login' })).body.key
+      const r = await call('POST', '/v1/templates', { name, image: `${registry}/private@${pushed}` }, other)
+      const theirs = await settle(r.body.build.id, other)
+      assert.equal(theirs.error?.code, 'REGISTRY_AUTH_FAILED', JSON.stringify(theirs))
+      assert.ok(!JSON.stringify((await call('GET', '/v1/registries')).body).includes(login.password))
+      assert.equal((await call('DELETE', `/v1/templates/${name}`)).status, 204)
+    } finally {
+      locked.stop()
+    }
+  })
+
   it('a second build of the same digest does not pull again (the registry is gone by then)', async () => {
-    const before = statSync(pulledLayout()).mtimeMs
+    const before = statSync(pulledLayout(digest)).mtimeMs
     stopRegistry()
     await using sbx = await Sandbox.create({ ...host().conn, template: `${PREFIX}-pinned` })
     assert.equal((await sbx.exec(['python3', '-c', 'print(6 * 7)'])).stdout, '42\n')
-    assert.equal(statSync(pulledLayout()).mtimeMs, before)
+    assert.equal(statSync(pulledLayout(digest)).mtimeMs, before)
   })
 })

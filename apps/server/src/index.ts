@@ -16,6 +16,7 @@ import { SandboxService } from './services/sandboxes.ts'
 import { TemplateService } from './services/templates.ts'
 import { openDb } from './store/db.ts'
 import { KeyStore } from './store/keys.ts'
+import { RegistryCredentialStore } from './store/registry-credentials.ts'
 import { SandboxStore } from './store/sandboxes.ts'
 import { loadServerSecret } from './store/secret.ts'
 import { SnapshotStore } from './store/snapshots.ts'
@@ -41,17 +42,23 @@ export async function createControlPlane(opts: {
   const log = opts.log ?? pino({ level: config.logLevel })
   const db = openDb(config.dbPath)
   const keys = new KeyStore(db)
-  const auth = new Authenticator(
-    keys,
-    loadServerSecret(config.secretPath ?? join(dirname(config.dbPath), 'server.secret')),
-  )
+  const secret = loadServerSecret(config.secretPath ?? join(dirname(config.dbPath), 'server.secret'))
+  const auth = new Authenticator(keys, secret)
+  const registries = new RegistryCredentialStore(db, secret)
   const store = new SandboxStore(db)
-  const templates = new TemplateService(new TemplateStore(db), opts.agent, log, {
-    maxConcurrentBuilds: config.maxConcurrentBuilds,
-    maxContextBytes: config.maxContextBytes,
-    contextsDir: join(dirname(config.dbPath), 'build-contexts'),
-    ceilingTemplate: 'base',
-  })
+  const templates = new TemplateService(
+    new TemplateStore(db),
+    opts.agent,
+    log,
+    {
+      maxConcurrentBuilds: config.maxConcurrentBuilds,
+      maxContextBytes: config.maxContextBytes,
+      contextsDir: join(dirname(config.dbPath), 'build-contexts'),
+      ceilingTemplate: 'base',
+    },
+    () => store.templatesInUse(),
+    registries,
+  )
   await templates.recover()
   const metrics = new Metrics(store, opts.agent)
   const sandboxes = new SandboxService(
@@ -83,6 +90,7 @@ export async function createControlPlane(opts: {
     config,
     log,
     templates,
+    registries,
   })
   const sampler = setInterval(() => {
     metrics.sample().catch((err: unknown) => log.error({ err }, 'metrics sampling failed'))
@@ -95,6 +103,7 @@ export async function createControlPlane(opts: {
       if (Date.now() - lastPrune > 60_000) {
         lastPrune = Date.now()
         sandboxes.pruneEvents(new Date(Date.now() - config.eventRetentionHours * 3600_000))
+        templates.collect().catch((err: unknown) => log.error({ err }, 'removing deleted templates failed'))
       }
     } catch (err) {
       log.error({ err }, 'reaper failed')

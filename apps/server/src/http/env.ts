@@ -10,6 +10,7 @@ import type { ExecService } from '../services/exec.ts'
 import type { SandboxService } from '../services/sandboxes.ts'
 import type { TemplateService } from '../services/templates.ts'
 import type { KeyStore, Principal } from '../store/keys.ts'
+import type { RegistryCredentialStore } from '../store/registry-credentials.ts'
 import type { Authenticator } from './auth.ts'
 import type { Caller } from './credentials.ts'
 import type { ErrorFormat } from './errors.ts'
@@ -24,6 +25,7 @@ export interface Services {
   config: ServerConfig
   log: Logger
   templates: TemplateService
+  registries: RegistryCredentialStore
 }
 
 /**

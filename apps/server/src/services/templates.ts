@@ -22,6 +22,7 @@ import {
   type UserTemplate,
 } from '@forkbox/protocol'
 import type { Logger } from 'pino'
+import type { RegistryCredentialStore } from '../store/registry-credentials.ts'
 import { agentName, type BuildRecord, type TemplateRecord, type TemplateStore } from '../store/templates.ts'
 
 export interface TemplateLimits {
@@ -37,6 +38,13 @@ export interface TemplateLimits {
 
 const publicBuild = ({ spec: _spec, ...b }: BuildRecord): TemplateBuild => b
 
+/** The registry an image reference pulls from, as Docker reads it (no host part: Docker Hub). */
+export function registryOf(image: string): string {
+  const first = image.split('/')[0] ?? ''
+  const isHost = image.includes('/') && (first.includes('.') || first.includes(':') || first === 'localhost')
+  return isHost ? first : 'docker.io'
+}
+
 export class TemplateService {
   private readonly queue: string[] = []
   private readonly running = new Map<string, AbortController>()
@@ -49,6 +57,10 @@ export class TemplateService {
     private readonly agent: AgentApi,
     private readonly log: Logger,
     private readonly limits: TemplateLimits,
+    /** Templates (agent names) running or hibernated sandboxes and snapshots still start from. */
+    private readonly inUse: () => Set<string> = () => new Set(),
+    /** Each key's registry logins, passed to its builds' pulls. */
+    private readonly registries?: RegistryCredentialStore,
   ) {
     this.events.setMaxListeners(0)
   }
@@ -60,7 +72,22 @@ export class TemplateService {
         error: { code: 'INTERNAL', message: 'the control plane restarted during the build' },
       })
     rmSync(this.limits.contextsDir, { recursive: true, force: true })
-    await this.agent.registerTemplates(this.store.readySpecs())
+    await this.agent.registerTemplates(this.store.readySpecs().map((b) => b.spec))
+    await this.collect()
+  }
+
+  /**
+   * Removes the artifacts of deleted templates' versions nothing starts from any more (a running
+   * or hibernated sandbox, or a snapshot, needs its version's rootfs). Run after deletes, at start
+   * and now and then.
+   */
+  async collect(): Promise<void> {
+    const used = this.inUse()
+    for (const b of this.store.readySpecs()) {
+      if (!b.deleted || used.has(b.spec.name)) continue
+      await this.agent.removeTemplate(b.spec.name)
+      this.store.markRemoved(b.id)
+    }
   }
 
   private ownTemplate(owner: string, name: string): TemplateRecord {
@@ -164,6 +191,11 @@ export class TemplateService {
         name: req.name,
         description: req.description ?? '',
       })
+    if (req.registryAuth) {
+      if (!req.image || !this.registries)
+        throw new AppError('VALIDATION_FAILED', 'registryAuth goes with an image (or set logins at /v1/registries)')
+      this.registries.put(owner, registryOf(req.image), req.registryAuth.username, req.registryAuth.password)
+    }
     const source: TemplateBuildSpec['source'] = req.image
       ? { kind: 'image', image: req.image }
       : { kind: 'dockerfile', dockerfile: req.dockerfile ?? '', buildArgs: req.buildArgs ?? {} }
@@ -176,6 +208,8 @@ export class TemplateService {
         description: req.description ?? t.description,
         source,
         resources: { defaults, maxima: ceiling.maxima },
+        ...(req.startCmd ? { startCmd: req.startCmd } : {}),
+        ...(req.readyCmd ? { readyCmd: req.readyCmd } : {}),
       }),
     )
     if (build.status === 'queued') this.enqueue(build.id)
@@ -279,8 +313,8 @@ export class TemplateService {
       this.store.transition(b.id, ['waiting', 'queued', 'building'], 'failed', {
         error: { code: 'CANCELLED', message: 'the template was deleted' },
       })
-      if (b.status === 'ready') await this.agent.removeTemplate(b.spec.name)
     }
+    await this.collect()
   }
 
   /** The admin key's switch: a public template is listed for, and creatable by, every key. */
@@ -327,11 +361,15 @@ export class TemplateService {
     const started = performance.now()
     this.append(id, { stream: 'system', message: `build ${id}: version ${b.version} of ${b.template}` })
     try {
-      const { pinned } = await this.agent.buildTemplate(b.spec, (line) => this.append(id, line), signal)
+      const owner = this.store.get(b.templateId)?.owner
+      const auth = owner && this.registries ? this.registries.auth(owner) : {}
+      const { pinned } = await this.agent.buildTemplate(b.spec, (line) => this.append(id, line), signal, auth)
       const seconds = ((performance.now() - started) / 1000).toFixed(1)
       this.append(id, { stream: 'system', message: `ready in ${seconds} s` })
-      if (!this.store.transition(id, ['building'], 'ready', { spec: pinned }))
+      if (!this.store.transition(id, ['building'], 'ready', { spec: pinned })) {
         await this.agent.removeTemplate(b.spec.name) // deleted meanwhile
+        this.store.markRemoved(id)
+      }
     } catch (err) {
       const code = err instanceof AppError ? err.code : 'INTERNAL'
       const message = err instanceof Error ? err.message : String(err)

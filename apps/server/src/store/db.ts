@@ -38,12 +38,16 @@ const MIGRATIONS = [
    create table template_builds (
      id text primary key, template_id text not null references templates(id), version integer not null,
      status text not null, spec text not null, error_code text, error_message text,
-     created_at text not null, finished_at text);
+     created_at text not null, finished_at text, removed integer not null default 0);
    create unique index template_builds_version on template_builds(template_id, version);
    create index template_builds_status on template_builds(status);
    create table build_logs (
      build_id text not null references template_builds(id), seq integer not null, at text not null,
      step integer, stream text not null, message text not null, primary key (build_id, seq));`,
+  // a key's registry logins: the password sealed with a key derived from the server secret
+  `create table registry_credentials (
+     owner text not null references api_keys(id), registry text not null, username text not null,
+     sealed text not null, created_at text not null, primary key (owner, registry));`,
 ]
 
 /** The database and its WAL files are the owner's only (keys' hashes, tenants' metadata). */

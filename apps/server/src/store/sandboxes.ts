@@ -197,6 +197,17 @@ export class SandboxStore {
     ).map((r) => ({ id: r.id, owner: r.owner, persistent: r.persistent === 1 }))
   }
 
+  /** Templates (the agent's names) that sandboxes not yet ended, or snapshots, still start from. */
+  templatesInUse(): Set<string> {
+    const rows = this.db
+      .prepare(
+        `select template from sandboxes where state in ('starting', 'running', 'hibernated')
+         union select template from snapshots`,
+      )
+      .all() as { template: string }[]
+    return new Set(rows.map((r) => r.template))
+  }
+
   active(): string[] {
     return (
       this.db.prepare(`select id from sandboxes where state in ('starting', 'running')`).all() as { id: string }[]

@@ -178,15 +178,24 @@ export class TemplateStore {
     return row ? this.build(row, t.name) : null
   }
 
-  /** Ready builds of live templates: what the agent must know after a restart. */
-  readySpecs(): TemplateBuildSpec[] {
+  /**
+   * Ready builds whose artifacts the agent still has: those of live templates, and those of
+   * deleted ones not removed yet (sandboxes or snapshots still started from them).
+   */
+  readySpecs(): { id: string; spec: TemplateBuildSpec; deleted: boolean }[] {
     return (
       this.db
         .prepare(
-          "select b.spec from template_builds b join templates t on t.id = b.template_id where b.status = 'ready' and t.deleted_at is null",
+          `select b.id, b.spec, t.deleted_at is not null as deleted from template_builds b
+           join templates t on t.id = b.template_id where b.status = 'ready' and b.removed = 0`,
         )
-        .all() as { spec: string }[]
-    ).map((r) => JSON.parse(r.spec) as TemplateBuildSpec)
+        .all() as { id: string; spec: string; deleted: number }[]
+    ).map((r) => ({ id: r.id, spec: JSON.parse(r.spec) as TemplateBuildSpec, deleted: r.deleted === 1 }))
+  }
+
+  /** The build's artifacts are gone from the agent. */
+  markRemoved(id: string): void {
+    this.db.prepare('update template_builds set removed = 1 where id = ?').run(id)
   }
 
   /** Whether `name` is the agent name of some user's build (never creatable by its name alone). */
