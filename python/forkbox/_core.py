@@ -356,6 +356,9 @@ def build_template(
     build_args: Optional[Dict[str, str]],
     resources: Optional[Dict[str, int]],
     on_log: Optional[OnLog],
+    start_cmd: Optional[str] = None,
+    ready_cmd: Optional[str] = None,
+    registry_auth: Optional[Dict[str, str]] = None,
 ) -> Op:
     """Starts a build, uploads its context, and waits for it (see ``wait_for_build``)."""
     if dockerfile is None and image is None and isinstance(context, (str, os.PathLike)):
@@ -369,6 +372,9 @@ def build_template(
             "dockerfile": dockerfile,
             "buildArgs": build_args,
             "resources": resources,
+            "startCmd": start_cmd,
+            "readyCmd": ready_cmd,
+            "registryAuth": registry_auth,
             "context": True if context is not None else None,
         }
     )

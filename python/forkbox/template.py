@@ -41,6 +41,9 @@ class Template:
         build_args: Optional[Dict[str, str]] = None,
         resources: Optional[Dict[str, int]] = None,
         description: Optional[str] = None,
+        start_cmd: Optional[str] = None,
+        ready_cmd: Optional[str] = None,
+        registry_auth: Optional[Dict[str, str]] = None,
         on_log: Optional[OnLog] = None,
         api_key: Optional[str] = None,
         url: Optional[str] = None,
@@ -50,8 +53,10 @@ class Template:
         text; with neither, ``context``'s Dockerfile) and waits: returns the ready build, raises
         ``TemplateBuildError`` (the build's code, message and last log lines) when it fails.
         ``context`` is a directory (tarred as it is) or a tar archive's bytes; ``on_log`` gets
-        each log line once, in order."""
-        op = core.build_template(name=name, description=description, image=image, dockerfile=dockerfile, context=context, build_args=build_args, resources=resources, on_log=on_log)
+        each log line once, in order. ``start_cmd`` runs from bake time on in every sandbox,
+        ``ready_cmd`` must pass before the bake; ``registry_auth`` ({username, password}) is
+        kept as this key's login to the image's registry."""
+        op = core.build_template(name=name, description=description, image=image, dockerfile=dockerfile, context=context, build_args=build_args, resources=resources, on_log=on_log, start_cmd=start_cmd, ready_cmd=ready_cmd, registry_auth=registry_auth)
         return _run(op, api_key, url, max_retries)
 
     @staticmethod
@@ -92,12 +97,15 @@ class AsyncTemplate:
         build_args: Optional[Dict[str, str]] = None,
         resources: Optional[Dict[str, int]] = None,
         description: Optional[str] = None,
+        start_cmd: Optional[str] = None,
+        ready_cmd: Optional[str] = None,
+        registry_auth: Optional[Dict[str, str]] = None,
         on_log: Optional[OnLog] = None,
         api_key: Optional[str] = None,
         url: Optional[str] = None,
         max_retries: Optional[int] = None,
     ) -> TemplateBuild:
-        op = core.build_template(name=name, description=description, image=image, dockerfile=dockerfile, context=context, build_args=build_args, resources=resources, on_log=on_log)
+        op = core.build_template(name=name, description=description, image=image, dockerfile=dockerfile, context=context, build_args=build_args, resources=resources, on_log=on_log, start_cmd=start_cmd, ready_cmd=ready_cmd, registry_auth=registry_auth)
         return await _arun(op, api_key, url, max_retries)
 
     @staticmethod

@@ -31,7 +31,7 @@ def context_line(logs: List[BuildLogEntry]) -> str:
 class TemplateTests(unittest.TestCase):
     def test_build_from_image_with_on_log_then_list_get_create_delete(self) -> None:
         logs: List[BuildLogEntry] = []
-        build = Template.build(name="py-env", image="registry.local/env:1", on_log=logs.append, **CONN)
+        build = Template.build(name="py-env", image="registry.local/env:1", start_cmd="sleep infinity", ready_cmd="true", on_log=logs.append, **CONN)
         self.assertEqual((build.status, build.template, build.version), ("ready", "py-env", 1))
         self.assertEqual([e.seq for e in logs], list(range(len(logs))))
         self.assertTrue(logs[-1].message.startswith("ready in"))

@@ -64,10 +64,13 @@ describe('forkbox template build', () => {
     writeFileSync(other, 'FROM forkbox:base\nRUN true\n')
     assert.equal(await h.run('template', 'build', '-t', 'df', '-f', other, dir), 0, h.stderr())
     assert.equal(body(h.requests[0]).dockerfile, 'FROM forkbox:base\nRUN true\n')
-    assert.equal(await h.run('template', 'build', '-t', 'img', '--image', 'registry.local/x:1'), 0, h.stderr())
+    const img = ['-t', 'img', '--image', 'registry.local/x:1', '--start-cmd', 'srv --port 80', '--ready-cmd', 'true']
+    assert.equal(await h.run('template', 'build', ...img), 0, h.stderr())
     assert.deepEqual(body(h.requests.find((r) => r.method === 'POST' && body(r).name === 'img')), {
       name: 'img',
       image: 'registry.local/x:1',
+      startCmd: 'srv --port 80',
+      readyCmd: 'true',
     })
     assert.match(h.stdout(), /^df@1\nimg@1\n$/)
     assert.equal(await h.run('template', 'build', '-t', 'both', '--image', 'x:1', '-f', other), 1)

@@ -24,6 +24,12 @@ export interface BuildTemplateOptions extends RequestOptions {
   buildArgs?: Record<string, string>
   /** Default resources of sandboxes made from it. */
   resources?: Resources
+  /** A shell line started at bake time and running in every sandbox (instead of the image's CMD/ENTRYPOINT). */
+  startCmd?: string
+  /** A shell line that must exit 0 before the template is baked (instead of HEALTHCHECK or the exposed ports). */
+  readyCmd?: string
+  /** A login for the image's registry, kept (sealed) as this key's; never returned. */
+  registryAuth?: { username: string; password: string }
   /** Each log line, in order, once (also across a reconnect of the log stream). */
   onLog?: (entry: BuildLogEntry) => void
 }
@@ -80,7 +86,8 @@ export class Templates {
    * Aborting `signal` stops the waiting, not the build.
    */
   async build(options: BuildTemplateOptions): Promise<TemplateBuild> {
-    const { name, description, image, buildArgs, resources, context, signal } = options
+    const { name, description, image, buildArgs, resources, startCmd, readyCmd, registryAuth, context, signal } =
+      options
     let dockerfile = options.dockerfile
     // a context that is not there fails here, before a build waits for it in vain
     if (typeof context === 'string' && !(await stat(context)).isDirectory())
@@ -90,7 +97,18 @@ export class Templates {
     const { build } = await this.#http.json<{ template: UserTemplate; build: TemplateBuild }>({
       method: 'POST',
       path: '/v1/templates',
-      json: { name, description, image, dockerfile, buildArgs, resources, context: context !== undefined || undefined },
+      json: {
+        name,
+        description,
+        image,
+        dockerfile,
+        buildArgs,
+        resources,
+        startCmd,
+        readyCmd,
+        registryAuth,
+        context: context !== undefined || undefined,
+      },
       signal,
     })
     if (context !== undefined) {

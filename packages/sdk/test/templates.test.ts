@@ -60,6 +60,8 @@ describe('Template.build', () => {
       image: 'registry.local/env:1',
       description: 'mine',
       resources: { memoryMB: 1024 },
+      startCmd: 'python3 -m http.server 8000',
+      readyCmd: 'curl -sf localhost:8000',
       onLog: (e) => seen.push(e),
     })
     assert.equal(build.status, 'ready')
@@ -75,6 +77,8 @@ describe('Template.build', () => {
       image: 'registry.local/env:1',
       description: 'mine',
       resources: { memoryMB: 1024 },
+      startCmd: 'python3 -m http.server 8000',
+      readyCmd: 'curl -sf localhost:8000',
     })
     const listed = await new ForkboxClient(s.conn()).templates.list()
     assert.deepEqual(

@@ -15,6 +15,8 @@ interface BuildFlags {
   image?: string
   buildArg?: Record<string, string>
   description?: string
+  startCmd?: string
+  readyCmd?: string
 }
 
 function dockerfileSource(
@@ -46,6 +48,8 @@ function registerBuild(template: Command, ctx: CliContext): void {
     .option('--image <ref>', 'take this OCI/Docker image as it is (no Dockerfile, no context)')
     .option('--build-arg <KEY=VALUE>', 'a build argument (repeatable)', collectPair)
     .option('--description <text>', 'what the template is for')
+    .option('--start-cmd <cmd>', "started at bake time, running in every sandbox (instead of the image's CMD)")
+    .option('--ready-cmd <cmd>', 'must exit 0 before the template is baked (instead of HEALTHCHECK or EXPOSEd ports)')
     .action(async (context: string, flags: BuildFlags) => {
       const source = dockerfileSource(context, flags)
       const display = ctx.progressStream ? liveDisplay(ctx.progressStream, ctx.now) : plainDisplay(ctx.stderr)
@@ -56,6 +60,8 @@ function registerBuild(template: Command, ctx: CliContext): void {
           name: flags.tag,
           buildArgs: flags.buildArg,
           description: flags.description,
+          startCmd: flags.startCmd,
+          readyCmd: flags.readyCmd,
           onLog: (entry) => display.line(entry),
           signal,
         }),
