@@ -12,7 +12,11 @@ import { useTestHost } from './harness.ts'
 
 const host = useTestHost()
 const work = mkdtempSync(join(tmpdir(), 'forkbox-e2e-tpl-api-'))
-after(() => rmSync(work, { recursive: true, force: true }))
+after(async () => {
+  rmSync(work, { recursive: true, force: true })
+  // its versions' rootfs and snapshots live in the shared templates dir: deleting the template removes them
+  await call('DELETE', `/v1/templates/${name}`).catch(() => {})
+})
 const name = `app-${process.pid}`
 
 interface Build {
