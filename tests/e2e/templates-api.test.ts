@@ -3,17 +3,19 @@
 // getHost(port) at once. A rebuild starts at the changed step; bad builds fail clearly.
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { Sandbox } from '@forkbox/sdk'
-import { useTestHost } from './harness.ts'
+import { sharedTemplatesDir, useTestHost } from './harness.ts'
 
 const host = useTestHost()
 const work = mkdtempSync(join(tmpdir(), 'forkbox-e2e-tpl-api-'))
 after(() => rmSync(work, { recursive: true, force: true }))
 const name = `app-${process.pid}`
+/** The layer cache outlives a run: the changed step's text is this run's own. */
+const nonce = `${process.pid}-${Date.now()}`
 
 interface Build {
   id: string
@@ -92,7 +94,9 @@ describe('templates from a Dockerfile through the API', () => {
   writeFileSync(join(context, '.dockerignore'), 'secret.env\n')
 
   it('builds, bakes its server running, and a create answers at getHost(port) with the image config', async () => {
-    const { build: b, lines } = await build(dockerfile('one'), tarOf(context), { buildArgs: { GREETING: 'hi' } })
+    const { build: b, lines } = await build(dockerfile(`one ${nonce}`), tarOf(context), {
+      buildArgs: { GREETING: 'hi' },
+    })
     assert.equal(b.status, 'ready', `${JSON.stringify(b.error)}\n${lines.join('\n')}`)
     assert.ok(
       lines.some((l) => /^#\d+ RUN echo "\$GREETING/.test(l)),
@@ -111,20 +115,22 @@ describe('templates from a Dockerfile through the API', () => {
   })
 
   it('a rebuild with only the last step changed reuses every earlier layer', async () => {
-    const { build: b, lines } = await build(dockerfile('two'), tarOf(context), { buildArgs: { GREETING: 'hi' } })
+    const { build: b, lines } = await build(dockerfile(`two ${nonce}`), tarOf(context), {
+      buildArgs: { GREETING: 'hi' },
+    })
     assert.equal(b.status, 'ready', lines.join('\n'))
     assert.equal(b.version, 2)
     const steps = lines.filter((l) => /^#\d+ [A-Z]+ /.test(l))
     const ran = steps.filter((l) => !l.endsWith('(cached)'))
     assert.deepEqual(
       ran.map((l) => l.replace(/^#\d+ /, '')),
-      ['RUN echo "two" > /home/user/last.txt'],
+      [`RUN echo "two ${nonce}" > /home/user/last.txt`],
       steps.join('\n'),
     )
     await using sbx = await Sandbox.create({ ...host().conn, template: name })
-    assert.equal((await sbx.exec(['cat', '/home/user/last.txt'])).stdout, 'two\n')
+    assert.equal((await sbx.exec(['cat', '/home/user/last.txt'])).stdout, `two ${nonce}\n`)
     await using old = await Sandbox.create({ ...host().conn, template: `${name}@1` })
-    assert.equal((await old.exec(['cat', '/home/user/last.txt'])).stdout, 'one\n')
+    assert.equal((await old.exec(['cat', '/home/user/last.txt'])).stdout, `one ${nonce}\n`)
   })
 
   it('a failing RUN, an unsupported instruction and an escaping context each fail the build clearly', async () => {
@@ -147,5 +153,14 @@ describe('templates from a Dockerfile through the API', () => {
     await using sbx = await Sandbox.create({ ...host().conn, template: name })
     assert.equal((await sbx.exec(['cat', 'index.html'])).stdout, 'hi, world\n')
     assert.ok(readFileSync('/etc/hostname', 'utf8').length > 0)
+  })
+
+  it('deleting the template removes its versions from the templates dir once no sandbox uses them', async () => {
+    const agentNames = (await call('GET', `/v1/templates/${name}`)).body.builds.map(
+      (b: { templateId: string; version: number }) => `u-${b.templateId.replace('tpl-', '')}-${b.version}-`,
+    )
+    assert.equal((await call('DELETE', `/v1/templates/${name}`)).status, 204)
+    const left = readdirSync(sharedTemplatesDir).filter((n) => agentNames.some((a: string) => n.startsWith(a)))
+    assert.deepEqual(left, [])
   })
 })

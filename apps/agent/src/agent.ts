@@ -117,6 +117,7 @@ export class LocalAgent implements AgentApi {
         return this.baker.rootfsOf(def)
       },
     })
+    this.baker.dockerfiles = this
   }
 
   /**

@@ -1,7 +1,7 @@
 // Template baking: builds a template's rootfs, boots it once, warms it up and checkpoints it into
 // the snapshot every create restores (each cached by content).
 import { createHash, randomBytes } from 'node:crypto'
-import { existsSync, rmSync } from 'node:fs'
+import { existsSync, readFileSync, rmSync } from 'node:fs'
 import { basename, join } from 'node:path'
 import { AppError, type TemplateInfo, type TemplateProgress } from '@forkbox/protocol'
 import type { AgentConfig } from '../config.ts'
@@ -11,8 +11,11 @@ import { checkpointAndStop } from '../sandboxes/checkpoints.ts'
 import type { Containers } from '../sandboxes/containers.ts'
 import type { LiveSandbox } from '../sandboxes/live-sandbox.ts'
 import { buildRootfs } from './build.ts'
+import type { BuildLogSink } from './build-log.ts'
+import type { TemplateBuildResult as BuiltRootfs, TemplateBuildInput } from './builder.ts'
 import { loadDefinitions, type TemplateDefinition, templateHash } from './definition.ts'
 import { type OciOptions, pullImage, type RegistryAuth, resolveImageDigest, unpackImage } from './oci.ts'
+import { eventLine } from './user-templates.ts'
 
 const BAKE_RETRY_MS = 10 * 60_000
 
@@ -76,6 +79,10 @@ export class TemplateBaker {
   private readonly imageDigests = new Map<string, string>()
   /** Templates users built (registered at run time, not from templates/): never pooled. */
   private readonly userTemplates = new Set<string>()
+  /** Builds Dockerfiles (the agent's builder, set once it exists): for built-in templates written as one. */
+  dockerfiles?: {
+    buildDockerfile(input: TemplateBuildInput, onLog?: BuildLogSink, signal?: AbortSignal): Promise<BuiltRootfs>
+  }
   /** While a user's build runs: its registry credentials, and that access must be shown. */
   private readonly buildAuth = new Map<string, RegistryAuth>()
   /** Templates built from a Dockerfile: the rootfs dir the build made (its name is the build's key). */
@@ -206,11 +213,15 @@ export class TemplateBaker {
 
   /** Builds the rootfs (once, cached) and bakes the template's snapshot (once, cached). */
   ensureTemplate(name: string, onProgress?: (p: TemplateProgress) => void): Promise<void> {
-    const def = this.definition(name)
     if (this.snapshotChecked.has(name)) return Promise.resolve()
+    this.definition(name)
     let build = this.builds.get(name)
     if (!build) {
       build = (async () => {
+        const written = this.definition(name)
+        if (written.dockerfile && !this.builtRootfs.has(name)) await this.buildWritten(written, onProgress)
+        // a Dockerfile's build gives the definition its image config
+        const def = this.definition(name)
         if (def.image) await this.resolveImage(def, onProgress)
         const rootfs = this.rootfsOf(def)
         if (!existsSync(rootfs) && def.image) await this.buildFromImage(def, def.image, rootfs, onProgress)
@@ -240,6 +251,38 @@ export class TemplateBaker {
       this.builds.set(name, build)
     }
     return build
+  }
+
+  /**
+   * A built-in template written as a Dockerfile: built (from the layer cache, after the first
+   * time) by the same builder as users' templates, its image config taken into the definition.
+   */
+  private async buildWritten(def: TemplateDefinition, onProgress?: (p: TemplateProgress) => void): Promise<void> {
+    if (!this.dockerfiles || !def.dockerfile || !def.dir)
+      throw new AppError('INTERNAL', `${def.name}: no builder for its Dockerfile`)
+    const built = await this.dockerfiles.buildDockerfile(
+      {
+        dockerfile: readFileSync(join(def.dir, def.dockerfile), 'utf8'),
+        contextDir: def.dir,
+        resources: def.resources.maxima,
+      },
+      (e) => {
+        if (e.type === 'step' || e.type === 'phase' || e.type === 'step_done')
+          onProgress?.({ template: def.name, phase: 'build', message: eventLine(e).message })
+      },
+    )
+    const user = built.config.user?.split(':')[0]
+    this.definitions.set(def.name, {
+      ...def,
+      user: user && /^[a-z_][a-z0-9_-]*$/.test(user) ? user : def.user,
+      env: built.config.env,
+      workdir: built.config.workdir,
+      startCmd: built.startCmd,
+      readyCmd: built.readyCmd ?? undefined,
+      exposedPorts: built.exposedPorts,
+      imageDirs: true,
+    })
+    this.builtRootfs.set(def.name, built.rootfs)
   }
 
   /** A user's build also proves it may read its image: the pull cache is shared by every key. */

@@ -37,9 +37,16 @@ export const TemplateDefinition = z
     exposedPorts: z.array(z.number().int().min(1).max(65535)).default([]),
     /** A user's image: its /home, /tmp and /work show in sandboxes (no tmpfs over them). */
     imageDirs: z.boolean().default(false),
+    /** A built-in template written as a Dockerfile (this file, in its dir, which is also its build context). */
+    dockerfile: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]+$/)
+      .optional(),
+    /** The dir template.json was read from (set by the loader). */
+    dir: z.string().optional(),
   })
-  .refine((d) => !(d.image && d.packages.length > 0), {
-    message: 'a template takes its rootfs from an image or from packages, not both',
+  .refine((d) => [d.image, d.dockerfile, d.packages.length > 0 || undefined].filter(Boolean).length <= 1, {
+    message: 'a template takes its rootfs from an image, a Dockerfile or packages: one of them',
   })
 export type TemplateDefinition = z.infer<typeof TemplateDefinition>
 
@@ -51,7 +58,7 @@ export function loadDefinitions(dir: string): Map<string, TemplateDefinition> {
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     if (!entry.isDirectory()) continue
     const raw = JSON.parse(readFileSync(join(dir, entry.name, 'template.json'), 'utf8'))
-    const def = TemplateDefinition.parse(raw)
+    const def = TemplateDefinition.parse({ ...raw, dir: join(dir, entry.name) })
     out.set(def.name, def)
   }
   return out

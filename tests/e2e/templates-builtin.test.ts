@@ -1,0 +1,57 @@
+// The built-in templates written as Dockerfiles (templates/agent, templates/postgres), built by the
+// same builder as users' templates and baked with their services running, used for their purpose.
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { Sandbox } from '@forkbox/sdk'
+import { useTestHost } from './harness.ts'
+
+const host = useTestHost()
+
+describe('built-in templates from Dockerfiles', () => {
+  it('agent: a C program compiles and runs, an npm script runs, as user in ~/workspace', async () => {
+    await using sbx = await Sandbox.create({ ...host().conn, template: 'agent' })
+    const whereAmI = await sbx.exec(
+      'echo "$(id -un) $(pwd)"; rg --version | head -1; jq --version; sqlite3 --version | cut -c1-4',
+    )
+    assert.equal(whereAmI.exitCode, 0, whereAmI.stderr)
+    assert.match(whereAmI.stdout, /^user \/home\/user\/workspace\nripgrep \d+.*\njq-1\.\d.*\n3\.\d/)
+    await sbx.files.write(
+      '/home/user/workspace/hello.c',
+      '#include <stdio.h>\nint main(void) { printf("%d\\n", 6 * 7); return 0; }\n',
+    )
+    const cc = await sbx.exec('gcc -O2 -o hello hello.c && ./hello')
+    assert.equal(cc.stdout, '42\n', cc.stderr)
+    const pkg = {
+      name: 'demo',
+      version: '1.0.0',
+      scripts: { greet: 'node -e "console.log(process.version.startsWith(\'v\'))"' },
+    }
+    await sbx.files.write('/home/user/workspace/package.json', JSON.stringify(pkg))
+    const npm = await sbx.exec('npm run --silent greet')
+    assert.equal(npm.stdout, 'true\n', npm.stderr)
+    const venv = await sbx.exec('python3 -m venv .venv && .venv/bin/python -c "import sys; print(sys.prefix)"')
+    assert.equal(venv.stdout, '/home/user/workspace/.venv\n', venv.stderr)
+  })
+
+  it('postgres: a create is a live database, ready for a query with no start-up wait', async () => {
+    const started = performance.now()
+    await using sbx = await Sandbox.create({ ...host().conn, template: 'postgres' })
+    const q = await sbx.exec([
+      'psql',
+      '-v',
+      'ON_ERROR_STOP=1',
+      '-qAt',
+      '-c',
+      'create table t (x int); insert into t values (20), (22); select sum(x) from t;',
+    ])
+    const firstQueryMs = performance.now() - started
+    assert.equal(q.exitCode, 0, q.stderr)
+    assert.equal(q.stdout, '42\n')
+    console.log(`postgres: create → first query ${firstQueryMs.toFixed(0)} ms`)
+    // each sandbox its own database: the table is not in another one
+    await using other = await Sandbox.create({ ...host().conn, template: 'postgres' })
+    const missing = await other.exec(['psql', '-qAt', '-c', 'select count(*) from t'])
+    assert.notEqual(missing.exitCode, 0)
+    assert.match(missing.stderr, /relation "t" does not exist/)
+  })
+})
