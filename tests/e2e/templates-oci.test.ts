@@ -2,7 +2,6 @@
 // baked `base` rootfs and one of only a static busybox; templates naming them are pulled without a
 // Docker engine, baked, and created from.
 import assert from 'node:assert/strict'
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import {
   cpSync,
@@ -13,110 +12,23 @@ import {
   readFileSync,
   rmSync,
   statSync,
-  symlinkSync,
   writeFileSync,
 } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { ForkboxError, Sandbox } from '@forkbox/sdk'
 import { cleanupDataDir, leftovers, NOTHING_LEFT, sharedTemplatesDir, startTestHost, type TestHost } from './harness.ts'
+import { baseRootfs, busyboxRootfs, TestRegistry } from './registry.ts'
 
 const repoRoot = new URL('../../', import.meta.url).pathname
 const work = mkdtempSync(join(tmpdir(), 'forkbox-e2e-oci-'))
 const definitionsDir = join(work, 'definitions')
 const PREFIX = `fbx-oci-${process.pid}`
-let registry: ChildProcess | undefined
+const registry = new TestRegistry(work)
 let port = 0
 let digest = ''
 let bareDigest = ''
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer()
-    srv.once('error', reject)
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address()
-      srv.close(() => resolve(typeof addr === 'object' && addr ? addr.port : 0))
-    })
-  })
-}
-
-async function startRegistry(): Promise<void> {
-  port = await freePort()
-  const config = join(work, 'registry.yml')
-  writeFileSync(
-    config,
-    [
-      'version: 0.1',
-      'log: { level: error }',
-      `storage: { filesystem: { rootdirectory: ${join(work, 'registry')} } }`,
-      `http: { addr: "127.0.0.1:${port}" }`,
-      '',
-    ].join('\n'),
-  )
-  registry = spawn('/usr/bin/docker-registry', ['serve', config], { stdio: 'ignore' })
-  for (let i = 0; i < 100; i++) {
-    const ok = await fetch(`http://127.0.0.1:${port}/v2/`).then(
-      (r) => r.ok,
-      () => false,
-    )
-    if (ok) return
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  throw new Error('the test registry did not come up')
-}
-
-function stopRegistry(): void {
-  if (registry?.pid && registry.exitCode === null) process.kill(registry.pid, 'SIGKILL')
-  registry = undefined
-}
-
-/** The baked `base` rootfs (prepare.ts built it): the newest `base-HASH` dir. */
-function baseRootfs(): string {
-  const dirs = readdirSync(sharedTemplatesDir)
-    .filter((n) => /^base-[0-9a-f]{16}$/.test(n))
-    .map((n) => join(sharedTemplatesDir, n))
-    .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)
-  if (!dirs[0]) throw new Error(`no base rootfs in ${sharedTemplatesDir}: run tests/e2e/prepare.ts`)
-  return dirs[0]
-}
-
-/** An OCI image of one layer (the tree at `rootfs`), pushed to the test registry as `name`; returns its digest. */
-function pushImage(rootfs: string, name: string): string {
-  const layout = join(work, 'layout')
-  const layer = join(work, 'layer.tar')
-  execFileSync('umoci', ['init', '--layout', layout])
-  execFileSync('umoci', ['new', '--image', `${layout}:t`])
-  execFileSync('tar', ['-C', rootfs, '-cf', layer, '.'])
-  execFileSync('umoci', ['raw', 'add-layer', '--image', `${layout}:t`, layer])
-  rmSync(layer)
-  const digestFile = join(work, 'digest')
-  execFileSync('skopeo', [
-    'copy',
-    '--quiet',
-    '--dest-tls-verify=false',
-    `--digestfile=${digestFile}`,
-    `oci:${layout}:t`,
-    `docker://127.0.0.1:${port}/${name}`,
-  ])
-  rmSync(layout, { recursive: true, force: true })
-  return readFileSync(digestFile, 'utf8').trim()
-}
-
-/**
- * A root holding only a static busybox and its applets' links: no Python, no libc, no bash, no
- * /etc. The guest brings its own runtime, so everything but runCode works in it.
- */
-function busyboxRootfs(): string {
-  const root = join(work, 'busybox')
-  mkdirSync(join(root, 'bin'), { recursive: true })
-  cpSync('/bin/busybox', join(root, 'bin/busybox'))
-  const applets = execFileSync('/bin/busybox', ['--list'], { encoding: 'utf8' }).split('\n').filter(Boolean)
-  for (const a of applets) if (a !== 'busybox') symlinkSync('busybox', join(root, 'bin', a))
-  return root
-}
 
 function define(name: string, image: string): void {
   const base = JSON.parse(readFileSync(join(repoRoot, 'templates/base/template.json'), 'utf8'))
@@ -133,9 +45,10 @@ const host = (): TestHost => {
 
 // not useTestHost: the registry, the image and the definitions must exist before the host starts
 before(async () => {
-  await startRegistry()
-  digest = pushImage(baseRootfs(), 'fbx-test:1')
-  bareDigest = pushImage(busyboxRootfs(), 'fbx-busybox:1')
+  await registry.start()
+  port = registry.port
+  digest = registry.push(baseRootfs(), 'fbx-test:1')
+  bareDigest = registry.push(busyboxRootfs(work), 'fbx-busybox:1')
   // the host still prebuilds `base`: its definition comes along
   mkdirSync(definitionsDir)
   cpSync(join(repoRoot, 'templates/base'), join(definitionsDir, 'base'), { recursive: true })
@@ -148,7 +61,7 @@ before(async () => {
 })
 
 after(async () => {
-  stopRegistry()
+  registry.stop()
   try {
     if (t) {
       await t.stop()
@@ -297,7 +210,7 @@ describe('templates from OCI images', () => {
 
   it('a second build of the same digest does not pull again (the registry is gone by then)', async () => {
     const before = statSync(pulledLayout()).mtimeMs
-    stopRegistry()
+    registry.stop()
     await using sbx = await Sandbox.create({ ...host().conn, template: `${PREFIX}-pinned` })
     assert.equal((await sbx.exec(['python3', '-c', 'print(6 * 7)'])).stdout, '42\n')
     assert.equal(statSync(pulledLayout()).mtimeMs, before)
