@@ -24,6 +24,8 @@ interface E2bBuild {
   resources: { vcpus?: number; memoryMB?: number }
   /** forkbox's build, once started. */
   build: string | null
+  /** Why its forkbox build never got its context (it waits for one no more). */
+  lost: string | null
   starting: boolean
   /** The E2B step of each filesystem step of its Dockerfile (see Translation). */
   stepLabels: string[]
@@ -97,6 +99,7 @@ export class E2bTemplateBuilds {
         ...(req.memoryMB ? { memoryMB: req.memoryMB } : {}),
       },
       build: null,
+      lost: null,
       starting: false,
       stepLabels: [],
     })
@@ -129,7 +132,13 @@ export class E2bTemplateBuilds {
         const req = this.createRequest({ ...base, dockerfile: t.dockerfile, context: true })
         const { build } = await this.templates.create(owner, req)
         b.build = build.id
-        await this.templates.uploadContext(owner, build.id, createReadStream(context))
+        try {
+          await this.templates.uploadContext(owner, build.id, createReadStream(context))
+        } catch (err) {
+          // the build would wait for its context forever: its status says it failed
+          b.lost = err instanceof Error ? err.message : String(err)
+          throw err
+        }
       } finally {
         rmSync(context, { force: true })
       }
@@ -151,7 +160,7 @@ export class E2bTemplateBuilds {
     if (!b.build) return { ...head, status: 'waiting' as const, logEntries: [] }
     const build = this.templates.getBuild(owner, b.build)
     const logEntries = this.templates.logs(owner, b.build, offset).map((e) => this.entry(b, e))
-    const status = statusOf[build.status]
+    const status = b.lost ? 'error' : statusOf[build.status]
     if (status !== 'error') return { ...head, status, logEntries }
     const all = this.templates.logs(owner, b.build, 0)
     const step = [...all].reverse().find((e) => e.step !== null)
@@ -160,7 +169,7 @@ export class E2bTemplateBuilds {
       status,
       logEntries,
       reason: {
-        message: build.error?.message ?? 'the build failed',
+        message: build.error?.message ?? b.lost ?? 'the build failed',
         ...(step ? { step: this.label(b, step) } : {}),
         logEntries: all.slice(-REASON_LINES).map((e) => this.entry(b, e)),
       },
