@@ -31,6 +31,8 @@ getent hosts forkbox-check.localhost >/dev/null || need_apt+=(libnss-myhostname)
 if [[ $for_tests -eq 1 ]]; then
   /usr/bin/python3 -c 'import httpx' 2>/dev/null || need_apt+=(python3-httpx)
   /usr/bin/python3 -c 'import ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+  # the OCI tests run a registry that wants a login (its htpasswd file is made by apache2-utils)
+  command -v htpasswd >/dev/null || need_apt+=(apache2-utils)
   # the OCI tests push an image of only a static busybox (no Python, no libc)
   if [[ ! -x /bin/busybox ]] || ldd /bin/busybox >/dev/null 2>&1; then need_apt+=(busybox-static); fi
 fi

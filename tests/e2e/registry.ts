@@ -1,12 +1,12 @@
-// A local OCI registry for e2e tests (Debian's docker-registry on loopback, plain HTTP) and images
-// pushed to it without a Docker engine: one layer from a directory tree, through umoci and skopeo.
+// A local OCI registry for e2e tests (Debian's docker-registry on a free loopback port), and images
+// the tests make themselves from a rootfs dir and push to it.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
-import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { sharedTemplatesDir } from './harness.ts'
 
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer()
     srv.once('error', reject)
@@ -17,77 +17,76 @@ function freePort(): Promise<number> {
   })
 }
 
-export class TestRegistry {
-  port = 0
-  private proc: ChildProcess | undefined
+export interface TestRegistry {
+  port: number
+  /** Pushes an OCI image of one layer (the tree at `rootfs`) as `name` (`repo:tag`); returns its digest. */
+  push(rootfs: string, name: string): string
+  stop(): void
+}
 
-  /** `work` is the test's scratch dir: the registry's storage and the image layouts go there. */
-  constructor(private readonly work: string) {}
-
-  async start(): Promise<void> {
-    this.port = await freePort()
-    const config = join(this.work, 'registry.yml')
-    writeFileSync(
-      config,
-      [
-        'version: 0.1',
-        'log: { level: error }',
-        `storage: { filesystem: { rootdirectory: ${join(this.work, 'registry')} } }`,
-        `http: { addr: "127.0.0.1:${this.port}" }`,
-        '',
-      ].join('\n'),
-    )
-    this.proc = spawn('/usr/bin/docker-registry', ['serve', config], { stdio: 'ignore' })
-    for (let i = 0; i < 100; i++) {
-      const ok = await fetch(`http://127.0.0.1:${this.port}/v2/`).then(
-        (r) => r.ok,
-        () => false,
-      )
-      if (ok) return
-      await new Promise((r) => setTimeout(r, 100))
-    }
-    throw new Error('the test registry did not come up')
-  }
-
-  stop(): void {
-    if (this.proc?.pid && this.proc.exitCode === null) process.kill(this.proc.pid, 'SIGKILL')
-    this.proc = undefined
-  }
-
-  /** An OCI image of one layer (the tree at `rootfs`), pushed as `name`; returns its digest. */
-  push(rootfs: string, name: string): string {
-    const layout = join(this.work, 'layout')
-    const layer = join(this.work, 'layer.tar')
-    execFileSync('umoci', ['init', '--layout', layout])
-    execFileSync('umoci', ['new', '--image', `${layout}:t`])
-    execFileSync('tar', ['-C', rootfs, '-cf', layer, '.'])
-    execFileSync('umoci', ['raw', 'add-layer', '--image', `${layout}:t`, layer])
-    rmSync(layer)
-    const digestFile = join(this.work, 'digest')
-    execFileSync('skopeo', [
-      'copy',
-      '--quiet',
-      '--dest-tls-verify=false',
-      `--digestfile=${digestFile}`,
-      `oci:${layout}:t`,
-      `docker://127.0.0.1:${this.port}/${name}`,
-    ])
-    rmSync(layout, { recursive: true, force: true })
-    return readFileSync(digestFile, 'utf8').trim()
-  }
+export interface RegistryLogin {
+  username: string
+  password: string
 }
 
 /**
- * A root (under `work`) holding only a static busybox and its applets' links: no Python, no libc,
- * no bash, no /etc. The guest brings its own runtime, so everything but runCode works in it.
+ * Starts a registry keeping its storage (and push scratch) under `work`; with `login`, it serves
+ * only that user (htpasswd, bcrypt: apache2-utils' htpasswd makes the file).
  */
-export function busyboxRootfs(work: string): string {
-  const root = join(work, 'busybox')
-  mkdirSync(join(root, 'bin'), { recursive: true })
-  cpSync('/bin/busybox', join(root, 'bin/busybox'))
-  const applets = execFileSync('/bin/busybox', ['--list'], { encoding: 'utf8' }).split('\n').filter(Boolean)
-  for (const a of applets) if (a !== 'busybox') symlinkSync('busybox', join(root, 'bin', a))
-  return root
+export async function startRegistry(work: string, login?: RegistryLogin): Promise<TestRegistry> {
+  const port = await freePort()
+  const config = join(work, 'registry.yml')
+  const htpasswd = join(work, 'htpasswd')
+  if (login)
+    writeFileSync(htpasswd, execFileSync('htpasswd', ['-Bbn', login.username, login.password], { encoding: 'utf8' }))
+  writeFileSync(
+    config,
+    [
+      'version: 0.1',
+      'log: { level: error }',
+      `storage: { filesystem: { rootdirectory: ${join(work, 'registry')} } }`,
+      `http: { addr: "127.0.0.1:${port}" }`,
+      ...(login ? [`auth: { htpasswd: { realm: forkbox-test, path: ${htpasswd} } }`] : []),
+      '',
+    ].join('\n'),
+  )
+  let proc: ChildProcess | undefined = spawn('/usr/bin/docker-registry', ['serve', config], { stdio: 'ignore' })
+  const stop = () => {
+    if (proc?.pid && proc.exitCode === null) process.kill(proc.pid, 'SIGKILL')
+    proc = undefined
+  }
+  for (let i = 0; i < 100; i++) {
+    const ok = await fetch(`http://127.0.0.1:${port}/v2/`).then(
+      (r) => r.ok || r.status === 401,
+      () => false,
+    )
+    if (ok) return { port, stop, push: (rootfs, name) => pushImage(work, port, rootfs, name, login) }
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  stop()
+  throw new Error('the test registry did not come up')
+}
+
+function pushImage(work: string, port: number, rootfs: string, name: string, login?: RegistryLogin): string {
+  const layout = join(work, 'layout')
+  const layer = join(work, 'layer.tar')
+  execFileSync('umoci', ['init', '--layout', layout])
+  execFileSync('umoci', ['new', '--image', `${layout}:t`])
+  execFileSync('tar', ['-C', rootfs, '-cf', layer, '.'])
+  execFileSync('umoci', ['raw', 'add-layer', '--image', `${layout}:t`, layer])
+  rmSync(layer)
+  const digestFile = join(work, 'digest')
+  execFileSync('skopeo', [
+    'copy',
+    '--quiet',
+    '--dest-tls-verify=false',
+    ...(login ? [`--dest-creds=${login.username}:${login.password}`] : []),
+    `--digestfile=${digestFile}`,
+    `oci:${layout}:t`,
+    `docker://127.0.0.1:${port}/${name}`,
+  ])
+  rmSync(layout, { recursive: true, force: true })
+  return readFileSync(digestFile, 'utf8').trim()
 }
 
 /** The baked `base` rootfs (prepare.ts built it): the newest `base-HASH` dir. */
@@ -98,4 +97,9 @@ export function baseRootfs(): string {
     .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)
   if (!dirs[0]) throw new Error(`no base rootfs in ${sharedTemplatesDir}: run tests/e2e/prepare.ts`)
   return dirs[0]
+}
+
+/** Where the agent keeps a pulled image (its OCI layout) in the shared templates dir. */
+export function pulledLayout(digest: string): string {
+  return join(sharedTemplatesDir, '.oci', digest.replace(':', '-'))
 }

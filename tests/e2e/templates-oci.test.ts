@@ -2,6 +2,7 @@
 // baked `base` rootfs and one of only a static busybox; templates naming them are pulled without a
 // Docker engine, baked, and created from.
 import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import {
   cpSync,
@@ -12,6 +13,7 @@ import {
   readFileSync,
   rmSync,
   statSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -19,16 +21,35 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { ForkboxError, Sandbox } from '@forkbox/sdk'
 import { cleanupDataDir, leftovers, NOTHING_LEFT, sharedTemplatesDir, startTestHost, type TestHost } from './harness.ts'
-import { baseRootfs, busyboxRootfs, TestRegistry } from './registry.ts'
+import { baseRootfs, pulledLayout, startRegistry, type TestRegistry } from './registry.ts'
 
 const repoRoot = new URL('../../', import.meta.url).pathname
 const work = mkdtempSync(join(tmpdir(), 'forkbox-e2e-oci-'))
 const definitionsDir = join(work, 'definitions')
 const PREFIX = `fbx-oci-${process.pid}`
-const registry = new TestRegistry(work)
+let registry: TestRegistry | undefined
 let port = 0
 let digest = ''
 let bareDigest = ''
+
+function stopRegistry(): void {
+  registry?.stop()
+  registry = undefined
+}
+
+/**
+ * A root holding only a static busybox and its applets' links: no Python, no libc, no bash, no
+ * /etc. The guest brings its own runtime, so everything but runCode works in it.
+ */
+function busyboxRootfs(): string {
+  const root = join(work, 'busybox')
+  if (existsSync(root)) return root
+  mkdirSync(join(root, 'bin'), { recursive: true })
+  cpSync('/bin/busybox', join(root, 'bin/busybox'))
+  const applets = execFileSync('/bin/busybox', ['--list'], { encoding: 'utf8' }).split('\n').filter(Boolean)
+  for (const a of applets) if (a !== 'busybox') symlinkSync('busybox', join(root, 'bin', a))
+  return root
+}
 
 function define(name: string, image: string): void {
   const base = JSON.parse(readFileSync(join(repoRoot, 'templates/base/template.json'), 'utf8'))
@@ -45,10 +66,10 @@ const host = (): TestHost => {
 
 // not useTestHost: the registry, the image and the definitions must exist before the host starts
 before(async () => {
-  await registry.start()
+  registry = await startRegistry(work)
   port = registry.port
   digest = registry.push(baseRootfs(), 'fbx-test:1')
-  bareDigest = registry.push(busyboxRootfs(work), 'fbx-busybox:1')
+  bareDigest = registry.push(busyboxRootfs(), 'fbx-busybox:1')
   // the host still prebuilds `base`: its definition comes along
   mkdirSync(definitionsDir)
   cpSync(join(repoRoot, 'templates/base'), join(definitionsDir, 'base'), { recursive: true })
@@ -61,7 +82,7 @@ before(async () => {
 })
 
 after(async () => {
-  registry.stop()
+  stopRegistry()
   try {
     if (t) {
       await t.stop()
@@ -77,14 +98,10 @@ after(async () => {
   }
 })
 
-function pulledLayout(d = digest): string {
-  return join(sharedTemplatesDir, '.oci', d.replace(':', '-'))
-}
-
 describe('templates from OCI images', () => {
   it('pulls the image by tag, bakes it, and a sandbox from it runs commands and round-trips files', async () => {
     await using sbx = await Sandbox.create({ ...host().conn, template: `${PREFIX}-tag`, ttlSeconds: 120 })
-    assert.ok(existsSync(pulledLayout()), 'the image is in the pull cache under its digest')
+    assert.ok(existsSync(pulledLayout(digest)), 'the image is in the pull cache under its digest')
     const baked = readdirSync(sharedTemplatesDir).filter((n) => n.startsWith(`${PREFIX}-tag-`))
     assert.ok(
       baked.some((n) => n.includes('.snapshot-')),
@@ -208,11 +225,61 @@ describe('templates from OCI images', () => {
     assert.equal((await sbx.exec(['echo', 'still'])).stdout, 'still\n', 'a sandbox running from it carries on')
   })
 
+  it("a registry that wants a login: builds pull with their key's login, others are refused even from the cache", async () => {
+    const { url, apiKey } = host().conn
+    const call = async (method: string, path: string, body?: unknown, key = apiKey) => {
+      const res = await fetch(`${url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      })
+      return { status: res.status, body: await res.json().catch(() => null) }
+    }
+    const settle = async (buildId: string, key = apiKey) => {
+      for (let i = 0; i < 600; i++) {
+        const b = (await call('GET', `/v1/builds/${buildId}`, undefined, key)).body
+        if (b.status === 'ready' || b.status === 'failed') return b
+        await new Promise((r) => setTimeout(r, 100))
+      }
+      throw new Error(`build ${buildId} did not end`)
+    }
+    const privateWork = join(work, 'private')
+    mkdirSync(privateWork)
+    const login = { username: 'alice', password: `pw-${process.pid}` }
+    const locked = await startRegistry(privateWork, login)
+    try {
+      const pushed = locked.push(busyboxRootfs(), 'private:1')
+      const registry = `127.0.0.1:${locked.port}`
+      const image = `${registry}/private:1`
+      const name = `locked-${process.pid}`
+      const without = await settle((await call('POST', '/v1/templates', { name, image })).body.build.id)
+      assert.equal(without.error?.code, 'REGISTRY_AUTH_FAILED', JSON.stringify(without))
+      await call('PUT', `/v1/registries/${registry}`, { username: 'alice', password: 'wrong' })
+      const wrong = await settle((await call('POST', '/v1/templates', { name, image })).body.build.id)
+      assert.equal(wrong.error?.code, 'REGISTRY_AUTH_FAILED', JSON.stringify(wrong))
+      const put = await call('PUT', `/v1/registries/${registry}`, login)
+      assert.equal(put.body.password, undefined)
+      const right = await settle((await call('POST', '/v1/templates', { name, image })).body.build.id)
+      assert.equal(right.status, 'ready', JSON.stringify(right))
+      await using sbx = await Sandbox.create({ ...host().conn, template: name })
+      assert.match((await sbx.exec(['busybox'])).stdout, /BusyBox/)
+      // the image is in the pull cache now; another key without the login still may not have it
+      const other = (await call('POST', '/v1/keys', { name: 'no-login' })).body.key
+      const r = await call('POST', '/v1/templates', { name, image: `${registry}/private@${pushed}` }, other)
+      const theirs = await settle(r.body.build.id, other)
+      assert.equal(theirs.error?.code, 'REGISTRY_AUTH_FAILED', JSON.stringify(theirs))
+      assert.ok(!JSON.stringify((await call('GET', '/v1/registries')).body).includes(login.password))
+      assert.equal((await call('DELETE', `/v1/templates/${name}`)).status, 204)
+    } finally {
+      locked.stop()
+    }
+  })
+
   it('a second build of the same digest does not pull again (the registry is gone by then)', async () => {
-    const before = statSync(pulledLayout()).mtimeMs
-    registry.stop()
+    const before = statSync(pulledLayout(digest)).mtimeMs
+    stopRegistry()
     await using sbx = await Sandbox.create({ ...host().conn, template: `${PREFIX}-pinned` })
     assert.equal((await sbx.exec(['python3', '-c', 'print(6 * 7)'])).stdout, '42\n')
-    assert.equal(statSync(pulledLayout()).mtimeMs, before)
+    assert.equal(statSync(pulledLayout(digest)).mtimeMs, before)
   })
 })

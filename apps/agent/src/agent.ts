@@ -23,6 +23,8 @@ import type {
   ProcessExit,
   PtySession,
   PtySpec,
+  RegistryAuth,
+  ResolvedResources,
   RunCodeHandlers,
   SandboxExitListener,
   SandboxUsage,
@@ -42,9 +44,16 @@ import { Checkpoints } from './sandboxes/checkpoints.ts'
 import { Containers } from './sandboxes/containers.ts'
 import { reconcile } from './sandboxes/recovery.ts'
 import { WarmPool } from './sandboxes/warm-pool.ts'
-import { TemplateBaker } from './templates/baker.ts'
+import { imageDefaults as imageDefaultsOf, startImage, TemplateBaker } from './templates/baker.ts'
+import type { BuildLogSink } from './templates/build-log.ts'
+import {
+  type TemplateBuildResult as BuiltRootfs,
+  TemplateBuilder,
+  type TemplateBuildInput,
+} from './templates/builder.ts'
 import type { TemplateDefinition } from './templates/definition.ts'
-import { buildUserTemplate, definitionOf } from './templates/user-templates.ts'
+import { LayerStore } from './templates/layers.ts'
+import { buildUserTemplate, builtDefinition, builtImage, registerUserTemplate } from './templates/user-templates.ts'
 
 const REFILL_DELAY_MS = 250
 
@@ -61,6 +70,10 @@ export class LocalAgent implements AgentApi {
   private readonly baker: TemplateBaker
   private readonly pool: WarmPool
   private readonly checkpoints: Checkpoints
+  private readonly layers: LayerStore
+  private readonly builder: TemplateBuilder
+  /** Builds running now: `close` aborts them and waits until each has taken its mounts down. */
+  private readonly builds = new Set<{ abort: AbortController; done: Promise<unknown> }>()
 
   constructor(private readonly config: AgentConfig) {
     const network = new NetworkManager(
@@ -92,6 +105,38 @@ export class LocalAgent implements AgentApi {
     )
     this.pool = new WarmPool(config, this.containers, this.baker, log)
     this.checkpoints = new Checkpoints(config, this.containers, this.baker)
+    this.layers = new LayerStore(config.templatesDir)
+    this.builder = new TemplateBuilder({
+      templatesDir: config.templatesDir,
+      containers: this.containers,
+      layers: this.layers,
+      oci: { cacheDir: join(config.templatesDir, '.oci'), insecureRegistries: config.insecureRegistries, log },
+      templateRootfs: async (name) => {
+        const def = this.baker.definition(name)
+        await this.baker.ensureTemplate(name)
+        return this.baker.rootfsOf(def)
+      },
+    })
+  }
+
+  /**
+   * Builds a Dockerfile into a template rootfs: every step in a build sandbox, each step's result a
+   * cached layer (a rebuild starts at the first changed step). `onLog` gets the steps as they run.
+   */
+  async buildDockerfile(input: TemplateBuildInput, onLog?: BuildLogSink, signal?: AbortSignal): Promise<BuiltRootfs> {
+    const abort = new AbortController()
+    const onAbort = () => abort.abort()
+    if (signal?.aborted) abort.abort()
+    signal?.addEventListener('abort', onAbort)
+    const done = this.builder.build(input, onLog, abort.signal)
+    const entry = { abort, done: done.catch(() => {}) }
+    this.builds.add(entry)
+    try {
+      return await done
+    } finally {
+      this.builds.delete(entry)
+      signal?.removeEventListener('abort', onAbort)
+    }
   }
 
   async templates(): Promise<TemplateInfo[]> {
@@ -106,12 +151,24 @@ export class LocalAgent implements AgentApi {
     spec: TemplateBuildSpec,
     onLog: (line: BuildLogLine) => void,
     signal?: AbortSignal,
+    registryAuth?: RegistryAuth,
   ): Promise<TemplateBuildResult> {
-    return buildUserTemplate(this.baker, spec, onLog, signal)
+    const deps = { baker: this.baker, templatesDir: this.config.templatesDir, dockerfiles: this }
+    return buildUserTemplate(deps, spec, onLog, signal, registryAuth)
   }
 
   async registerTemplates(specs: TemplateBuildSpec[]): Promise<void> {
-    for (const spec of specs) this.baker.register(definitionOf(spec))
+    for (const spec of specs) registerUserTemplate(this.baker, this.config.templatesDir, spec)
+  }
+
+  /**
+   * Makes a build's rootfs the template `name` (resources: its defaults and maxima), baked on first
+   * use like the built-in ones (used by tests that build without the control plane).
+   */
+  registerBuiltTemplate(name: string, built: BuiltRootfs, resources: ResolvedResources): void {
+    const description = `built from a Dockerfile (${built.key.slice(0, 12)})`
+    const def = builtDefinition(name, description, builtImage(built), { defaults: resources, maxima: resources })
+    this.baker.registerBuilt(def, built.rootfs)
   }
 
   removeTemplate(name: string): Promise<void> {
@@ -119,8 +176,10 @@ export class LocalAgent implements AgentApi {
   }
 
   /** After a restart: re-attaches what still runs, removes what no one owns. */
-  reconcile(): Promise<string[]> {
-    return reconcile(this.containers, this.config, log)
+  async reconcile(): Promise<string[]> {
+    const removed = await reconcile(this.containers, this.config, log)
+    // after the containers: a build sandbox left running would hold its step's mount
+    return [...removed, ...(await this.layers.reconcile())]
   }
 
   /** From a user snapshot; else a pooled sandbox, a restore of the template's snapshot, or a cold boot. */
@@ -160,7 +219,18 @@ export class LocalAgent implements AgentApi {
     signal?: AbortSignal,
   ): Promise<void> {
     const rootfs = this.baker.rootfsOf(def)
-    await this.containers.boot({ ...spec, rootfs, kernelPreload: def.kernel?.preload, image }, signal)
+    const envs = { ...def.env, ...spec.envs }
+    const imageDefaults = imageDefaultsOf(def)
+    const sbx = await this.containers.boot(
+      { ...spec, envs, rootfs, kernelPreload: def.kernel?.preload, image, imageDefaults },
+      signal,
+    )
+    // restored, it runs already (the bake started it); cold-booted, it starts now
+    if (!image)
+      await startImage(def, sbx).catch(async (err) => {
+        await this.containers.stop(spec.id)
+        throw err
+      })
   }
 
   fork(sourceId: string, children: Omit<StartSandboxSpec, 'snapshot'>[], opts?: ForkOptions): Promise<ForkOutcome[]> {
@@ -273,6 +343,8 @@ export class LocalAgent implements AgentApi {
 
   /** Stops every sandbox and waits for all teardown to finish. */
   async close(): Promise<void> {
+    for (const b of this.builds) b.abort.abort()
+    await Promise.all([...this.builds].map((b) => b.done))
     await this.pool.close()
     await this.containers.close()
   }

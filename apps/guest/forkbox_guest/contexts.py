@@ -8,7 +8,7 @@ from collections.abc import Callable
 from .errors import os_error_code
 from .files import makedirs_owned
 from .kernels import LANGUAGES, Cell, Context
-from .users import DEFAULT_USER, check_env
+from .users import DEFAULT_CWD, DEFAULT_USER, check_env
 
 TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def op_context_create(g: "Guest", channel: int, req: Request) -> None:
     user = req.get("user") or DEFAULT_USER
     try:
         pw = g.users.getpw(user)
-        cwd = os.path.normpath(req.get("cwd") or pw.pw_dir)
+        cwd = os.path.normpath(req.get("cwd") or DEFAULT_CWD or pw.pw_dir)
         if not os.path.isabs(cwd):
             raise ValueError(f"cwd must be an absolute path: {cwd}")
         makedirs_owned(cwd, pw.pw_uid, pw.pw_gid)

@@ -13,7 +13,7 @@ from . import procs
 from .exits import exit_message
 from .ioloop import cap_output
 from .spawn import killpg
-from .users import DEFAULT_PATH, DEFAULT_USER, check_env, login_shell
+from .users import DEFAULT_CWD, DEFAULT_PATH, DEFAULT_USER, check_env, login_shell
 from .wire import T_STDERR, T_STDOUT
 
 TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
@@ -119,7 +119,7 @@ class Exec:
         else:
             argv = [login_shell(), "-c", str(req.get("cmd", ""))]
         self.argv = argv
-        cwd = str(req.get("cwd") or pw.pw_dir)
+        cwd = str(req.get("cwd") or DEFAULT_CWD or pw.pw_dir)
         exe = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=env["PATH"])
         if exe is None:
             self.fail("EXEC_FAILED", f"command not found: {argv[0]}")

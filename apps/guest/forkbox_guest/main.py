@@ -13,7 +13,7 @@ import threading
 from .dispatch import VERSION, dispatch, resync
 from .spawner import PR_SET_DUMPABLE, libc_handle
 from .state import Guest
-from .users import DEFAULT_USER
+from .users import DEFAULT_USER, IMAGE_DIRS
 from .wire import CHUNK, HEADER, MAX_FRAME, Wire, decode_header
 
 TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
@@ -67,7 +67,8 @@ def prepare_home() -> None:
         for root, dirs, files in os.walk(pw.pw_dir):
             for name in [root] + [os.path.join(root, n) for n in dirs + files]:
                 os.lchown(name, pw.pw_uid, pw.pw_gid)
-    if os.path.isdir("/work"):
+    # a user's image keeps its own /work as it made it
+    if os.path.isdir("/work") and not IMAGE_DIRS:
         os.chown("/work", pw.pw_uid, pw.pw_gid)
 
 

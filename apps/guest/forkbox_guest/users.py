@@ -10,7 +10,10 @@ TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every san
 if TYPE_CHECKING:
     from typing import Any
 
-DEFAULT_USER = "user"
+# a user's image names its own (its USER and WORKDIR), in the guest's environment from the start
+DEFAULT_USER = os.environ.get("FORKBOX_DEFAULT_USER") or "user"
+DEFAULT_CWD = os.environ.get("FORKBOX_DEFAULT_CWD") or None
+IMAGE_DIRS = "FORKBOX_DEFAULT_USER" in os.environ
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 

@@ -19,6 +19,7 @@ import { SandboxService } from './services/sandboxes.ts'
 import { TemplateService } from './services/templates.ts'
 import { openDb } from './store/db.ts'
 import { KeyStore } from './store/keys.ts'
+import { RegistryCredentialStore } from './store/registry-credentials.ts'
 import { SandboxStore } from './store/sandboxes.ts'
 import { loadServerSecret } from './store/secret.ts'
 import { SnapshotStore } from './store/snapshots.ts'
@@ -44,10 +45,9 @@ export async function createControlPlane(opts: {
   const log = opts.log ?? pino({ level: config.logLevel })
   const db = openDb(config.dbPath)
   const keys = new KeyStore(db)
-  const auth = new Authenticator(
-    keys,
-    loadServerSecret(config.secretPath ?? join(dirname(config.dbPath), 'server.secret')),
-  )
+  const secret = loadServerSecret(config.secretPath ?? join(dirname(config.dbPath), 'server.secret'))
+  const auth = new Authenticator(keys, secret)
+  const registries = new RegistryCredentialStore(db, secret)
   const store = new SandboxStore(db)
   const templates = new TemplateService(
     new TemplateStore(db),
@@ -60,6 +60,7 @@ export async function createControlPlane(opts: {
       ceilingTemplate: 'base',
     },
     () => store.templatesInUse(),
+    registries,
   )
   await templates.recover()
   const e2bTemplates = new E2bTemplateBuilds(
@@ -99,6 +100,7 @@ export async function createControlPlane(opts: {
     config,
     log,
     templates,
+    registries,
     e2bTemplates,
   })
   const sampler = setInterval(() => {

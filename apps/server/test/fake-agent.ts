@@ -21,6 +21,7 @@ import {
   type OpResults,
   type ProcessExit,
   type PtySession,
+  type RegistryAuth,
   type RunCodeHandlers,
   type SandboxExitListener,
   type SandboxUsage,
@@ -70,7 +71,15 @@ export class FakeAgent implements AgentApi {
     return [{ name: 'base', description: 'fake', defaults: r, maxima: { ...r, memoryMB: 2048 }, ready: true }, ...user]
   }
   async ensureTemplate(): Promise<void> {}
-  async buildTemplate(spec: TemplateBuildSpec, onLog: (line: BuildLogLine) => void): Promise<TemplateBuildResult> {
+  /** The registry logins each build was given, in build order. */
+  buildAuth: RegistryAuth[] = []
+  async buildTemplate(
+    spec: TemplateBuildSpec,
+    onLog: (line: BuildLogLine) => void,
+    _signal?: AbortSignal,
+    registryAuth: RegistryAuth = {},
+  ): Promise<TemplateBuildResult> {
+    this.buildAuth.push(registryAuth)
     const tar = spec.source.kind === 'dockerfile' ? spec.source.contextTar : undefined
     this.builds.push({ spec, context: tar ? readFileSync(tar) : null })
     onLog({ stream: 'system', message: `building ${spec.name}` })

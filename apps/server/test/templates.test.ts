@@ -1,7 +1,7 @@
 // Templates users build, through the HTTP app over a fake agent: builds and their versions,
 // ownership and publishing, logs polled and streamed (resumable), context uploads, restarts.
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, it } from 'node:test'
@@ -223,6 +223,54 @@ describe('templates users build', () => {
     await cp.close()
     await start()
     assert.equal(agent.userTemplates.size, 0, 'removed at the next collection (here: the restart)')
+  })
+
+  it("a key's registry logins go to its builds only, sealed at rest and never returned", async () => {
+    const put = await call('PUT', '/v1/registries/registry.local:5000', {
+      username: 'alice',
+      password: 'pw-0123456789',
+    })
+    assert.deepEqual([put.status, put.body.username, put.body.password], [200, 'alice', undefined])
+    const inline = await call('POST', '/v1/templates', {
+      name: 'hub',
+      image: 'team/env:1',
+      registryAuth: { username: 'bob', password: 'pw-hub-987654' },
+    })
+    await settled(inline.body.build.id)
+    const mine = await call('POST', '/v1/templates', { name: 'private', image: 'registry.local:5000/team/env:1' })
+    await settled(mine.body.build.id)
+    assert.deepEqual(agent.buildAuth.at(-1), {
+      'registry.local:5000': { username: 'alice', password: 'pw-0123456789' },
+      'docker.io': { username: 'bob', password: 'pw-hub-987654' },
+    })
+    const listed = await call('GET', '/v1/registries')
+    assert.deepEqual(
+      listed.body.registries.map((r: { registry: string; username: string }) => [r.registry, r.username]),
+      [
+        ['docker.io', 'bob'],
+        ['registry.local:5000', 'alice'],
+      ],
+    )
+    assert.ok(!JSON.stringify(listed.body).includes('pw-'), 'no password comes back')
+    const other = (await call('POST', '/v1/keys', { name: 'other' })).body.key
+    const theirs = await call(
+      'POST',
+      '/v1/templates',
+      { name: 'private', image: 'registry.local:5000/team/env:1' },
+      other,
+    )
+    await settled(theirs.body.build.id, other)
+    assert.deepEqual(agent.buildAuth.at(-1), {}, "another key's build gets none of them")
+    await cp.close()
+    const raw = ['db.sqlite', 'db.sqlite-wal']
+      .filter((f) => existsSync(join(dir, f)))
+      .map((f) => readFileSync(join(dir, f)).toString('latin1'))
+      .join('')
+    assert.ok(raw.includes('registry.local:5000'), 'the database file was read')
+    assert.ok(!raw.includes('pw-0123456789') && !raw.includes('pw-hub-987654'), 'sealed at rest')
+    await start()
+    assert.equal((await call('DELETE', '/v1/registries/docker.io')).status, 204)
+    assert.equal((await call('DELETE', '/v1/registries/docker.io')).status, 404)
   })
 
   it('delete removes every version from the agent; the name is free again', async () => {

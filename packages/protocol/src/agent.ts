@@ -155,10 +155,32 @@ export interface TemplateBuildSpec {
         kind: 'dockerfile'
         dockerfile: string
         buildArgs: Record<string, string>
-        /** The uploaded context tarball (validated), on the agent's host; none: an empty context. */
+        /** The uploaded context tarball, on the agent's host; none: an empty context. */
         contextTar?: string
+        /** Set once built: what the build made (its rootfs is found again by `key`). */
+        built?: BuiltImage
       }
   resources: { defaults: ResolvedResources; maxima: ResolvedResources }
+  /** Shell lines replacing the image's start command and ready check. */
+  startCmd?: string
+  readyCmd?: string
+}
+
+/** A key's registry logins by registry (`host[:port]` as image references name it): only ever passed, never kept by the agent. */
+export type RegistryAuth = Record<string, { username: string; password: string }>
+
+/** What a Dockerfile build leaves for its sandboxes: the image config, as Docker keeps it. */
+export interface BuiltImage {
+  /** The last layer's key: names the assembled rootfs. */
+  key: string
+  env: Record<string, string>
+  user?: string
+  workdir?: string
+  /** ENTRYPOINT + CMD: started at bake time, running in every sandbox. */
+  startCmd?: string[]
+  /** HEALTHCHECK CMD (or a ready command): must pass before the snapshot is baked. */
+  readyCmd?: string[]
+  exposedPorts: number[]
 }
 
 /** One line of a build's log, as the agent reports it. */
@@ -190,6 +212,7 @@ export interface AgentApi {
     spec: TemplateBuildSpec,
     onLog: (line: BuildLogLine) => void,
     signal?: AbortSignal,
+    registryAuth?: RegistryAuth,
   ): Promise<TemplateBuildResult>
   /** Makes templates built before known again (after a restart): their artifacts are rebuilt on use if gone. */
   registerTemplates(specs: TemplateBuildSpec[]): Promise<void>

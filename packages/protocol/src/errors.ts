@@ -46,6 +46,10 @@ export const errorStatus = {
   REGISTRY_AUTH_FAILED: 502,
   /** A call of a foreign API forkbox speaks (the E2B compatibility layer) that it does not serve. */
   NOT_IMPLEMENTED: 501,
+  /** A template build's RUN (or COPY) step exited non-zero; details carry the step, exit code and output tail. */
+  BUILD_STEP_FAILED: 422,
+  /** A template build ran past its build timeout. */
+  BUILD_TIMEOUT: 408,
   INTERNAL: 500,
 } as const
 

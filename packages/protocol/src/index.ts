@@ -1,6 +1,7 @@
 export type {
   AgentApi,
   BuildLogLine,
+  BuiltImage,
   EgressPolicy,
   ForkOptions,
   ForkOutcome,
@@ -11,6 +12,7 @@ export type {
   ProcessExit,
   PtySession,
   PtySpec,
+  RegistryAuth,
   RunCodeHandlers,
   SandboxExitListener,
   SandboxUsage,
@@ -20,6 +22,7 @@ export type {
   TemplateBuildSpec,
   TemplateProgress,
 } from './agent.ts'
+export { BuildLogEvent, BuildPhase, BuildStepFinished, BuildStepOutput, BuildStepStarted } from './builds.ts'
 export {
   AppError,
   type ErrorCode,

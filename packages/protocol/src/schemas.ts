@@ -253,6 +253,8 @@ export const TemplateInfo = z.object({
   defaults: ResolvedResources,
   maxima: ResolvedResources,
   ready: z.boolean(),
+  /** Ports a sandbox from it exposes unless its create says otherwise (the image's EXPOSE). */
+  exposedPorts: z.array(z.number().int()).optional(),
 })
 export type TemplateInfo = z.infer<typeof TemplateInfo>
 
@@ -321,6 +323,20 @@ export const CreateTemplateRequest = z
     resources: Resources.optional(),
     /** A context tarball follows (PUT /v1/builds/{id}/context); the build waits for it. */
     context: z.boolean().optional(),
+    /** Started at bake time and running in every sandbox (instead of the Dockerfile's CMD/ENTRYPOINT); a shell line. */
+    startCmd: z
+      .string()
+      .min(1)
+      .max(16 * 1024)
+      .optional(),
+    /** Must exit 0 before the snapshot is baked (instead of HEALTHCHECK, or of waiting for the exposed ports); a shell line. */
+    readyCmd: z
+      .string()
+      .min(1)
+      .max(16 * 1024)
+      .optional(),
+    /** A login for the image's registry: kept (sealed) as this key's, as PUT /v1/registries/{registry} does. */
+    registryAuth: z.object({ username: z.string().min(1).max(256), password: z.string().min(1).max(4096) }).optional(),
   })
   .refine((r) => (r.image === undefined) !== (r.dockerfile === undefined), {
     message: 'give exactly one of image or dockerfile',

@@ -67,6 +67,8 @@ const expected = {
   REGISTRY_UNREACHABLE: InternalServerError,
   REGISTRY_AUTH_FAILED: InternalServerError,
   NOT_IMPLEMENTED: InternalServerError,
+  BUILD_STEP_FAILED: ForkboxError,
+  BUILD_TIMEOUT: TimeoutError,
   INTERNAL: InternalServerError,
 } satisfies Record<ErrorCode, ErrorClass>
 

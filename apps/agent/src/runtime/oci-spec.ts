@@ -40,6 +40,24 @@ export interface SpecInput {
   netnsPath: string
   hostname: string
   resources: ResolvedResources
+  /** A template build's sandbox: see `BuildMounts`. */
+  build?: BuildMounts
+  /** A user's image: its default user and working dir, and its own /home, /tmp and /work (no tmpfs over them). */
+  image?: ImageDefaults
+}
+
+export interface ImageDefaults {
+  user: string
+  workdir?: string
+}
+
+/**
+ * A build sandbox's root is a host overlay's merged dir whose writes must land in its upper dir:
+ * no tmpfs over /home, /tmp and /work, and the given host dirs bound read-only (the build context,
+ * another stage's rootfs) for the build's copy steps to read inside the sandbox.
+ */
+export interface BuildMounts {
+  readOnly: { destination: string; source: string }[]
 }
 
 export function cgroupLimits(r: ResolvedResources): { memoryBytes: number; pids: number } {
@@ -75,6 +93,8 @@ export function buildSpec(input: SpecInput): Record<string, unknown> {
         `FORKBOX_RLIMIT_NPROC=${limits.nproc}`,
         `FORKBOX_NAMESERVER=${SANDBOX_NAMESERVER}`,
         ...(input.kernelPreload ? [`FORKBOX_KERNEL_PRELOAD=${input.kernelPreload}`] : []),
+        ...(input.image ? [`FORKBOX_DEFAULT_USER=${input.image.user}`] : []),
+        ...(input.image?.workdir ? [`FORKBOX_DEFAULT_CWD=${input.image.workdir}`] : []),
       ],
       cwd: '/',
       capabilities: { bounding: CAPS, effective: CAPS, permitted: CAPS },
@@ -87,9 +107,11 @@ export function buildSpec(input: SpecInput): Record<string, unknown> {
       { destination: '/proc', type: 'proc', source: 'proc' },
       { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'mode=755'] },
       { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
-      tmpfs('/home', '755'),
-      tmpfs('/tmp', '1777'),
-      tmpfs('/work', '755'),
+      ...(input.build
+        ? input.build.readOnly.map((m) => ({ ...m, type: 'bind', options: ['rbind', 'ro'] }))
+        : input.image
+          ? []
+          : [tmpfs('/home', '755'), tmpfs('/tmp', '1777'), tmpfs('/work', '755')]),
       {
         destination: GUEST_DIR,
         type: 'bind',

@@ -14,7 +14,11 @@ export interface RunscOptions {
   debugDir?: string
 }
 
-export function runscGlobalArgs(o: RunscOptions): string[] {
+/**
+ * `rootOverlay` 'none' lets a sandbox write its root dir itself (a build step's host overlay, whose
+ * upper dir keeps the step's result); the default keeps every write in the sandbox's memory.
+ */
+export function runscGlobalArgs(o: RunscOptions, rootOverlay: 'memory' | 'none' = 'memory'): string[] {
   return [
     `--root=${o.stateDir}`,
     `--platform=${o.platform}`,
@@ -22,7 +26,7 @@ export function runscGlobalArgs(o: RunscOptions): string[] {
     // it reaches. Open connections are dropped at a checkpoint (else runsc refuses to take one).
     '--network=sandbox',
     '--net-disconnect-ok',
-    '--overlay2=root:memory',
+    rootOverlay === 'none' ? '--overlay2=none' : '--overlay2=root:memory',
     '--cpu-num-from-quota',
     ...(o.debugDir ? ['--debug', `--debug-log=${o.debugDir}/%ID%.%COMMAND%.log`] : []),
   ]

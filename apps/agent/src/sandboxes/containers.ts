@@ -19,7 +19,7 @@ import { createGuestFifos, type GuestPipes, openGuestPipes } from '../guest/fifo
 import type { InstalledGuest } from '../guest/install.ts'
 import { CLOSED, type NetworkManager, type Slot } from '../network/manager.ts'
 import { createCgroup, limitCpu, limitHit, listCgroups, readUsage, removeCgroup } from '../runtime/cgroups.ts'
-import { buildSpec, cgroupLimits } from '../runtime/oci-spec.ts'
+import { type BuildMounts, buildSpec, cgroupLimits, type ImageDefaults } from '../runtime/oci-spec.ts'
 import {
   killAll,
   type RunscOptions,
@@ -47,6 +47,10 @@ export interface BootSpec {
   userSnapshot?: boolean
   /** Default true; the pool leaves a restoring sandbox unthrottled and limits it once warm. */
   limitCpu?: boolean
+  /** A template build step: `rootfs` is a host overlay the sandbox writes through (see `BuildMounts`). */
+  build?: BuildMounts
+  /** A user's image: its defaults and its own dirs (see `ImageDefaults`). */
+  imageDefaults?: ImageDefaults
 }
 
 export class Containers {
@@ -133,6 +137,8 @@ export class Containers {
       // one name for all: a restored sandbox keeps the name it was baked with
       hostname: 'sandbox',
       resources: spec.resources,
+      build: spec.build,
+      image: spec.imageDefaults,
     })
     writeFileSync(join(dir, 'config.json'), JSON.stringify(config))
     const record: BundleRecord = { id: spec.id, vcpus: spec.resources.vcpus, slot: slot.slot, network: CLOSED }
@@ -145,7 +151,7 @@ export class Containers {
       const command = spec.image ? ['restore', `--image-path=${spec.image}`] : ['run']
       const start = startCommand(
         this.config.runscPath,
-        [...runscGlobalArgs(this.runsc), ...command, `--bundle=${dir}`, container],
+        [...runscGlobalArgs(this.runsc, spec.build ? 'none' : 'memory'), ...command, `--bundle=${dir}`, container],
         join(dir, 'proc'),
       )
       // its own process group: a Ctrl-C meant for the host does not reach the sandbox
@@ -306,6 +312,13 @@ export class Containers {
   async stop(id: string): Promise<void> {
     const sbx = this.sandboxes.get(id)
     if (sbx) await this.halt(sbx)
+  }
+
+  /** Stops the sandbox and waits until its container, cgroup, network slot and bundle are gone. */
+  async stopAndWait(sbx: LiveSandbox): Promise<void> {
+    await this.halt(sbx)
+    await sbx.exited
+    while (this.sandboxes.get(sbx.id) === sbx && this.cleanups.size > 0) await Promise.all([...this.cleanups])
   }
 
   private async halt(sbx: LiveSandbox): Promise<void> {

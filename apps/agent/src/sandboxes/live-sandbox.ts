@@ -8,8 +8,8 @@ import type { Slot } from '../network/manager.ts'
 
 /** Written into each bundle dir: what a restarted agent needs to re-attach the sandbox. */
 export const BUNDLE_RECORD = 'forkbox.json'
-/** Ids of the agent's own sandboxes: baking a template, or waiting in the warm pool. */
-export const INTERNAL_ID = /^(pool|bake)-/
+/** Ids of the agent's own sandboxes: baking a template, building one, or waiting in the warm pool. */
+export const INTERNAL_ID = /^(pool|bake|build)-/
 export const READY_TIMEOUT_MS = 30_000
 
 export interface BundleRecord {

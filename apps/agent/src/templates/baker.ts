@@ -2,17 +2,68 @@
 // the snapshot every create restores (each cached by content).
 import { createHash, randomBytes } from 'node:crypto'
 import { existsSync, rmSync } from 'node:fs'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { AppError, type TemplateInfo, type TemplateProgress } from '@forkbox/protocol'
 import type { AgentConfig } from '../config.ts'
+import { RUNTIME_PYTHON } from '../guest/runtime.ts'
+import type { ImageDefaults } from '../runtime/oci-spec.ts'
 import { checkpointAndStop } from '../sandboxes/checkpoints.ts'
 import type { Containers } from '../sandboxes/containers.ts'
 import type { LiveSandbox } from '../sandboxes/live-sandbox.ts'
 import { buildRootfs } from './build.ts'
 import { loadDefinitions, type TemplateDefinition, templateHash } from './definition.ts'
-import { pullImage, resolveImageDigest, unpackImage } from './oci.ts'
+import { type OciOptions, pullImage, type RegistryAuth, resolveImageDigest, unpackImage } from './oci.ts'
 
 const BAKE_RETRY_MS = 10 * 60_000
+
+const READY_TIMEOUT_MS = 120_000
+
+/** What a user's image sets for its sandboxes (none for the built-in templates). */
+export function imageDefaults(def: TemplateDefinition): ImageDefaults | undefined {
+  return def.imageDirs ? { user: def.user, workdir: def.workdir } : undefined
+}
+
+/**
+ * Starts the image's start command in the background and waits for it to be ready: its ready
+ * command exits 0, or else every exposed port accepts a connection (checked on the guest's own
+ * Python, which any image has). A bake captures it running; a cold boot runs it the same way.
+ */
+export async function startImage(def: TemplateDefinition, sbx: LiveSandbox): Promise<void> {
+  if (!def.startCmd) return
+  const { guest } = sbx
+  // no timeout: it runs for the sandbox's life
+  await guest.startProcess({ argv: def.startCmd, cwd: def.workdir, user: def.user, timeoutMs: 0, maxOutputBytes: 0 })
+  const probe =
+    def.readyCmd ??
+    (def.exposedPorts.length > 0
+      ? [
+          RUNTIME_PYTHON,
+          '-S',
+          '-c',
+          'import socket, sys\nfor p in sys.argv[1:]: socket.create_connection(("127.0.0.1", int(p)), 1).close()',
+          ...def.exposedPorts.map(String),
+        ]
+      : null)
+  if (!probe) return
+  const deadline = Date.now() + READY_TIMEOUT_MS
+  let last = ''
+  while (Date.now() < deadline) {
+    const r = await guest.exec({
+      argv: probe,
+      user: def.user,
+      cwd: def.workdir,
+      timeoutMs: 10_000,
+      maxOutputBytes: 4096,
+    })
+    if (r.exitCode === 0) return
+    last = `${Buffer.from(r.stdout).toString('utf8')}${Buffer.from(r.stderr).toString('utf8')}`.trim().slice(-500)
+    await new Promise((resolve) => setTimeout(resolve, 250))
+  }
+  throw new AppError(
+    'BUILD_STEP_FAILED',
+    `the start command ${JSON.stringify(def.startCmd)} was not ready within ${READY_TIMEOUT_MS / 1000} s${last ? `: ${last}` : ''}`,
+  )
+}
 
 export class TemplateBaker {
   private readonly definitions: Map<string, TemplateDefinition>
@@ -25,6 +76,10 @@ export class TemplateBaker {
   private readonly imageDigests = new Map<string, string>()
   /** Templates users built (registered at run time, not from templates/): never pooled. */
   private readonly userTemplates = new Set<string>()
+  /** While a user's build runs: its registry credentials, and that access must be shown. */
+  private readonly buildAuth = new Map<string, RegistryAuth>()
+  /** Templates built from a Dockerfile: the rootfs dir the build made (its name is the build's key). */
+  private readonly builtRootfs = new Map<string, string>()
 
   constructor(
     private readonly config: AgentConfig,
@@ -39,11 +94,28 @@ export class TemplateBaker {
   }
 
   rootfsOf(def: TemplateDefinition): string {
-    return join(this.config.templatesDir, `${def.name}-${this.hashOf(def)}`)
+    return this.builtRootfs.get(def.name) ?? join(this.config.templatesDir, `${def.name}-${this.hashOf(def)}`)
   }
 
   private hashOf(def: TemplateDefinition): string {
-    return templateHash(def, this.imageDigests.get(def.name))
+    const built = this.builtRootfs.get(def.name)
+    return built ? basename(built) : templateHash(def, this.imageDigests.get(def.name))
+  }
+
+  /**
+   * A template whose rootfs a Dockerfile build made: from now on it bakes and creates as the
+   * built-in ones do. Registered again with a new build, it bakes anew (its snapshot is keyed by
+   * the build); sandboxes running from the old rootfs keep it.
+   */
+  registerBuilt(def: TemplateDefinition, rootfs: string): void {
+    if (this.builtRootfs.get(def.name) === rootfs && this.definitions.get(def.name) === def) return
+    if (this.definitions.has(def.name) && !this.userTemplates.has(def.name))
+      throw new AppError('VALIDATION_FAILED', `${def.name} is a built-in template`)
+    this.definitions.set(def.name, def)
+    this.userTemplates.add(def.name)
+    this.builtRootfs.set(def.name, rootfs)
+    this.snapshotChecked.delete(def.name)
+    this.bakeFailedAt.delete(def.name)
   }
 
   templates(): TemplateInfo[] {
@@ -53,6 +125,7 @@ export class TemplateBaker {
       defaults: d.resources.defaults,
       maxima: d.resources.maxima,
       ready: (!d.image || this.imageDigests.has(d.name)) && existsSync(this.rootfsOf(d)),
+      ...(d.exposedPorts.length > 0 ? { exposedPorts: d.exposedPorts } : {}),
     }))
   }
 
@@ -73,9 +146,14 @@ export class TemplateBaker {
    * Builds and bakes a user's template now: unlike ensureTemplate, a bake that fails fails the
    * build (a user template's creates are restores, never cold boots).
    */
-  async build(name: string, onProgress: (p: TemplateProgress) => void): Promise<void> {
+  async build(name: string, onProgress: (p: TemplateProgress) => void, auth: RegistryAuth = {}): Promise<void> {
     this.bakeFailedAt.delete(name)
-    await this.ensureTemplate(name, onProgress)
+    this.buildAuth.set(name, auth)
+    try {
+      await this.ensureTemplate(name, onProgress)
+    } finally {
+      this.buildAuth.delete(name)
+    }
     if (!this.snapshotChecked.has(name))
       throw new AppError('INTERNAL', `baking ${name} failed: ${this.bakeErrors.get(name) ?? 'see the host log'}`)
   }
@@ -96,7 +174,10 @@ export class TemplateBaker {
     this.userTemplates.delete(name)
     this.snapshotChecked.delete(name)
     this.imageDigests.delete(name)
-    for (const path of [snapshot, rootfs]) rmSync(path, { recursive: true, force: true })
+    this.builtRootfs.delete(name)
+    // a built rootfs is the build's (keyed by its last layer): other versions may share it
+    const shared = [...this.builtRootfs.values()].includes(rootfs)
+    for (const path of shared ? [snapshot] : [snapshot, rootfs]) rmSync(path, { recursive: true, force: true })
   }
 
   definition(name: string): TemplateDefinition {
@@ -161,11 +242,14 @@ export class TemplateBaker {
     return build
   }
 
-  private ociOptions() {
+  /** A user's build also proves it may read its image: the pull cache is shared by every key. */
+  private ociOptions(name: string): OciOptions {
+    const auth = this.buildAuth.get(name)
     return {
       cacheDir: join(this.config.templatesDir, '.oci'),
       insecureRegistries: this.config.insecureRegistries,
       log: this.log,
+      ...(auth ? { auth, verifyAccess: true } : {}),
     }
   }
 
@@ -173,7 +257,7 @@ export class TemplateBaker {
   private async resolveImage(def: TemplateDefinition, onProgress?: (p: TemplateProgress) => void): Promise<void> {
     if (!def.image || this.imageDigests.has(def.name)) return
     onProgress?.({ template: def.name, phase: 'resolve', fraction: 0, message: def.image })
-    this.imageDigests.set(def.name, await resolveImageDigest(def.image, this.ociOptions()))
+    this.imageDigests.set(def.name, await resolveImageDigest(def.image, this.ociOptions(def.name)))
   }
 
   private async buildFromImage(
@@ -184,7 +268,7 @@ export class TemplateBaker {
   ): Promise<void> {
     const digest = this.imageDigests.get(def.name)
     if (!digest) throw new Error(`${def.name}: image digest not resolved`)
-    const opts = this.ociOptions()
+    const opts = this.ociOptions(def.name)
     onProgress?.({ template: def.name, phase: 'pull', fraction: 0, message: `${image} ${digest}` })
     const { layout } = await pullImage(image, digest, opts)
     onProgress?.({ template: def.name, phase: 'unpack', fraction: 0, message: layout })
@@ -198,13 +282,15 @@ export class TemplateBaker {
     const sbx = await this.containers.boot({
       id,
       resources: def.resources.defaults,
-      envs: {},
+      envs: def.env,
       rootfs: this.rootfsOf(def),
       kernelPreload: def.kernel?.preload,
       image: null,
+      imageDefaults: imageDefaults(def),
     })
     try {
       await this.warmUp(def, sbx)
+      await startImage(def, sbx)
       await checkpointAndStop(this.containers.runsc, sbx, this.snapshotOf(def))
     } catch (err) {
       await this.containers.stop(id)

@@ -25,6 +25,18 @@ export const TemplateDefinition = z
       })
       .optional(),
     resources: z.object({ defaults: ResolvedResources, maxima: ResolvedResources }),
+    /** The image's environment: every sandbox's, under what a create adds. */
+    env: z.record(z.string(), z.string()).default({}),
+    /** The image's WORKDIR: where commands start unless told otherwise. */
+    workdir: z.string().startsWith('/').optional(),
+    /** Started at bake time (as `user`, in `workdir`): it runs in every sandbox restored from the snapshot. */
+    startCmd: z.array(z.string()).min(1).optional(),
+    /** Must exit 0 (retried) before the snapshot is baked; with a start command and no check, its exposed ports must accept. */
+    readyCmd: z.array(z.string()).min(1).optional(),
+    /** Ports sandboxes expose unless a create says otherwise (EXPOSE). */
+    exposedPorts: z.array(z.number().int().min(1).max(65535)).default([]),
+    /** A user's image: its /home, /tmp and /work show in sandboxes (no tmpfs over them). */
+    imageDirs: z.boolean().default(false),
   })
   .refine((d) => !(d.image && d.packages.length > 0), {
     message: 'a template takes its rootfs from an image or from packages, not both',

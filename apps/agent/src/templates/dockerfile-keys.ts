@@ -29,7 +29,17 @@ export function stepKeys(
   contextHashes: ReadonlyMap<string, string>,
   options: StepKeyOptions = {},
 ): string[][] {
+  return buildKeys(plan, contextHashes, options).steps
+}
+
+/** `stepKeys`, plus each stage's base key (what its first step's key chains). */
+export function buildKeys(
+  plan: BuildPlan,
+  contextHashes: ReadonlyMap<string, string>,
+  options: StepKeyOptions = {},
+): { bases: string[]; steps: string[][] } {
   const keys: string[][] = []
+  const bases: string[] = []
   /** A stage's result: the key of its last step, or of its base when it has no steps. */
   const stageKeys: string[] = []
   const sourceKey = (src: ImageSource): unknown => {
@@ -49,6 +59,7 @@ export function stepKeys(
   }
   for (const stage of plan.stages) {
     let parent = sha256(['base', sourceKey(stage.from)])
+    bases.push(parent)
     const own: string[] = []
     for (const step of stage.steps) {
       let inputs: unknown = null
@@ -67,5 +78,5 @@ export function stepKeys(
     keys.push(own)
     stageKeys.push(parent)
   }
-  return keys
+  return { bases, steps: keys }
 }

@@ -8,12 +8,15 @@ import {
   existsSync,
   lstatSync,
   mkdirSync,
+  mkdtempSync,
   openSync,
   readFileSync,
   renameSync,
   rmSync,
+  writeFileSync,
   writeSync,
 } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { AppError } from '@forkbox/protocol'
 import { formatImageReference, type ImageReference, parseImageReference, registryIsInsecure } from './image-ref.ts'
@@ -27,6 +30,38 @@ export interface OciOptions {
   pullTimeoutMs?: number
   unpackTimeoutMs?: number
   log?: (message: string) => void
+  /** Credentials by registry (`host[:port]`, as in the reference), for this pull only. */
+  auth?: RegistryAuth
+  /**
+   * Ask the registry even for a reference pinned by digest (a manifest fetch): a user's build
+   * must show it may read the image before the pull cache serves it what another key pulled.
+   */
+  verifyAccess?: boolean
+}
+
+export type RegistryAuth = Record<string, { username: string; password: string }>
+
+/**
+ * Runs `fn` with skopeo's arguments naming a temporary auth file (0600, in a 0700 dir, removed
+ * after) when there are credentials: never on a command line, where `ps` would show them.
+ */
+async function withAuthFile<T>(opts: OciOptions, flag: string, fn: (args: string[]) => Promise<T>): Promise<T> {
+  const entries = Object.entries(opts.auth ?? {})
+  if (entries.length === 0) return fn([])
+  const dir = mkdtempSync(join(tmpdir(), 'forkbox-auth-'))
+  try {
+    const auths = Object.fromEntries(
+      entries.map(([registry, c]) => [
+        registry,
+        { auth: Buffer.from(`${c.username}:${c.password}`).toString('base64') },
+      ]),
+    )
+    const file = join(dir, 'auth.json')
+    writeFileSync(file, JSON.stringify({ auths }), { mode: 0o600 })
+    return await fn([`${flag}=${file}`])
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
 }
 
 const TAG = 'image'
@@ -86,12 +121,14 @@ function tlsArgs(ref: ImageReference, opts: OciOptions, flag: string): string[] 
 /** The manifest digest an image reference names now (a tag moves; a digest is itself). */
 export async function resolveImageDigest(image: string, opts: OciOptions): Promise<string> {
   const ref = parseImageReference(image)
-  if (ref.digest) return ref.digest
+  if (ref.digest && !opts.verifyAccess) return ref.digest
   try {
-    const { stdout } = await run(
-      'skopeo',
-      ['inspect', '--raw', ...tlsArgs(ref, opts, '--tls-verify'), `docker://${formatImageReference(ref)}`],
-      opts.resolveTimeoutMs ?? 60_000,
+    const { stdout } = await withAuthFile(opts, '--authfile', (auth) =>
+      run(
+        'skopeo',
+        ['inspect', '--raw', ...auth, ...tlsArgs(ref, opts, '--tls-verify'), `docker://${formatImageReference(ref)}`],
+        opts.resolveTimeoutMs ?? 60_000,
+      ),
     )
     // the digest of a manifest is the sha256 of its bytes as served
     return `sha256:${createHash('sha256').update(stdout).digest('hex')}`
@@ -135,16 +172,19 @@ async function pullOnce(image: string, digest: string, opts: OciOptions): Promis
   rmSync(tmp, { recursive: true, force: true })
   opts.log?.(`pulling ${image} (${digest})`)
   try {
-    await run(
-      'skopeo',
-      [
-        'copy',
-        '--quiet',
-        ...tlsArgs(ref, opts, '--src-tls-verify'),
-        `docker://${formatImageReference(ref, digest)}`,
-        `oci:${tmp}:${TAG}`,
-      ],
-      opts.pullTimeoutMs ?? 15 * 60_000,
+    await withAuthFile(opts, '--src-authfile', (auth) =>
+      run(
+        'skopeo',
+        [
+          'copy',
+          '--quiet',
+          ...auth,
+          ...tlsArgs(ref, opts, '--src-tls-verify'),
+          `docker://${formatImageReference(ref, digest)}`,
+          `oci:${tmp}:${TAG}`,
+        ],
+        opts.pullTimeoutMs ?? 15 * 60_000,
+      ),
     )
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true })

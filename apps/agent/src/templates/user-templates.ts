@@ -1,28 +1,114 @@
-// Templates users build through the API: their spec becomes a definition the baker knows, built
-// and baked at once; the server keeps who owns them and registers them again after a restart.
+// Templates users build through the API: an image's rootfs, or a Dockerfile built in build
+// sandboxes; either way baked at once. The server keeps who owns them and registers them again
+// after a restart (their pinned spec then needs no registry and no rebuild).
+import { execFile } from 'node:child_process'
+import { createReadStream, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
 import {
   AppError,
+  type BuildLogEvent,
   type BuildLogLine,
+  type BuiltImage,
+  type RegistryAuth,
+  type ResolvedResources,
   type TemplateBuildResult,
   type TemplateBuildSpec,
   type TemplateProgress,
 } from '@forkbox/protocol'
 import type { TemplateBaker } from './baker.ts'
+import type { BuildLogSink } from './build-log.ts'
+import { type TemplateBuildResult as BuiltRootfs, builtRootfsPath, type TemplateBuildInput } from './builder.ts'
+import { validateContextTar } from './context-tar.ts'
 import { TemplateDefinition } from './definition.ts'
 import { formatImageReference, parseImageReference } from './image-ref.ts'
 
-/** The baker's definition of a user's template (only image sources for now; Dockerfiles build through the builder). */
-export function definitionOf(spec: TemplateBuildSpec): TemplateDefinition {
-  if (spec.source.kind !== 'image')
-    throw new AppError('NOT_IMPLEMENTED', 'templates from a Dockerfile are not built by this agent yet')
+const run = promisify(execFile)
+
+/** Largest unpacked context the agent takes (the server caps the upload before). */
+const MAX_CONTEXT_BYTES = 4 * 1024 * 1024 * 1024
+
+export interface UserTemplateDeps {
+  baker: TemplateBaker
+  templatesDir: string
+  dockerfiles: {
+    buildDockerfile(input: TemplateBuildInput, onLog?: BuildLogSink, signal?: AbortSignal): Promise<BuiltRootfs>
+  }
+}
+
+const NAME = /^[a-z_][a-z0-9_-]*$/
+
+/** What a build made, as the image config its sandboxes take. */
+export function builtImage(built: BuiltRootfs): BuiltImage {
+  return {
+    key: built.key,
+    env: built.config.env,
+    user: built.config.user,
+    workdir: built.config.workdir,
+    startCmd: built.startCmd,
+    readyCmd: built.readyCmd ?? undefined,
+    exposedPorts: built.exposedPorts,
+  }
+}
+
+/**
+ * The baker's definition of a template a Dockerfile built: its image's env, workdir, start and
+ * ready commands and exposed ports; its default user is the image's USER when that is a name.
+ */
+export function builtDefinition(
+  name: string,
+  description: string,
+  image: BuiltImage,
+  resources: { defaults: ResolvedResources; maxima: ResolvedResources },
+): TemplateDefinition {
+  const user = image.user?.split(':')[0]
+  return TemplateDefinition.parse({
+    name,
+    description,
+    user: user && NAME.test(user) ? user : 'user',
+    resources,
+    env: image.env,
+    workdir: image.workdir,
+    startCmd: image.startCmd,
+    readyCmd: image.readyCmd,
+    exposedPorts: image.exposedPorts,
+    imageDirs: true,
+  })
+}
+
+/** The build request's start and ready commands (shell lines) over the image's. */
+function withCommands(def: TemplateDefinition, spec: TemplateBuildSpec): TemplateDefinition {
+  const shell = (line: string) => ['/bin/sh', '-c', line]
+  return {
+    ...def,
+    ...(spec.startCmd ? { startCmd: shell(spec.startCmd) } : {}),
+    ...(spec.readyCmd ? { readyCmd: shell(spec.readyCmd) } : {}),
+  }
+}
+
+function imageDefinition(spec: TemplateBuildSpec & { source: { kind: 'image' } }): TemplateDefinition {
   // the reference is checked before anything is pulled: a bad one is the user's error
   parseImageReference(spec.source.image)
-  return TemplateDefinition.parse({
+  const def = TemplateDefinition.parse({
     name: spec.name,
     description: spec.description,
     image: spec.source.image,
     resources: spec.resources,
+    imageDirs: true,
   })
+  return withCommands(def, spec)
+}
+
+/** Makes a template built before known to the baker again (after a restart). */
+export function registerUserTemplate(baker: TemplateBaker, templatesDir: string, spec: TemplateBuildSpec): void {
+  const { source } = spec
+  if (source.kind === 'image') {
+    baker.register(imageDefinition({ ...spec, source }))
+    return
+  }
+  if (!source.built) throw new AppError('INTERNAL', `template ${spec.name} was never built`)
+  const def = withCommands(builtDefinition(spec.name, spec.description, source.built, spec.resources), spec)
+  baker.registerBuilt(def, builtRootfsPath(templatesDir, source.built.key))
 }
 
 function progressLine(p: TemplateProgress): BuildLogLine {
@@ -30,32 +116,118 @@ function progressLine(p: TemplateProgress): BuildLogLine {
   return { stream: 'system', message: `${p.phase}${pct}${p.message ? `: ${p.message}` : ''}` }
 }
 
+/** A build event as a log line; steps are numbered from 1 in the log. */
+export function eventLine(e: BuildLogEvent): BuildLogLine {
+  switch (e.type) {
+    case 'step':
+      return {
+        step: e.step + 1,
+        stream: 'system',
+        message: `#${e.step + 1} ${e.instruction}${e.cached ? ' (cached)' : ''}`,
+      }
+    case 'output':
+      return { step: e.step + 1, stream: e.stream, message: e.line }
+    case 'step_done':
+      return {
+        step: e.step + 1,
+        stream: 'system',
+        message: `#${e.step + 1} done in ${(e.durationMs / 1000).toFixed(1)} s (exit ${e.exitCode})`,
+      }
+    case 'phase':
+      return { stream: 'system', message: `${e.phase}: ${e.message}` }
+  }
+}
+
+/** Unpacks an uploaded context (checked entry by entry first: nothing in it reaches outside its root). */
+async function unpackContext(tar: string, into: string): Promise<void> {
+  await validateContextTar(createReadStream(tar), { maxBytes: MAX_CONTEXT_BYTES })
+  mkdirSync(into, { recursive: true })
+  try {
+    await run('tar', ['-x', '-f', tar, '-C', into, '--no-same-owner', '--no-overwrite-dir'], {
+      maxBuffer: 1024 * 1024,
+    })
+  } catch (err) {
+    throw new AppError('VALIDATION_FAILED', `the build context is not a tar archive tar can read: ${String(err)}`)
+  }
+}
+
+async function buildFromDockerfile(
+  deps: UserTemplateDeps,
+  spec: TemplateBuildSpec & { source: { kind: 'dockerfile' } },
+  onLog: (line: BuildLogLine) => void,
+  signal?: AbortSignal,
+): Promise<BuiltImage> {
+  const scratch = mkdtempSync(join(deps.templatesDir, '.context-'))
+  try {
+    let contextDir: string | undefined
+    if (spec.source.contextTar) {
+      onLog({ stream: 'system', message: 'unpacking the build context' })
+      contextDir = join(scratch, 'context')
+      await unpackContext(spec.source.contextTar, contextDir)
+    }
+    const built = await deps.dockerfiles.buildDockerfile(
+      {
+        dockerfile: spec.source.dockerfile,
+        contextDir,
+        buildArgs: spec.source.buildArgs,
+        resources: spec.resources.maxima,
+      },
+      (e) => onLog(eventLine(e)),
+      signal,
+    )
+    onLog({
+      stream: 'system',
+      message: `built: ${built.steps.total} steps, ${built.steps.cached} from the layer cache`,
+    })
+    return builtImage(built)
+  } finally {
+    rmSync(scratch, { recursive: true, force: true })
+  }
+}
+
 export async function buildUserTemplate(
-  baker: TemplateBaker,
+  deps: UserTemplateDeps,
   spec: TemplateBuildSpec,
   onLog: (line: BuildLogLine) => void,
   signal?: AbortSignal,
+  registryAuth: RegistryAuth = {},
 ): Promise<TemplateBuildResult> {
-  const def = definitionOf(spec)
+  const { baker } = deps
+  const { source } = spec
+  let pinned: TemplateBuildSpec
+  if (source.kind === 'image') {
+    baker.register(imageDefinition({ ...spec, source }))
+    pinned = spec
+  } else {
+    const built = await buildFromDockerfile(deps, { ...spec, source }, onLog, signal)
+    pinned = {
+      ...spec,
+      source: { kind: 'dockerfile', dockerfile: source.dockerfile, buildArgs: source.buildArgs, built },
+    }
+    registerUserTemplate(baker, deps.templatesDir, pinned)
+  }
   signal?.throwIfAborted()
-  baker.register(def)
   try {
     let last = ''
-    await baker.build(def.name, (p) => {
-      const line = progressLine(p)
-      // debootstrap and pulls report often: the log keeps each distinct line once
-      if (line.message === last) return
-      last = line.message
-      onLog(line)
-    })
+    await baker.build(
+      spec.name,
+      (p) => {
+        const line = progressLine(p)
+        // pulls and bakes report often: the log keeps each distinct line once
+        if (line.message === last) return
+        last = line.message
+        onLog(line)
+      },
+      registryAuth,
+    )
   } catch (err) {
-    await baker.remove(def.name)
+    await baker.remove(spec.name)
     throw err
   }
-  const digest = baker.digestOf(def.name)
-  if (spec.source.kind === 'image' && digest) {
-    const image = formatImageReference(parseImageReference(spec.source.image), digest)
+  const digest = baker.digestOf(spec.name)
+  if (source.kind === 'image' && digest) {
+    const image = formatImageReference(parseImageReference(source.image), digest)
     return { pinned: { ...spec, source: { kind: 'image', image } } }
   }
-  return { pinned: spec }
+  return { pinned }
 }

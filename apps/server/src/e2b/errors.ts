@@ -64,6 +64,8 @@ const connectCodeOf = {
   REGISTRY_UNREACHABLE: 'unavailable',
   REGISTRY_AUTH_FAILED: 'permission_denied',
   NOT_IMPLEMENTED: 'unimplemented',
+  BUILD_STEP_FAILED: 'failed_precondition',
+  BUILD_TIMEOUT: 'deadline_exceeded',
   INTERNAL: 'internal',
 } as const satisfies Record<ErrorCode, ConnectCode>
 

@@ -11,6 +11,7 @@ import type { ExecService } from '../services/exec.ts'
 import type { SandboxService } from '../services/sandboxes.ts'
 import type { TemplateService } from '../services/templates.ts'
 import type { KeyStore, Principal } from '../store/keys.ts'
+import type { RegistryCredentialStore } from '../store/registry-credentials.ts'
 import type { Authenticator } from './auth.ts'
 import type { Caller } from './credentials.ts'
 import type { ErrorFormat } from './errors.ts'
@@ -25,6 +26,7 @@ export interface Services {
   config: ServerConfig
   log: Logger
   templates: TemplateService
+  registries: RegistryCredentialStore
   /** E2B's template builder over `templates`. */
   e2bTemplates: E2bTemplateBuilds
 }

@@ -26,6 +26,9 @@ import * as processSignal from './processes/signal.ts'
 import * as processStdin from './processes/stdin.ts'
 import * as processWait from './processes/wait.ts'
 import * as ptyConnect from './pty/connect.ts'
+import * as registryDelete from './registries/delete.ts'
+import * as registryList from './registries/list.ts'
+import * as registryPut from './registries/put.ts'
 import * as sandboxCreate from './sandboxes/create.ts'
 import * as sandboxEvents from './sandboxes/events.ts'
 import * as sandboxExec from './sandboxes/exec.ts'
@@ -70,6 +73,9 @@ export const ROUTES: readonly RouteModule[] = [
   templateBuildGet,
   templateBuildLogs,
   templateBuildContext,
+  registryList,
+  registryPut,
+  registryDelete,
   sandboxCreate,
   sandboxList,
   sandboxGet,

@@ -15,6 +15,7 @@ import {
   type SandboxEventType,
   type SandboxState,
   type Snapshot,
+  type TemplateInfo,
 } from '@forkbox/protocol'
 import type { Logger } from 'pino'
 import type { Authenticator } from '../http/auth.ts'
@@ -96,9 +97,14 @@ export class SandboxService {
     for (const id of live) await this.agent.stop(id)
   }
 
-  private async resolveResources(template: string, asked: Resources): Promise<ResolvedResources> {
+  private async templateInfo(template: string): Promise<TemplateInfo> {
     const info = (await this.agent.templates()).find((t) => t.name === template)
     if (!info) throw new AppError('TEMPLATE_NOT_FOUND', `no template named ${template}`)
+    return info
+  }
+
+  private resolveResources(info: TemplateInfo, asked: Resources): ResolvedResources {
+    const template = info.name
     const r = { ...info.defaults, ...asked }
     for (const k of ['vcpus', 'memoryMB', 'diskMB', 'pids'] as const) {
       if (r[k] > info.maxima[k])
@@ -118,7 +124,10 @@ export class SandboxService {
     const network = resolveNetwork(req.network)
     if (!req.snapshot) {
       const template = await this.resolveTemplate(owner, req.template)
-      const resources = await this.resolveResources(template, req.resources)
+      const info = await this.templateInfo(template)
+      const resources = this.resolveResources(info, req.resources)
+      // the image's EXPOSE, unless the create names its ports
+      if (req.network.ports === undefined && info.exposedPorts) network.ports = [...info.exposedPorts]
       return this.launcher.launch(owner, { ...req, template, resources, snapshot: undefined, network }, signal)
     }
     const snap = this.ownSnapshot(owner, req.snapshot)

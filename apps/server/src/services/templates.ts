@@ -21,6 +21,7 @@ import {
   type UserTemplate,
 } from '@forkbox/protocol'
 import type { Logger } from 'pino'
+import type { RegistryCredentialStore } from '../store/registry-credentials.ts'
 import { agentName, type BuildRecord, type TemplateRecord, type TemplateStore } from '../store/templates.ts'
 
 export interface TemplateLimits {
@@ -39,6 +40,13 @@ export type TemplateListing = TemplateInfo & { id: string | null; version: numbe
 
 const publicBuild = ({ spec: _spec, ...b }: BuildRecord): TemplateBuild => b
 
+/** The registry an image reference pulls from, as Docker reads it (no host part: Docker Hub). */
+export function registryOf(image: string): string {
+  const first = image.split('/')[0] ?? ''
+  const isHost = image.includes('/') && (first.includes('.') || first.includes(':') || first === 'localhost')
+  return isHost ? first : 'docker.io'
+}
+
 export class TemplateService {
   private readonly queue: string[] = []
   private readonly running = new Map<string, AbortController>()
@@ -53,6 +61,8 @@ export class TemplateService {
     private readonly limits: TemplateLimits,
     /** Templates (agent names) running or hibernated sandboxes and snapshots still start from. */
     private readonly inUse: () => Set<string> = () => new Set(),
+    /** Each key's registry logins, passed to its builds' pulls. */
+    private readonly registries?: RegistryCredentialStore,
   ) {
     this.events.setMaxListeners(0)
   }
@@ -183,6 +193,11 @@ export class TemplateService {
         name: req.name,
         description: req.description ?? '',
       })
+    if (req.registryAuth) {
+      if (!req.image || !this.registries)
+        throw new AppError('VALIDATION_FAILED', 'registryAuth goes with an image (or set logins at /v1/registries)')
+      this.registries.put(owner, registryOf(req.image), req.registryAuth.username, req.registryAuth.password)
+    }
     const source: TemplateBuildSpec['source'] = req.image
       ? { kind: 'image', image: req.image }
       : { kind: 'dockerfile', dockerfile: req.dockerfile ?? '', buildArgs: req.buildArgs ?? {} }
@@ -195,6 +210,8 @@ export class TemplateService {
         description: req.description ?? t.description,
         source,
         resources: { defaults, maxima: ceiling.maxima },
+        ...(req.startCmd ? { startCmd: req.startCmd } : {}),
+        ...(req.readyCmd ? { readyCmd: req.readyCmd } : {}),
       }),
     )
     if (build.status === 'queued') this.enqueue(build.id)
@@ -346,7 +363,9 @@ export class TemplateService {
     const started = performance.now()
     this.append(id, { stream: 'system', message: `build ${id}: version ${b.version} of ${b.template}` })
     try {
-      const { pinned } = await this.agent.buildTemplate(b.spec, (line) => this.append(id, line), signal)
+      const owner = this.store.get(b.templateId)?.owner
+      const auth = owner && this.registries ? this.registries.auth(owner) : {}
+      const { pinned } = await this.agent.buildTemplate(b.spec, (line) => this.append(id, line), signal, auth)
       const seconds = ((performance.now() - started) / 1000).toFixed(1)
       this.append(id, { stream: 'system', message: `ready in ${seconds} s` })
       if (!this.store.transition(id, ['building'], 'ready', { spec: pinned })) {

@@ -44,6 +44,10 @@ const MIGRATIONS = [
    create table build_logs (
      build_id text not null references template_builds(id), seq integer not null, at text not null,
      step integer, stream text not null, message text not null, primary key (build_id, seq));`,
+  // a key's registry logins: the password sealed with a key derived from the server secret
+  `create table registry_credentials (
+     owner text not null references api_keys(id), registry text not null, username text not null,
+     sealed text not null, created_at text not null, primary key (owner, registry));`,
 ]
 
 /** The database and its WAL files are the owner's only (keys' hashes, tenants' metadata). */

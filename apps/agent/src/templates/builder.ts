@@ -1,0 +1,229 @@
+// Executes a Dockerfile's build plan for real: every filesystem step in a build sandbox under runsc,
+// each step's result a cached layer, the target stage flattened into a template rootfs dir.
+import { createHash } from 'node:crypto'
+import { existsSync, mkdirSync } from 'node:fs'
+import { basename, join } from 'node:path'
+import { AppError, type ResolvedResources } from '@forkbox/protocol'
+import type { Containers } from '../sandboxes/containers.ts'
+import { type BuildLogSink, instructionText } from './build-log.ts'
+import { runStep } from './build-steps.ts'
+import { contextHashes, listContext } from './context-files.ts'
+import { planDockerfile } from './dockerfile.ts'
+import { buildKeys } from './dockerfile-keys.ts'
+import type { BuildPlan, ImageConfig, ImageSource } from './dockerfile-plan.ts'
+import { flatten } from './flatten.ts'
+import { firstMissing, type LayerStore, tempName } from './layers.ts'
+import { type OciOptions, pullImage, resolveImageDigest, unpackImage } from './oci.ts'
+
+const DEFAULT_BUILD_TIMEOUT_MS = 30 * 60_000
+
+export interface TemplateBuildInput {
+  dockerfile: string
+  /** The validated, unpacked build context; needed when a COPY/ADD reads from it. */
+  contextDir?: string
+  buildArgs?: Record<string, string>
+  /** Each build sandbox's limits (the template's maxima). */
+  resources: ResolvedResources
+  timeoutMs?: number
+}
+
+/** What the baker needs to make a template of the build. */
+export interface TemplateBuildResult {
+  /** A plain dir (hardlinks into the layers): the template's read-only rootfs. */
+  rootfs: string
+  /** The target stage's last layer: the same key is the same rootfs. */
+  key: string
+  config: ImageConfig
+  startCmd: string[] | undefined
+  readyCmd: string[] | null | undefined
+  exposedPorts: number[]
+  steps: { total: number; cached: number }
+}
+
+/** Where the rootfs of a build whose last layer is `key` is assembled. */
+export function builtRootfsPath(templatesDir: string, key: string): string {
+  return join(templatesDir, `built-${createHash('sha256').update(key).digest('hex').slice(0, 16)}`)
+}
+
+export interface BuilderDeps {
+  templatesDir: string
+  containers: Containers
+  layers: LayerStore
+  oci: OciOptions
+  /** A forkbox template's rootfs (made ready if need be), for `FROM forkbox:<name>`. */
+  templateRootfs: (name: string) => Promise<string>
+}
+
+/** The stages the target needs (through FROM and COPY --from), in order; others are skipped as BuildKit does. */
+export function neededStages(plan: BuildPlan): number[] {
+  const need = new Set<number>([plan.target])
+  for (let i = plan.target; i >= 0; i--) {
+    if (!need.has(i)) continue
+    const stage = plan.stages[i]
+    if (!stage) continue
+    const uses = [stage.from, ...stage.steps.map((s) => (s.op === 'copy' ? s.from : undefined))]
+    for (const u of uses) if (u?.kind === 'stage') need.add(u.index)
+  }
+  return [...need].sort((a, b) => a - b)
+}
+
+export class TemplateBuilder {
+  constructor(private readonly deps: BuilderDeps) {}
+
+  async build(
+    input: TemplateBuildInput,
+    emit: BuildLogSink = () => {},
+    signal?: AbortSignal,
+  ): Promise<TemplateBuildResult> {
+    const deadline = Date.now() + (input.timeoutMs ?? DEFAULT_BUILD_TIMEOUT_MS)
+    const plan = planDockerfile(input.dockerfile, { buildArgs: input.buildArgs })
+    const usesContext = plan.stages.some((s) => s.steps.some((st) => st.op === 'copy' && !st.from))
+    if (usesContext && !input.contextDir)
+      throw new AppError('VALIDATION_FAILED', 'the Dockerfile copies from the build context, but none was given')
+    const entries = input.contextDir ? listContext(input.contextDir) : []
+    const hashes = input.contextDir ? contextHashes(input.contextDir, entries, plan) : new Map<string, string>()
+    const sources = await this.resolveSources(plan, emit)
+    const keys = buildKeys(plan, hashes, { imageDigests: sources.digests, templateVersions: sources.versions })
+    const results: string[] = []
+    let index = 0
+    let cached = 0
+    let total = 0
+    for (const stageIndex of neededStages(plan)) {
+      const stage = plan.stages[stageIndex]
+      if (!stage) continue
+      let parent = await this.rootLayer(stage.from, results, sources, emit)
+      const stageKeys = keys.steps[stageIndex] ?? []
+      // once a step runs, every later one does: its key chains a parent made just now
+      const reused = firstMissing(stageKeys, (k) => this.deps.layers.has(k))
+      for (const [i, step] of stage.steps.entries()) {
+        const key = stageKeys[i]
+        if (!key) throw new Error(`no key for step ${i} of stage ${stageIndex}`)
+        const instruction = instructionText(input.dockerfile, step.line)
+        const hit = i < reused
+        const n = index++
+        total += 1
+        if (hit) cached += 1
+        emit({ type: 'step', step: n, stage: stageIndex, line: step.line, instruction, cached: hit })
+        const started = Date.now()
+        if (!hit) {
+          const from = step.op === 'copy' && step.from ? await this.rootLayer(step.from, results, sources, emit) : null
+          const mounted = from ? await this.deps.layers.mountReadOnly(from) : null
+          try {
+            await this.deps.layers.makeStep(key, parent, (mount) =>
+              runStep(
+                this.deps.containers,
+                step,
+                {
+                  root: mount.merged,
+                  copySource: step.op === 'copy' ? (mounted?.dir ?? input.contextDir) : undefined,
+                  contextPaths: entries.map((e) => e.path),
+                },
+                { index: n, line: step.line, instruction, resources: input.resources, deadline, emit, signal },
+              ),
+            )
+          } catch (err) {
+            const exitCode =
+              err instanceof AppError && typeof err.details?.exitCode === 'number' ? err.details.exitCode : -1
+            emit({ type: 'step_done', step: n, exitCode, durationMs: Date.now() - started })
+            throw err
+          } finally {
+            await mounted?.release()
+          }
+        }
+        emit({ type: 'step_done', step: n, exitCode: 0, durationMs: Date.now() - started })
+        parent = key
+      }
+      results[stageIndex] = parent
+    }
+    const key = results[plan.target]
+    const target = plan.stages[plan.target]
+    if (!key || !target) throw new Error('the target stage was not built')
+    const rootfs = await this.assemble(key, emit)
+    return {
+      rootfs,
+      key,
+      config: target.config,
+      startCmd: plan.startCmd,
+      readyCmd: plan.readyCmd,
+      exposedPorts: plan.exposedPorts,
+      steps: { total, cached },
+    }
+  }
+
+  /** Pins every image the plan names to its digest and every forkbox template to its rootfs. */
+  private async resolveSources(plan: BuildPlan, emit: BuildLogSink) {
+    const digests = new Map<string, string>()
+    const templates = new Map<string, string>()
+    for (const stage of plan.stages) {
+      for (const src of [stage.from, ...stage.steps.map((s) => (s.op === 'copy' ? s.from : undefined))]) {
+        if (src?.kind === 'image' && !digests.has(src.ref)) {
+          emit({ type: 'phase', phase: 'resolve', message: src.ref })
+          digests.set(src.ref, await resolveImageDigest(src.ref, this.deps.oci))
+        }
+        if (src?.kind === 'template' && !templates.has(src.name))
+          templates.set(src.name, await this.deps.templateRootfs(src.name))
+      }
+    }
+    const versions = new Map([...templates].map(([name, dir]) => [name, basename(dir)]))
+    return { digests, templates, versions }
+  }
+
+  /** The layer a stage (or a COPY --from) starts from: an unpacked image, a template's rootfs, scratch, or a stage. */
+  private async rootLayer(
+    src: ImageSource,
+    results: readonly string[],
+    sources: { digests: Map<string, string>; templates: Map<string, string> },
+    emit: BuildLogSink,
+  ): Promise<string> {
+    const { layers, oci } = this.deps
+    switch (src.kind) {
+      case 'stage': {
+        const key = results[src.index]
+        if (!key) throw new Error(`stage ${src.index} is used before it is built`)
+        return key
+      }
+      case 'template': {
+        const dir = sources.templates.get(src.name)
+        if (!dir) throw new Error(`template ${src.name} not resolved`)
+        const key = `template-${basename(dir)}`
+        layers.addExternal(key, dir)
+        return key
+      }
+      case 'scratch':
+        await layers.makeBase('scratch', async (diff) => {
+          mkdirSync(diff)
+        })
+        return 'scratch'
+      case 'image': {
+        const digest = sources.digests.get(src.ref)
+        if (!digest) throw new Error(`image ${src.ref} not resolved`)
+        const key = `image-${digest.replace(/^sha256:/, '')}`
+        await layers.makeBase(key, async (diff) => {
+          emit({ type: 'phase', phase: 'pull', message: `${src.ref} ${digest}` })
+          const { layout } = await pullImage(src.ref, digest, oci)
+          emit({ type: 'phase', phase: 'unpack', message: src.ref })
+          await unpackImage(layout, diff, oci)
+        })
+        return key
+      }
+    }
+  }
+
+  /** The chain of `key` as one plain dir (reused when this exact result was assembled before). */
+  private async assemble(key: string, emit: BuildLogSink): Promise<string> {
+    const rootfs = builtRootfsPath(this.deps.templatesDir, key)
+    const name = basename(rootfs)
+    if (existsSync(rootfs)) return rootfs
+    emit({ type: 'phase', phase: 'assemble', message: name })
+    const { layers } = this.deps
+    const mounted = await layers.mountReadOnly(key)
+    try {
+      await flatten(mounted.dir, layers.chain(key), rootfs, join(layers.root, tempName()))
+    } catch (err) {
+      if (!existsSync(rootfs)) throw err
+    } finally {
+      await mounted.release()
+    }
+    return rootfs
+  }
+}

@@ -1,0 +1,330 @@
+// The build layer cache: each step's result is an overlayfs upper dir under `templatesDir/.layers/<key>`,
+// stacked on its parent's; a step runs on a host overlay of the chain and its upper becomes the layer.
+import { execFile } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import {
+  chmodSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  type Stats,
+  writeFileSync,
+} from 'node:fs'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { AppError } from '@forkbox/protocol'
+import { processAlive } from '../runtime/process.ts'
+
+const run = promisify(execFile)
+
+/** What `<key>/layer.json` records. */
+interface LayerRecord {
+  parent: string | null
+  /** A base layer kept elsewhere (a built-in template's rootfs): used as it is, never copied. */
+  external?: string
+}
+
+/** The step's scratch space while it runs: the overlay's upper, work and merged dirs. */
+export interface StepMount {
+  /** The sandbox's root: the merged view of the chain with `upper` on top. */
+  merged: string
+  upper: string
+}
+
+/** The shim's file that keeps /tmp non-empty: runsc mounts a tmpfs over an empty /tmp, losing a RUN's writes there. */
+export const TMP_KEEP = 'tmp/.forkbox-keep'
+/** Where the build's read-only inputs (context, another stage's rootfs) are mounted in a build sandbox. */
+export const BUILD_MOUNT_DIR = '/.forkbox-build'
+/** Dirs a build sandbox mounts over; the shim provides them so runsc never creates them in a layer. */
+const SHIM_DIRS = ['proc', 'dev', 'sys', 'opt/forkbox', `${BUILD_MOUNT_DIR.slice(1)}/src`]
+/** Most layers in one chain (a guard against a corrupt parent loop; the mount option's size limits first). */
+export const MAX_CHAIN = 128
+/** The kernel takes mount options up to a page: the lowerdir list must fit, paths relative to the store. */
+const MAX_OPTIONS_CHARS = 4000
+const TEMP_PREFIX = 'tmp-'
+
+export function tempName(pid = process.pid): string {
+  return `${TEMP_PREFIX}${pid}-${randomBytes(6).toString('hex')}`
+}
+
+/** The pid a temp dir name carries (null: not a temp dir). */
+export function tempOwner(name: string): number | null {
+  const m = /^tmp-(\d+)-[0-9a-f]+$/.exec(name)
+  return m ? Number(m[1]) : null
+}
+
+/**
+ * Which steps of a chain of keys must run: the prefix whose layers exist is reused, everything from
+ * the first missing one on runs (a later layer can't be reused once its parent is rebuilt anew,
+ * since its key chains the parent's).
+ */
+export function firstMissing(keys: readonly string[], has: (key: string) => boolean): number {
+  const i = keys.findIndex((k) => !has(k))
+  return i === -1 ? keys.length : i
+}
+
+/**
+ * Mounts `lowers` (top first) at `target`: read-write with `rw`, else read-only. Paths under `cwd`
+ * are given relative to it (mount runs there), so a chain of ~55 layers fits the option limit.
+ */
+export async function mountOverlay(
+  target: string,
+  lowers: string[],
+  rw?: { upper: string; work: string },
+  cwd = '/',
+): Promise<void> {
+  // one read-only lower is not an overlay: a bind of it is the same view
+  if (!rw && lowers.length === 1) {
+    await run('mount', ['--bind', '-o', 'ro', lowers[0] as string, target])
+    await run('mount', ['-o', 'remount,bind,ro', target])
+    return
+  }
+  const rel = (p: string) => (p.startsWith(`${cwd}/`) ? p.slice(cwd.length + 1) : p)
+  const opts = [
+    `lowerdir=${lowers.map(rel).join(':')}`,
+    ...(rw ? [`upperdir=${rel(rw.upper)}`, `workdir=${rel(rw.work)}`] : []),
+  ].join(',')
+  if (opts.length > MAX_OPTIONS_CHARS)
+    throw new AppError(
+      'VALIDATION_FAILED',
+      `a stage stacks ${lowers.length} layers, more than an overlay mount takes: merge some RUN steps`,
+    )
+  await run('mount', ['-t', 'overlay', 'overlay', '-o', opts, ...(rw ? [] : ['-r']), target], { cwd })
+}
+
+/** Unmounts `target`; a mount that stays busy (a process still in it) is detached lazily. */
+export async function unmount(target: string): Promise<void> {
+  for (let i = 0; i < 20; i++) {
+    try {
+      await run('umount', [target])
+      return
+    } catch (err) {
+      if (!mountedAt(target)) return
+      if (i === 19) {
+        await run('umount', ['-l', target]).catch(() => {})
+        throw err
+      }
+      await new Promise((r) => setTimeout(r, 100))
+    }
+  }
+}
+
+function lstatOrNull(path: string): Stats | null {
+  try {
+    return lstatSync(path)
+  } catch {
+    return null
+  }
+}
+
+function mountPoints(): string[] {
+  return readFileSync('/proc/mounts', 'utf8')
+    .split('\n')
+    .map((l) => (l.split(' ')[1] ?? '').replace(/\\040/g, ' '))
+}
+
+function mountedAt(target: string): boolean {
+  return mountPoints().includes(target)
+}
+
+export class LayerStore {
+  private readonly building = new Map<string, Promise<void>>()
+  readonly root: string
+
+  constructor(templatesDir: string) {
+    this.root = join(templatesDir, '.layers')
+    mkdirSync(this.root, { recursive: true })
+  }
+
+  has(key: string): boolean {
+    return existsSync(join(this.root, key, 'layer.json'))
+  }
+
+  private record(key: string): LayerRecord {
+    return JSON.parse(readFileSync(join(this.root, key, 'layer.json'), 'utf8')) as LayerRecord
+  }
+
+  /** The layer's dirs, top first: what overlayfs takes as lowerdirs. */
+  chain(key: string): string[] {
+    const out: string[] = []
+    for (let k: string | null = key; k !== null; ) {
+      const rec = this.record(k)
+      out.push(rec.external ?? join(this.root, k, 'diff'))
+      k = rec.parent
+      if (out.length > MAX_CHAIN) throw new Error(`layer ${key}: chain longer than ${MAX_CHAIN}`)
+    }
+    return out
+  }
+
+  /** Records a base layer that lives elsewhere (a built-in template's rootfs). */
+  addExternal(key: string, dir: string): void {
+    if (this.has(key)) return
+    const tmp = join(this.root, tempName())
+    mkdirSync(tmp)
+    writeFileSync(join(tmp, 'layer.json'), JSON.stringify({ parent: null, external: dir } satisfies LayerRecord))
+    this.commit(tmp, key)
+  }
+
+  /** Makes base layer `key` by filling a fresh `diff` dir (an unpacked image, an empty scratch); once. */
+  makeBase(key: string, fill: (diff: string) => Promise<void>): Promise<void> {
+    return this.once(key, async () => {
+      const tmp = join(this.root, tempName())
+      try {
+        mkdirSync(tmp)
+        await fill(join(tmp, 'diff'))
+        mkdirSync(join(tmp, 'diff'), { recursive: true })
+        writeFileSync(join(tmp, 'layer.json'), JSON.stringify({ parent: null } satisfies LayerRecord))
+        this.commit(tmp, key)
+      } finally {
+        rmSync(tmp, { recursive: true, force: true })
+      }
+    })
+  }
+
+  /**
+   * Makes layer `key` on `parent`: `step` runs with the chain mounted as an overlay whose upper is
+   * a fresh dir; when it succeeds the upper becomes the layer (renamed: never half there), when it
+   * fails or throws everything it made goes. A key another build is making is waited on.
+   */
+  makeStep(key: string, parent: string, step: (mount: StepMount) => Promise<void>): Promise<void> {
+    return this.once(key, async () => {
+      const tmp = join(this.root, tempName())
+      const mount: StepMount = { merged: join(tmp, 'merged'), upper: join(tmp, 'diff') }
+      let mounted = false
+      try {
+        for (const d of [mount.merged, mount.upper, join(tmp, 'work')]) mkdirSync(d, { recursive: true })
+        await mountOverlay(
+          mount.merged,
+          [this.shim(), ...this.chain(parent)],
+          { upper: mount.upper, work: join(tmp, 'work') },
+          this.root,
+        )
+        mounted = true
+        await step(mount)
+        await unmount(mount.merged)
+        mounted = false
+        this.pruneShim(mount.upper)
+        rmSync(join(tmp, 'work'), { recursive: true, force: true })
+        rmSync(mount.merged, { recursive: true, force: true })
+        writeFileSync(join(tmp, 'layer.json'), JSON.stringify({ parent } satisfies LayerRecord))
+        this.commit(tmp, key)
+      } finally {
+        if (mounted) await unmount(mount.merged).catch(() => {})
+        rmSync(tmp, { recursive: true, force: true })
+      }
+    })
+  }
+
+  /** Mounts the chain of `key` read-only at a fresh dir (another stage's rootfs for `COPY --from`). */
+  async mountReadOnly(key: string): Promise<{ dir: string; release: () => Promise<void> }> {
+    const tmp = join(this.root, tempName())
+    const dir = join(tmp, 'merged')
+    mkdirSync(dir, { recursive: true })
+    try {
+      await mountOverlay(dir, this.chain(key), undefined, this.root)
+    } catch (err) {
+      rmSync(tmp, { recursive: true, force: true })
+      throw err
+    }
+    return {
+      dir,
+      release: async () => {
+        await unmount(dir)
+        rmSync(tmp, { recursive: true, force: true })
+      },
+    }
+  }
+
+  /**
+   * Makes `key` unless it exists; a key another build is making is waited on, and made here after
+   * all if that build fails or is aborted (this build still needs it).
+   */
+  private async once(key: string, make: () => Promise<void>): Promise<void> {
+    for (;;) {
+      if (this.has(key)) return
+      const running = this.building.get(key)
+      if (!running) {
+        const p = make().finally(() => this.building.delete(key))
+        this.building.set(key, p)
+        return p
+      }
+      await running.catch(() => {})
+    }
+  }
+
+  private commit(tmp: string, key: string): void {
+    try {
+      renameSync(tmp, join(this.root, key))
+    } catch (err) {
+      // another agent on this templates dir made it first: theirs is as good
+      if (!this.has(key)) throw err
+    }
+  }
+
+  /**
+   * The top lower of every step: the mount points a build sandbox needs (so runsc does not create
+   * them in the step's layer) and a file that keeps /tmp from being hidden under runsc's tmpfs.
+   */
+  private shim(): string {
+    const dir = join(this.root, 'shim-1')
+    if (!existsSync(dir)) {
+      const tmp = join(this.root, tempName())
+      try {
+        for (const d of SHIM_DIRS) mkdirSync(join(tmp, d), { recursive: true, mode: 0o755 })
+        mkdirSync(join(tmp, 'tmp'))
+        chmodSync(join(tmp, 'tmp'), 0o1777)
+        writeFileSync(join(tmp, TMP_KEEP), '')
+        this.commit(tmp, 'shim-1')
+      } finally {
+        rmSync(tmp, { recursive: true, force: true })
+      }
+    }
+    return dir
+  }
+
+  /**
+   * What the build sandbox itself left in a step's upper: a whiteout (or a changed copy) of the
+   * shim's /tmp file, and the resolv.conf the guest writes at start (as in Docker, a RUN's
+   * resolv.conf is the platform's and never part of the image).
+   */
+  private pruneShim(upper: string): void {
+    for (const [dir, file] of [
+      ['tmp', TMP_KEEP],
+      ['etc', 'etc/resolv.conf'],
+    ] as const) {
+      // lstat first: a step may have made the dir a symlink, which must not be followed on the host
+      if (!lstatOrNull(join(upper, dir))?.isDirectory()) continue
+      const st = lstatOrNull(join(upper, file))
+      if (st && !st.isDirectory()) rmSync(join(upper, file), { force: true })
+    }
+  }
+
+  /**
+   * After a restart: what a build of a dead agent left (its step mounts and temp dirs) goes. Temp
+   * dirs of a live process (another agent sharing the templates dir) are left alone.
+   */
+  async reconcile(): Promise<string[]> {
+    const removed: string[] = []
+    const stale = (name: string) => {
+      const pid = tempOwner(name)
+      return pid !== null && (pid === process.pid ? !this.building.size : !processAlive(pid))
+    }
+    for (const m of mountPoints()) {
+      if (!m.startsWith(`${this.root}/`)) continue
+      const name = m.slice(this.root.length + 1).split('/')[0] ?? ''
+      if (!stale(name)) continue
+      await run('umount', ['-l', m]).catch(() => {})
+      removed.push(m)
+    }
+    for (const name of readdirSync(this.root)) {
+      if (!stale(name)) continue
+      rmSync(join(this.root, name), { recursive: true, force: true })
+      removed.push(join(this.root, name))
+    }
+    return removed
+  }
+}

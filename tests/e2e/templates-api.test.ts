@@ -1,0 +1,151 @@
+// Templates from a Dockerfile through the API on real runsc: the context uploaded as a tarball, the
+// build logged step by step over SSE, baked with its server running; a create answers at
+// getHost(port) at once. A rebuild starts at the changed step; bad builds fail clearly.
+import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, describe, it } from 'node:test'
+import { Sandbox } from '@forkbox/sdk'
+import { useTestHost } from './harness.ts'
+
+const host = useTestHost()
+const work = mkdtempSync(join(tmpdir(), 'forkbox-e2e-tpl-api-'))
+after(() => rmSync(work, { recursive: true, force: true }))
+const name = `app-${process.pid}`
+
+interface Build {
+  id: string
+  status: string
+  version: number
+  error: { code: string; message: string } | null
+}
+
+async function call(method: string, path: string, body?: unknown) {
+  const { url, apiKey } = host().conn
+  const headers: Record<string, string> = { authorization: `Bearer ${apiKey}` }
+  let payload: BodyInit | undefined
+  if (body instanceof Uint8Array) {
+    headers['content-type'] = 'application/x-tar'
+    payload = new Blob([new Uint8Array(body)])
+  } else if (body !== undefined) {
+    headers['content-type'] = 'application/json'
+    payload = JSON.stringify(body)
+  }
+  const res = await fetch(`${url}${path}`, { method, headers, body: payload })
+  return { status: res.status, body: await res.json().catch(() => null) }
+}
+
+/** A build context dir as a tarball (tar's own format, as `docker build` sends it). */
+function tarOf(dir: string): Uint8Array {
+  return execFileSync('tar', ['-C', dir, '-cf', '-', '.'], { maxBuffer: 64 * 1024 * 1024 })
+}
+
+/** Starts a build with its context, follows its log over SSE to the end; the log's lines and the build. */
+async function build(dockerfile: string, context: Uint8Array, extra: Record<string, unknown> = {}) {
+  const r = await call('POST', '/v1/templates', { name, dockerfile, context: true, ...extra })
+  assert.equal(r.status, 202, JSON.stringify(r.body))
+  const up = await call('PUT', `/v1/builds/${r.body.build.id}/context`, context)
+  assert.equal(up.status, 202, JSON.stringify(up.body))
+  const { url, apiKey } = host().conn
+  const res = await fetch(`${url}/v1/builds/${r.body.build.id}/logs`, {
+    headers: { authorization: `Bearer ${apiKey}`, accept: 'text/event-stream' },
+  })
+  const lines: string[] = []
+  let end: Build | undefined
+  for (const block of (await res.text()).split('\n\n')) {
+    const event = /^event: (.*)$/m.exec(block)?.[1]
+    const data = /^data: (.*)$/m.exec(block)?.[1]
+    if (event === 'log' && data) lines.push(JSON.parse(data).message)
+    if (event === 'end' && data) end = JSON.parse(data)
+  }
+  assert.ok(end, `the log ended without an end event:\n${lines.join('\n')}`)
+  return { build: end, lines }
+}
+
+const dockerfile = (last: string) => `# every instruction forkbox builds
+ARG BASE=forkbox:base
+FROM \${BASE} AS builder
+ARG GREETING=hello
+WORKDIR /src
+COPY greeting.txt ./
+RUN echo "$GREETING, $(cat greeting.txt)" > /src/page.html
+FROM forkbox:base
+ENV APP_HOME=/srv/app MODE=production
+WORKDIR /srv/app
+COPY --from=builder /src/page.html ./index.html
+COPY --chown=user:user site/ ./site/
+USER user
+RUN echo "${last}" > /home/user/last.txt
+EXPOSE 8080
+HEALTHCHECK CMD python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:8080/')"
+CMD ["python3", "-m", "http.server", "8080"]
+`
+
+describe('templates from a Dockerfile through the API', () => {
+  const context = join(work, 'context')
+  mkdirSync(join(context, 'site'), { recursive: true })
+  writeFileSync(join(context, 'greeting.txt'), 'world')
+  writeFileSync(join(context, 'site/about.txt'), 'about forkbox\n')
+  writeFileSync(join(context, 'secret.env'), 'TOKEN=nope\n')
+  writeFileSync(join(context, '.dockerignore'), 'secret.env\n')
+
+  it('builds, bakes its server running, and a create answers at getHost(port) with the image config', async () => {
+    const { build: b, lines } = await build(dockerfile('one'), tarOf(context), { buildArgs: { GREETING: 'hi' } })
+    assert.equal(b.status, 'ready', `${JSON.stringify(b.error)}\n${lines.join('\n')}`)
+    assert.ok(
+      lines.some((l) => /^#\d+ RUN echo "\$GREETING/.test(l)),
+      lines.join('\n'),
+    )
+    await using sbx = await Sandbox.create({ ...host().conn, template: name })
+    // EXPOSE made 8080 the default exposed port; the server was baked running
+    const res = await fetch(`http://${sbx.getHost(8080)}/index.html`, { headers: { 'x-api-key': host().conn.apiKey } })
+    assert.equal(res.status, 200)
+    assert.equal(await res.text(), 'hi, world\n')
+    const who = await sbx.exec('echo "$(id -un) $(pwd) $APP_HOME $MODE"; cat site/about.txt; ls -a /srv/app')
+    assert.equal(who.exitCode, 0, who.stderr)
+    assert.match(who.stdout, /^user \/srv\/app \/srv\/app production\nabout forkbox\n/)
+    assert.doesNotMatch(who.stdout, /secret/, '.dockerignore held the secret back')
+    assert.equal((await sbx.exec(['stat', '-c', '%U', '/srv/app/site/about.txt'])).stdout, 'user\n')
+  })
+
+  it('a rebuild with only the last step changed reuses every earlier layer', async () => {
+    const { build: b, lines } = await build(dockerfile('two'), tarOf(context), { buildArgs: { GREETING: 'hi' } })
+    assert.equal(b.status, 'ready', lines.join('\n'))
+    assert.equal(b.version, 2)
+    const steps = lines.filter((l) => /^#\d+ [A-Z]+ /.test(l))
+    const ran = steps.filter((l) => !l.endsWith('(cached)'))
+    assert.deepEqual(
+      ran.map((l) => l.replace(/^#\d+ /, '')),
+      ['RUN echo "two" > /home/user/last.txt'],
+      steps.join('\n'),
+    )
+    await using sbx = await Sandbox.create({ ...host().conn, template: name })
+    assert.equal((await sbx.exec(['cat', '/home/user/last.txt'])).stdout, 'two\n')
+    await using old = await Sandbox.create({ ...host().conn, template: `${name}@1` })
+    assert.equal((await old.exec(['cat', '/home/user/last.txt'])).stdout, 'one\n')
+  })
+
+  it('a failing RUN, an unsupported instruction and an escaping context each fail the build clearly', async () => {
+    const failing = await build('FROM forkbox:base\nRUN echo first\nRUN echo "to stderr" >&2; exit 3\n', tarOf(context))
+    assert.equal(failing.build.status, 'failed')
+    assert.equal(failing.build.error?.code, 'BUILD_STEP_FAILED', JSON.stringify(failing.build.error))
+    assert.match(failing.build.error?.message ?? '', /exit(ed)? (code )?3|exit 3/)
+    assert.ok(failing.lines.includes('to stderr'), failing.lines.join('\n'))
+    const unsupported = await build('FROM forkbox:base\nRUN true\nVOLUME /data\n', tarOf(context))
+    assert.equal(unsupported.build.status, 'failed')
+    assert.match(unsupported.build.error?.message ?? '', /line 3/)
+    assert.ok(!unsupported.lines.some((l) => /^#\d+ RUN/.test(l)), 'nothing ran')
+    const evil = join(work, 'evil')
+    mkdirSync(evil, { recursive: true })
+    symlinkSync('/etc', join(evil, 'etc-link'))
+    const escaping = await build('FROM forkbox:base\nCOPY etc-link/passwd /x\n', tarOf(evil))
+    assert.equal(escaping.build.status, 'failed')
+    assert.equal(escaping.build.error?.code, 'INVALID_PATH', JSON.stringify(escaping.build.error))
+    // the host and its templates carry on
+    await using sbx = await Sandbox.create({ ...host().conn, template: name })
+    assert.equal((await sbx.exec(['cat', 'index.html'])).stdout, 'hi, world\n')
+    assert.ok(readFileSync('/etc/hostname', 'utf8').length > 0)
+  })
+})
