@@ -8,10 +8,10 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { BuildError, type LogEntry, Sandbox, Template, waitForPort } from 'e2b'
 import { issueE2bKey, sharedTemplatesDir, useTestHost } from './harness.ts'
-import { baseRootfs, TestRegistry } from './registry.ts'
+import { baseRootfs, pulledLayout, startRegistry, type TestRegistry } from './registry.ts'
 
 const work = mkdtempSync(join(tmpdir(), 'forkbox-e2e-e2b-tpl-'))
-const registry = new TestRegistry(work)
+let registry: TestRegistry
 let digest = ''
 let key = ''
 
@@ -23,13 +23,13 @@ const host = useTestHost({
 })
 
 before(async () => {
-  await registry.start()
+  registry = await startRegistry(work)
   digest = registry.push(baseRootfs(), 'fbx-e2b-debian:1')
 })
 
 after(() => {
-  registry.stop()
-  if (digest) rmSync(join(sharedTemplatesDir, '.oci', digest.replace(':', '-')), { recursive: true, force: true })
+  registry?.stop()
+  if (digest) rmSync(pulledLayout(digest), { recursive: true, force: true })
   rmSync(work, { recursive: true, force: true })
 })
 
@@ -84,7 +84,7 @@ describe('the e2b Template builder on real sandboxes', () => {
     )
   })
 
-  it('builds runCmd + copy + setEnvs + setStartCmd(waitForPort): the sandbox has the files and env, its server answers', async (t) => {
+  it('builds runCmd + copy + setEnvs + setWorkdir + setStartCmd(waitForPort): files, env, user, cwd, its server answers', async () => {
     const conn = { apiKey: key, apiUrl: host().conn.url }
     const context = join(work, 'site-context')
     mkdirSync(join(context, 'site'), { recursive: true })
@@ -99,28 +99,39 @@ describe('the e2b Template builder on real sandboxes', () => {
       .setStartCmd('python3 -m http.server 8000', waitForPort(8000))
     const logs: LogEntry[] = []
     const remove = () => fetch(`${conn.apiUrl}/templates/${name}`, { method: 'DELETE', headers: { 'X-API-KEY': key } })
-    try {
-      await Template.build(template, name, { ...conn, onBuildLogs: (e) => logs.push(e) })
-    } catch (e) {
-      // until the Dockerfile builder is in the agent, the build says so; then this test runs whole
-      if (e instanceof BuildError && /not built by this agent yet/.test(e.message)) {
-        await remove()
-        t.skip('this agent does not build Dockerfiles yet')
-        return
-      }
-      throw e
-    }
+    await Template.build(template, name, { ...conn, onBuildLogs: (e) => logs.push(e) })
+    const messages = logs.map((l) => l.message)
+    assert.ok(
+      messages.some((m) => /^#\d+ RUN .*echo built/.test(m)),
+      messages.join('\n'),
+    )
     const sbx = await Sandbox.create(name, { ...conn, sandboxUrl: conn.apiUrl, timeoutMs: 120_000 })
     try {
       const fetchPage =
         "python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:8000/index.html').read().decode(), end='')\""
       const r = await sbx.commands.run(
-        `cat /home/user/built.txt /home/user/site/index.html; echo "$GREETING"; ${fetchPage}`,
+        `cat /home/user/built.txt /home/user/site/index.html; echo "$GREETING"; id -un; pwd; ${fetchPage}`,
       )
-      assert.equal(r.stdout, 'built\n<h1>forkbox</h1>\nhello from e2b\n<h1>forkbox</h1>\n', JSON.stringify(r))
+      assert.equal(
+        r.stdout,
+        'built\n<h1>forkbox</h1>\nhello from e2b\nuser\n/home/user/site\n<h1>forkbox</h1>\n',
+        JSON.stringify(r),
+      )
     } finally {
       await sbx.kill()
       await remove()
     }
+
+    // a failing step is the client's BuildError, pointing at that step's line of the template
+    const failing = Template()
+      .fromImage(`127.0.0.1:${registry.port}/fbx-e2b-debian:1`)
+      .runCmd('echo about to fail; exit 3')
+    await assert.rejects(Template.build(failing, `${name}-fails`, conn), (e: unknown) => {
+      assert.ok(e instanceof BuildError, String(e))
+      assert.match(e.message, /exit/, e.message)
+      assert.match(e.stack ?? '', /e2b-templates\.test\.ts/)
+      return true
+    })
+    await fetch(`${conn.apiUrl}/templates/${name}-fails`, { method: 'DELETE', headers: { 'X-API-KEY': key } })
   })
 })
