@@ -12,17 +12,11 @@ import {
   SandboxNotFoundError,
   TimeoutError,
 } from 'e2b'
-import { useTestHost } from './harness.ts'
+import { issueE2bKey, useTestHost } from './harness.ts'
 
 const host = useTestHost({
   async setup(t) {
-    // a key in E2B's form, issued by forkbox's own API
-    const res = await fetch(`${t.conn.url}/v1/keys`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${t.conn.apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ name: 'e2b-clients', format: 'e2b' }),
-    })
-    const { key } = (await res.json()) as { key: string }
+    const key = await issueE2bKey(t, 'e2b-clients')
     assert.match(key, /^e2b_[0-9a-f]{40}$/)
     process.env.E2B_API_URL = t.conn.url
     process.env.E2B_SANDBOX_URL = t.conn.url

@@ -121,6 +121,16 @@ export function cleanupDataDir(t: TestHost): void {
  * and checked for leaks (no containers, dirs, mounts, cgroups or runsc processes).
  * `setup`/`teardown` run on the started host, around the tests.
  */
+/** A key in E2B's form (`e2b_<hex>`), issued by forkbox's own API with the host's admin key. */
+export async function issueE2bKey(t: TestHost, name: string): Promise<string> {
+  const res = await fetch(`${t.conn.url}/v1/keys`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${t.conn.apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name, format: 'e2b' }),
+  })
+  return ((await res.json()) as { key: string }).key
+}
+
 export function useTestHost(
   hooks: {
     setup?: (t: TestHost) => Promise<void>

@@ -5,6 +5,9 @@ import type { Duplex } from 'node:stream'
 import type { AgentApi } from '@forkbox/protocol'
 import pino, { type Logger } from 'pino'
 import { ServerConfig, type ServerConfigInput } from './config.ts'
+import { E2B_TEMPLATE_IDS, forkboxTemplate } from './e2b/control-plane.ts'
+import { E2bTemplateBuilds } from './e2b/template-builds.ts'
+import { TemplateFiles } from './e2b/template-files.ts'
 import { createApp } from './http/app.ts'
 import { Authenticator } from './http/auth.ts'
 import type { App } from './http/env.ts'
@@ -60,6 +63,13 @@ export async function createControlPlane(opts: {
     registries,
   )
   await templates.recover()
+  const e2bTemplates = new E2bTemplateBuilds(
+    templates,
+    new TemplateFiles(join(dirname(config.dbPath), 'e2b-template-files'), config.maxContextBytes),
+    join(dirname(config.dbPath), 'build-contexts'),
+    forkboxTemplate,
+    E2B_TEMPLATE_IDS,
+  )
   const metrics = new Metrics(store, opts.agent)
   const sandboxes = new SandboxService(
     store,
@@ -91,6 +101,7 @@ export async function createControlPlane(opts: {
     log,
     templates,
     registries,
+    e2bTemplates,
   })
   const sampler = setInterval(() => {
     metrics.sample().catch((err: unknown) => log.error({ err }, 'metrics sampling failed'))
@@ -104,6 +115,7 @@ export async function createControlPlane(opts: {
         lastPrune = Date.now()
         sandboxes.pruneEvents(new Date(Date.now() - config.eventRetentionHours * 3600_000))
         templates.collect().catch((err: unknown) => log.error({ err }, 'removing deleted templates failed'))
+        e2bTemplates.sweep()
       }
     } catch (err) {
       log.error({ err }, 'reaper failed')

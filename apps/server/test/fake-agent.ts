@@ -1,4 +1,5 @@
 // A stand-in for the agent at the control plane's edge: records calls, runs nothing.
+import { readFileSync } from 'node:fs'
 import {
   type AgentApi,
   AppError,
@@ -56,6 +57,8 @@ export class FakeAgent implements AgentApi {
   buildError: AppError | null = null
   /** Builds wait for this before they finish (a test holds a build open with it). */
   buildGate: Promise<void> = Promise.resolve()
+  /** Every build as it came: its spec and its context tarball's bytes (the server removes the file after). */
+  builds: { spec: TemplateBuildSpec; context: Buffer | null }[] = []
 
   async templates(): Promise<TemplateInfo[]> {
     const r = { vcpus: 1, memoryMB: 512, diskMB: 1024, pids: 1024 }
@@ -77,6 +80,8 @@ export class FakeAgent implements AgentApi {
     registryAuth: RegistryAuth = {},
   ): Promise<TemplateBuildResult> {
     this.buildAuth.push(registryAuth)
+    const tar = spec.source.kind === 'dockerfile' ? spec.source.contextTar : undefined
+    this.builds.push({ spec, context: tar ? readFileSync(tar) : null })
     onLog({ stream: 'system', message: `building ${spec.name}` })
     await this.buildGate
     const err = this.buildError

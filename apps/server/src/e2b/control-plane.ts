@@ -26,6 +26,10 @@ export const ENVD_VERSION = '0.5.7'
 
 /** E2B template ids → forkbox templates; any other id is taken as a forkbox template name. */
 const TEMPLATE_ALIASES: Record<string, string> = { 'code-interpreter-v1': 'code-interpreter' }
+/** The E2B ids that name a built-in (a user's template may not take them). */
+export const E2B_TEMPLATE_IDS: ReadonlySet<string> = new Set(Object.keys(TEMPLATE_ALIASES))
+/** forkbox's name for an E2B template id. */
+export const forkboxTemplate = (id: string): string => TEMPLATE_ALIASES[id] ?? id
 const e2bTemplateId = (template: string) => (template === 'code-interpreter' ? 'code-interpreter-v1' : template)
 
 type Handler = (c: Context<AppEnv>, owner: string) => Promise<Response>
@@ -114,7 +118,7 @@ const create: Handler = async (c, owner) => {
   if (req.mcp) unsupported('mcp', 'run the MCP server yourself with commands.run')
   if (req.volumeMounts?.length) unsupported('volumeMounts', 'use files.write')
   const network = toForkbox(req.allow_internet_access, req.network)
-  const template = TEMPLATE_ALIASES[req.templateID] ?? req.templateID
+  const template = forkboxTemplate(req.templateID)
   const parsed = CreateSandboxRequest.safeParse({
     ...(template.startsWith('snap-') ? { snapshot: template } : { template }),
     ttlSeconds: req.timeout ?? 300,
@@ -160,7 +164,7 @@ function listed(c: Context<AppEnv>, owner: string): Sandbox[] {
     .filter(
       (s) => (s.state === 'running' && states.has('running')) || (s.state === 'hibernated' && states.has('paused')),
     )
-    .filter((s) => !template || (TEMPLATE_ALIASES[template] ?? template) === s.template)
+    .filter((s) => !template || forkboxTemplate(template) === s.template)
     .filter((s) => Date.parse(s.createdAt) >= after)
     .sort((a, b) => (c.req.query('order') === 'asc' ? 1 : -1) * a.createdAt.localeCompare(b.createdAt))
 }
@@ -271,11 +275,11 @@ const listSnapshots: Handler = async (c, owner) => {
   )
 }
 
-/** DELETE /templates/{id}: the clients delete snapshots this way; templates are not deleted. */
+/** DELETE /templates/{id}: a snapshot (the clients delete them this way) or one of the key's templates, by name. */
 const deleteTemplate: Handler = async (c, owner) => {
   const id = c.req.param('id') as string
-  if (!id.startsWith('snap-')) unsupported('deleting templates', 'templates are files under templates/')
-  await c.var.services.sandboxes.deleteSnapshot(owner, id)
+  if (id.startsWith('snap-')) await c.var.services.sandboxes.deleteSnapshot(owner, id)
+  else await c.var.services.templates.delete(owner, id)
   return c.body(null, 204)
 }
 
@@ -300,8 +304,9 @@ export function registerControlPlane(app: Hono<AppEnv>): void {
   app.put('/sandboxes/:id/network', rest(updateNetwork))
   app.get('/sandboxes/:id/metrics', rest(metrics))
   app.get('/sandboxes/:id/logs', notServed('sandbox logs', 'use GET /v1/sandboxes/{id}/events'))
-  app.all('/templates', notServed('building templates', 'templates are defined under templates/'))
-  app.all('/v2/templates/*', notServed('building templates', 'templates are defined under templates/'))
-  app.all('/v3/templates', notServed('building templates', 'templates are defined under templates/'))
+  app.all('/templates', notServed('listing templates this way', 'use GET /v1/templates'))
+  app.all('/templates/tags', notServed('template tags', 'every build is a new version: create from name@version'))
+  app.all('/templates/:id/tags', notServed('template tags', 'every build is a new version: create from name@version'))
+  app.all('/v2/templates', notServed('this template call', 'build with Template.build (POST /v3/templates)'))
   app.all('/volumes/*', notServed('volumes', 'use files.write'))
 }

@@ -14,6 +14,7 @@ import { registerFiles } from './files.ts'
 import { registerFilesystem } from './filesystem.ts'
 import { registerInterpreter } from './interpreter.ts'
 import { registerProcess } from './process.ts'
+import { registerTemplates, UPLOAD_PATH } from './templates.ts'
 
 /** The control plane (api.e2b.app): the API key, E2B's REST error shape. */
 const CONTROL_PLANE = ['/sandboxes', '/sandboxes/*', '/v2/*', '/v3/*', '/snapshots', '/templates', '/templates/*']
@@ -40,6 +41,8 @@ export function e2bApi(config: Pick<ServerConfig, 'maxJsonBodyBytes' | 'maxUploa
   group(ENVD_CONNECT, connectErrors, SANDBOX_CALL)
   group(ENVD_REST, e2bRestErrors, SANDBOX_CALL)
   app.use('/volumes/*', errorFormat(e2bRestErrors), credentials('apiKey'))
+  // a template file upload carries no key: its URL's token says whose and which (e2b/templates.ts)
+  app.use(`${UPLOAD_PATH}/*`, errorFormat(e2bRestErrors))
   const jsonLimit = bodyLimit({
     maxSize: config.maxJsonBodyBytes,
     onError: () => {
@@ -49,6 +52,7 @@ export function e2bApi(config: Pick<ServerConfig, 'maxJsonBodyBytes' | 'maxUploa
   // not /files: an upload is capped as it streams (http/upload.ts)
   for (const path of [...CONTROL_PLANE, ...ENVD_CONNECT, '/execute', '/contexts', '/contexts/*'])
     app.use(path, jsonLimit)
+  registerTemplates(app)
   registerControlPlane(app)
   registerProcess(app)
   registerFilesystem(app)

@@ -4,10 +4,13 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import type { KeyStore, Principal } from '../store/keys.ts'
 
-/** What a sandbox token lets its bearer do: reach its exposed ports, or its envd (E2B clients). */
-export type TokenPurpose = 'port' | 'envd'
+/**
+ * What a token lets its bearer do: reach a sandbox's exposed ports, or its envd (E2B clients); or
+ * upload one E2B template file set (the id names the key, the files hash and the URL's expiry).
+ */
+export type TokenPurpose = 'port' | 'envd' | 'upload'
 
-const TOKEN_PREFIX: Record<TokenPurpose, string> = { port: 'fbt_', envd: '' }
+const TOKEN_PREFIX: Record<TokenPurpose, string> = { port: 'fbt_', envd: '', upload: 'fbu_' }
 
 /** An API key in `Authorization: Bearer` or `X-API-Key` (the same two places on every route). */
 export function apiKeyIn(header: (name: string) => string | undefined): string | null {

@@ -4,6 +4,7 @@ import type { Duplex } from 'node:stream'
 import type { OpenAPIHono } from '@hono/zod-openapi'
 import type { Logger } from 'pino'
 import type { ServerConfig } from '../config.ts'
+import type { E2bTemplateBuilds } from '../e2b/template-builds.ts'
 import type { Metrics } from '../metrics.ts'
 import type { CodeService } from '../services/code.ts'
 import type { ExecService } from '../services/exec.ts'
@@ -26,6 +27,8 @@ export interface Services {
   log: Logger
   templates: TemplateService
   registries: RegistryCredentialStore
+  /** E2B's template builder over `templates`. */
+  e2bTemplates: E2bTemplateBuilds
 }
 
 /**
