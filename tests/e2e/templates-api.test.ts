@@ -155,6 +155,42 @@ describe('templates from a Dockerfile through the API', () => {
     assert.ok(readFileSync('/etc/hostname', 'utf8').length > 0)
   })
 
+  it("FROM forkbox:NAME builds on the key's own template; another key can reach it neither by name nor by the agent's name", async () => {
+    const mine = await build(
+      `FROM forkbox:${name}\nRUN cat /srv/app/index.html > /home/user/copied.txt\n`,
+      tarOf(context),
+    )
+    assert.equal(mine.build.status, 'ready', mine.lines.join('\n'))
+    const t = (await call('GET', `/v1/templates/${name}`)).body
+    const agentName = `u-${t.id.replace('tpl-', '')}-${t.version}`
+    const { url, apiKey } = host().conn
+    const other = (
+      await (
+        await fetch(`${url}/v1/keys`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ name: 'other' }),
+        })
+      ).json()
+    ).key as string
+    for (const from of [name, agentName]) {
+      const r = await fetch(`${url}/v1/templates`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${other}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'thief', dockerfile: `FROM forkbox:${from}\nRUN true\n` }),
+      })
+      const { build: b } = (await r.json()) as { build: Build }
+      let status = b
+      for (let i = 0; i < 100 && status.status !== 'failed' && status.status !== 'ready'; i++) {
+        await new Promise((res) => setTimeout(res, 100))
+        status = (await (
+          await fetch(`${url}/v1/builds/${b.id}`, { headers: { authorization: `Bearer ${other}` } })
+        ).json()) as Build
+      }
+      assert.equal(status.error?.code, 'TEMPLATE_NOT_FOUND', `${from}: ${JSON.stringify(status)}`)
+    }
+  })
+
   it('deleting the template removes its versions from the templates dir once no sandbox uses them', async () => {
     const agentNames = (await call('GET', `/v1/templates/${name}`)).body.builds.map(
       (b: { templateId: string; version: number }) => `u-${b.templateId.replace('tpl-', '')}-${b.version}-`,

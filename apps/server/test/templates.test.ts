@@ -273,6 +273,23 @@ describe('templates users build', () => {
     assert.equal((await call('DELETE', '/v1/registries/docker.io')).status, 404)
   })
 
+  it("a Dockerfile's FROM forkbox:NAME may name the key's own and public templates, never another key's private one", async () => {
+    const other = (await call('POST', '/v1/keys', { name: 'other' })).body.key
+    for (const [k, name] of [
+      [key, 'mine'],
+      [other, 'theirs'],
+      [other, 'shared'],
+    ] as const)
+      await settled((await call('POST', '/v1/templates', { name, image: 'img:1' }, k)).body.build.id, k)
+    const shared = (await call('GET', '/v1/templates/shared', undefined, other)).body
+    await call('PUT', `/v1/templates/by-id/${shared.id}/public`, { public: true })
+    const r = await call('POST', '/v1/templates', { name: 'df', dockerfile: 'FROM forkbox:mine' })
+    await settled(r.body.build.id)
+    const spec = [...agent.userTemplates.values()].at(-1)
+    assert.ok(spec?.source.kind === 'dockerfile')
+    assert.deepEqual(Object.keys(spec.source.templates ?? {}).sort(), ['mine', 'shared'])
+  })
+
   it('delete removes every version from the agent; the name is free again', async () => {
     const r = await call('POST', '/v1/templates', { name: 'gone', image: 'img:1' })
     await settled(r.body.build.id)

@@ -157,6 +157,8 @@ export interface TemplateBuildSpec {
         buildArgs: Record<string, string>
         /** The uploaded context tarball, on the agent's host; none: an empty context. */
         contextTar?: string
+        /** `FROM forkbox:NAME` of the key's own (and public) templates: name → the agent's name of its ready version. */
+        templates?: Record<string, string>
         /** Set once built: what the build made (its rootfs is found again by `key`). */
         built?: BuiltImage
       }

@@ -3,7 +3,7 @@
 import { createHash } from 'node:crypto'
 import { existsSync, mkdirSync } from 'node:fs'
 import { basename, join } from 'node:path'
-import { AppError, type ResolvedResources } from '@forkbox/protocol'
+import { AppError, type RegistryAuth, type ResolvedResources } from '@forkbox/protocol'
 import type { Containers } from '../sandboxes/containers.ts'
 import { type BuildLogSink, instructionText } from './build-log.ts'
 import { runStep } from './build-steps.ts'
@@ -24,6 +24,12 @@ export interface TemplateBuildInput {
   buildArgs?: Record<string, string>
   /** Each build sandbox's limits (the template's maxima). */
   resources: ResolvedResources
+  /**
+   * A user's build: its images are pulled with its key's logins and access is shown even for an
+   * image the shared cache holds, and `FROM forkbox:NAME` resolves through `templates` (the key's
+   * own templates and the built-ins; undefined: no such template for this key).
+   */
+  access?: { registryAuth: RegistryAuth; templates: (name: string) => string | undefined }
   timeoutMs?: number
 }
 
@@ -82,7 +88,10 @@ export class TemplateBuilder {
       throw new AppError('VALIDATION_FAILED', 'the Dockerfile copies from the build context, but none was given')
     const entries = input.contextDir ? listContext(input.contextDir) : []
     const hashes = input.contextDir ? contextHashes(input.contextDir, entries, plan) : new Map<string, string>()
-    const sources = await this.resolveSources(plan, emit)
+    const oci: OciOptions = input.access
+      ? { ...this.deps.oci, auth: input.access.registryAuth, verifyAccess: true }
+      : this.deps.oci
+    const sources = await this.resolveSources(plan, emit, oci, input.access?.templates)
     const keys = buildKeys(plan, hashes, { imageDigests: sources.digests, templateVersions: sources.versions })
     const results: string[] = []
     let index = 0
@@ -91,7 +100,7 @@ export class TemplateBuilder {
     for (const stageIndex of neededStages(plan)) {
       const stage = plan.stages[stageIndex]
       if (!stage) continue
-      let parent = await this.rootLayer(stage.from, results, sources, emit)
+      let parent = await this.rootLayer(stage.from, results, sources, emit, oci)
       const stageKeys = keys.steps[stageIndex] ?? []
       // once a step runs, every later one does: its key chains a parent made just now
       const reused = firstMissing(stageKeys, (k) => this.deps.layers.has(k))
@@ -106,7 +115,8 @@ export class TemplateBuilder {
         emit({ type: 'step', step: n, stage: stageIndex, line: step.line, instruction, cached: hit })
         const started = Date.now()
         if (!hit) {
-          const from = step.op === 'copy' && step.from ? await this.rootLayer(step.from, results, sources, emit) : null
+          const from =
+            step.op === 'copy' && step.from ? await this.rootLayer(step.from, results, sources, emit, oci) : null
           const mounted = from ? await this.deps.layers.mountReadOnly(from) : null
           try {
             await this.deps.layers.makeStep(key, parent, (mount) =>
@@ -151,17 +161,25 @@ export class TemplateBuilder {
   }
 
   /** Pins every image the plan names to its digest and every forkbox template to its rootfs. */
-  private async resolveSources(plan: BuildPlan, emit: BuildLogSink) {
+  private async resolveSources(
+    plan: BuildPlan,
+    emit: BuildLogSink,
+    oci: OciOptions,
+    templateNames: ((name: string) => string | undefined) | undefined,
+  ) {
     const digests = new Map<string, string>()
     const templates = new Map<string, string>()
     for (const stage of plan.stages) {
       for (const src of [stage.from, ...stage.steps.map((s) => (s.op === 'copy' ? s.from : undefined))]) {
         if (src?.kind === 'image' && !digests.has(src.ref)) {
           emit({ type: 'phase', phase: 'resolve', message: src.ref })
-          digests.set(src.ref, await resolveImageDigest(src.ref, this.deps.oci))
+          digests.set(src.ref, await resolveImageDigest(src.ref, oci))
         }
-        if (src?.kind === 'template' && !templates.has(src.name))
-          templates.set(src.name, await this.deps.templateRootfs(src.name))
+        if (src?.kind === 'template' && !templates.has(src.name)) {
+          const name = templateNames ? templateNames(src.name) : src.name
+          if (!name) throw new AppError('TEMPLATE_NOT_FOUND', `FROM forkbox:${src.name}: no template of that name`)
+          templates.set(src.name, await this.deps.templateRootfs(name))
+        }
       }
     }
     const versions = new Map([...templates].map(([name, dir]) => [name, basename(dir)]))
@@ -174,8 +192,9 @@ export class TemplateBuilder {
     results: readonly string[],
     sources: { digests: Map<string, string>; templates: Map<string, string> },
     emit: BuildLogSink,
+    oci: OciOptions,
   ): Promise<string> {
-    const { layers, oci } = this.deps
+    const { layers } = this.deps
     switch (src.kind) {
       case 'stage': {
         const key = results[src.index]

@@ -155,8 +155,13 @@ async function buildFromDockerfile(
   deps: UserTemplateDeps,
   spec: TemplateBuildSpec & { source: { kind: 'dockerfile' } },
   onLog: (line: BuildLogLine) => void,
-  signal?: AbortSignal,
+  signal: AbortSignal | undefined,
+  registryAuth: RegistryAuth,
 ): Promise<BuiltImage> {
+  const own = spec.source.templates ?? {}
+  // a user's FROM forkbox:NAME reaches its key's templates and the built-ins, never another key's
+  const templates = (name: string) =>
+    Object.hasOwn(own, name) ? own[name] : deps.baker.isBuiltIn(name) ? name : undefined
   const scratch = mkdtempSync(join(deps.templatesDir, '.context-'))
   try {
     let contextDir: string | undefined
@@ -171,6 +176,7 @@ async function buildFromDockerfile(
         contextDir,
         buildArgs: spec.source.buildArgs,
         resources: spec.resources.maxima,
+        access: { registryAuth, templates },
       },
       (e) => onLog(eventLine(e)),
       signal,
@@ -199,7 +205,7 @@ export async function buildUserTemplate(
     baker.register(imageDefinition({ ...spec, source }))
     pinned = spec
   } else {
-    const built = await buildFromDockerfile(deps, { ...spec, source }, onLog, signal)
+    const built = await buildFromDockerfile(deps, { ...spec, source }, onLog, signal, registryAuth)
     pinned = {
       ...spec,
       source: { kind: 'dockerfile', dockerfile: source.dockerfile, buildArgs: source.buildArgs, built },

@@ -147,6 +147,17 @@ export class TemplateService {
     return [...builtIn, ...users]
   }
 
+  /** The templates `FROM forkbox:NAME` may name in this key's builds: its own and public ones, at their newest ready version. */
+  private ownTemplates(owner: string): Record<string, string> {
+    const out: Record<string, string> = {}
+    for (const t of this.store.visible(owner)) {
+      const b = this.store.readyBuild(t)
+      // its own name wins over a public one of the same name
+      if (b && (t.owner === owner || !(t.name in out))) out[t.name] = b.spec.name
+    }
+    return out
+  }
+
   get(owner: string, name: string): UserTemplate {
     const t = this.store.byName(owner, name) ?? this.store.publicByName(name)
     if (!t) throw new AppError('TEMPLATE_NOT_FOUND', `no template named ${name}`)
@@ -198,7 +209,12 @@ export class TemplateService {
     }
     const source: TemplateBuildSpec['source'] = req.image
       ? { kind: 'image', image: req.image }
-      : { kind: 'dockerfile', dockerfile: req.dockerfile ?? '', buildArgs: req.buildArgs ?? {} }
+      : {
+          kind: 'dockerfile',
+          dockerfile: req.dockerfile ?? '',
+          buildArgs: req.buildArgs ?? {},
+          templates: this.ownTemplates(owner),
+        }
     const build = this.store.insertBuild(
       t,
       `bld-${randomBytes(10).toString('hex')}`,
