@@ -1,7 +1,9 @@
 // The built-in templates written as Dockerfiles (templates/agent, templates/postgres), built by the
 // same builder as users' templates and baked with their services running, used for their purpose.
 import assert from 'node:assert/strict'
+import { execFile, execFileSync } from 'node:child_process'
 import { describe, it } from 'node:test'
+import { promisify } from 'node:util'
 import { Sandbox } from '@forkbox/sdk'
 import { useTestHost } from './harness.ts'
 
@@ -53,5 +55,27 @@ describe('built-in templates from Dockerfiles', () => {
     const missing = await other.exec(['psql', '-qAt', '-c', 'select count(*) from t'])
     assert.notEqual(missing.exitCode, 0)
     assert.match(missing.stderr, /relation "t" does not exist/)
+  })
+
+  it('the examples: custom-template.ts (Dockerfile → build → create → exec) and python/postgres.py', async () => {
+    const env = { ...process.env, FORKBOX_URL: host().conn.url, FORKBOX_API_KEY: host().conn.apiKey }
+    const name = `example-${process.pid}`
+    const ts = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'examples/custom-template.ts', name], {
+      env,
+      timeout: 300_000,
+    })
+    assert.match(ts.stdout, new RegExp(`built ${name}@1`))
+    assert.match(ts.stdout, /built with forkbox in \/srv\/site/)
+    assert.match(ts.stdout, /GET \/ → 200: <h1>hello from a forkbox template<\/h1>/)
+    await fetch(`${host().conn.url}/v1/templates/${name}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${host().conn.apiKey}` },
+    })
+    const py = await promisify(execFile)(
+      execFileSync('bash', ['scripts/python-venv.sh']).toString().trim(),
+      ['examples/python/postgres.py'],
+      { env: { ...env, PYTHONPATH: 'python' }, timeout: 120_000 },
+    )
+    assert.match(py.stdout, /^north 255\nsouth 90\ncreate → query answered in \d+ ms\n$/)
   })
 })
