@@ -141,6 +141,8 @@ describe('templates from OCI images', () => {
     assert.match(probe.stdout, /libc\.so\.6.*No such file/)
     assert.match(probe.stdout, /sh=\/bin\/sh\n$/, 'a command string falls back to /bin/sh')
     assert.match((await sbx.exec(['busybox'])).stdout, /BusyBox v1/)
+    // E2B's clients send every command as `/bin/bash -l -c ...`: without bash it runs in /bin/sh
+    assert.equal((await sbx.exec(['/bin/bash', '-l', '-c', 'echo "via $0"'])).stdout, 'via /bin/sh\n')
     assert.equal((await sbx.exec(['id', '-un'])).stdout, 'user\n')
     const bytes = Buffer.from(Array.from({ length: 256 * 64 }, (_, i) => (i * 7) % 256))
     await sbx.files.write('/work/round.bin', bytes)

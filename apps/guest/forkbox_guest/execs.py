@@ -114,6 +114,9 @@ class Exec:
         env.update(extra_env)
         if req.get("argv"):
             argv = [str(a) for a in req["argv"]]
+            # E2B's clients run every command as `/bin/bash -l -c ...`: an image without bash runs it in /bin/sh
+            if argv[:2] == ["/bin/bash", "-l"] and not os.access("/bin/bash", os.X_OK):
+                argv[0] = login_shell()
         elif self.pty and not req.get("cmd"):
             argv = [login_shell(), "-l"]
         else:
