@@ -36,6 +36,9 @@ export interface TemplateLimits {
   ceilingTemplate: string
 }
 
+/** How long a build waits for its context upload. */
+const CONTEXT_WAIT_MS = 60 * 60_000
+
 const publicBuild = ({ spec: _spec, ...b }: BuildRecord): TemplateBuild => b
 
 /** The registry an image reference pulls from, as Docker reads it (no host part: Docker Hub). */
@@ -82,6 +85,11 @@ export class TemplateService {
    * and now and then.
    */
   async collect(): Promise<void> {
+    // a build whose context never came (the client went away) does not wait for ever
+    for (const id of this.store.waitingSince(new Date(Date.now() - CONTEXT_WAIT_MS).toISOString()))
+      this.store.transition(id, ['waiting'], 'failed', {
+        error: { code: 'CANCELLED', message: `no context was uploaded within ${CONTEXT_WAIT_MS / 60_000} minutes` },
+      })
     const used = this.inUse()
     for (const b of this.store.readySpecs()) {
       if (!b.deleted || used.has(b.spec.name)) continue

@@ -232,6 +232,15 @@ export class TemplateStore {
     return res.changes > 0
   }
 
+  /** Builds waiting for their context since before `before` (an ISO time). */
+  waitingSince(before: string): string[] {
+    return (
+      this.db.prepare("select id from template_builds where status = 'waiting' and created_at < ?").all(before) as {
+        id: string
+      }[]
+    ).map((r) => r.id)
+  }
+
   /** Builds that were not finished (the control plane stopped under them). */
   unfinished(): string[] {
     return (
