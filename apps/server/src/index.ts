@@ -85,6 +85,7 @@ export async function createControlPlane(opts: {
     auth,
     metrics,
     (owner, ref) => templates.resolve(owner, ref),
+    (name) => templates.label(name),
   )
   await sandboxes.recover()
   const bootstrapKey = keys.count() === 0 ? keys.create('admin', true).key : null

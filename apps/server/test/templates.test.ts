@@ -90,8 +90,9 @@ describe('templates users build', () => {
     const second = await call('POST', '/v1/templates', { name: 'my-env', image: 'registry.local/team/env:2' })
     assert.equal((await settled(second.body.build.id)).status, 'ready')
     const [v1, v2] = [...agent.userTemplates.keys()]
-    assert.equal((await call('POST', '/v1/sandboxes', { template: 'my-env' })).status, 201)
-    assert.equal((await call('POST', '/v1/sandboxes', { template: 'my-env@1' })).status, 201)
+    const newest = await call('POST', '/v1/sandboxes', { template: 'my-env' })
+    assert.equal(newest.body.template, 'my-env@2', 'shown as name@version, not as the agent knows it')
+    assert.equal((await call('POST', '/v1/sandboxes', { template: 'my-env@1' })).body.template, 'my-env@1')
     assert.deepEqual(
       agent.started.map((s) => s.template),
       [v2, v1],

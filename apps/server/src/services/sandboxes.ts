@@ -55,6 +55,8 @@ export class SandboxService {
     private readonly metrics?: Metrics,
     /** What the agent calls the template a create names (a user's template, a version, a built-in). */
     private readonly resolveTemplate: (owner: string, ref: string) => Promise<string> = async (_owner, ref) => ref,
+    /** How a template (the agent's name) is shown: a user's as `name@version`. */
+    private readonly templateLabel: (agentName: string) => string = (name) => name,
   ) {
     this.launcher = new Launcher(store, agent, log, limits.maxSandboxes, (owner, id) => this.get(owner, id), metrics)
     agent.onExit((id, reason, message) => {
@@ -193,6 +195,7 @@ export class SandboxService {
   private public(s: SandboxRecord): Sandbox {
     return {
       ...toPublic(s),
+      template: this.templateLabel(s.template),
       accessToken: this.auth.token('port', s.id),
       domain: this.limits.portsDomain,
     }

@@ -141,6 +141,11 @@ export class TemplateService {
     throw new AppError('TEMPLATE_NOT_FOUND', `no template named ${ref}`)
   }
 
+  /** What a sandbox's template is shown as: `name@version` for a user's, the name for a built-in. */
+  label(agentName: string): string {
+    return this.store.labelOf(agentName) ?? agentName
+  }
+
   async list(owner: string): Promise<TemplateListing[]> {
     const agentInfo = new Map((await this.agent.templates()).map((t) => [t.name, t]))
     const builtIn = [...agentInfo.values()]

@@ -198,6 +198,16 @@ export class TemplateStore {
     this.db.prepare('update template_builds set removed = 1 where id = ?').run(id)
   }
 
+  /** How a user's build is shown to users (`name@version`); null for a name that is no build's. */
+  labelOf(agentName: string): string | null {
+    const m = /^u-([0-9a-f]+)-(\d+)$/.exec(agentName)
+    if (!m) return null
+    const row = this.db.prepare('select name from templates where id = ?').get(`tpl-${m[1]}`) as
+      | { name: string }
+      | undefined
+    return row ? `${row.name}@${m[2]}` : null
+  }
+
   /** Whether `name` is the agent name of some user's build (never creatable by its name alone). */
   isAgentName(name: string): boolean {
     const m = /^u-([0-9a-f]+)-(\d+)$/.exec(name)
