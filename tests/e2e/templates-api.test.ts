@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { request } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
@@ -149,6 +150,35 @@ describe('templates from a Dockerfile through the API', () => {
     const escaping = await build('FROM forkbox:base\nCOPY etc-link/passwd /x\n', tarOf(evil))
     assert.equal(escaping.build.status, 'failed')
     assert.equal(escaping.build.error?.code, 'INVALID_PATH', JSON.stringify(escaping.build.error))
+    // a 2 GB context is refused from its length, before a byte of it is read
+    const waiting = await call('POST', '/v1/templates', {
+      name: `${name}-big`,
+      dockerfile: 'FROM forkbox:base',
+      context: true,
+    })
+    const big = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const { url: base, apiKey } = host().conn
+      const req = request(`${base}/v1/builds/${waiting.body.build.id}/context`, {
+        method: 'PUT',
+        headers: {
+          authorization: `Bearer ${apiKey}`,
+          'content-type': 'application/x-tar',
+          'content-length': 2 * 1024 ** 3,
+        },
+      })
+      req.on('response', (res) => {
+        let body = ''
+        res.on('data', (d) => (body += d))
+        res.on('end', () => {
+          resolve({ status: res.statusCode ?? 0, body })
+          req.destroy()
+        })
+      })
+      req.on('error', reject)
+      req.write(Buffer.alloc(64 * 1024))
+    })
+    assert.equal(big.status, 413, big.body)
+    assert.match(big.body, /PAYLOAD_TOO_LARGE/)
     // the host and its templates carry on
     await using sbx = await Sandbox.create({ ...host().conn, template: name })
     assert.equal((await sbx.exec(['cat', 'index.html'])).stdout, 'hi, world\n')
