@@ -3,6 +3,7 @@ import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
 import { uploadBody } from '../../http/upload.ts'
+import { parseOrThrow } from '../../http/validate.ts'
 import { BuildIdParam } from './build-get.ts'
 
 const route = createRoute({
@@ -23,7 +24,7 @@ const route = createRoute({
 export function register(app: App): void {
   app.openAPIRegistry.registerPath(route)
   app.put('/v1/builds/:id/context', async (c) => {
-    const { id } = BuildIdParam.parse({ id: c.req.param('id') })
+    const { id } = parseOrThrow(BuildIdParam, { id: c.req.param('id') })
     const services = c.var.services
     const body = uploadBody(c.req.raw, services.config.maxContextBytes, 'build context')
     return c.json(await services.templates.uploadContext(c.var.principal.keyId, id, body), 202)
