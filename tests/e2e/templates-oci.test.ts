@@ -98,6 +98,16 @@ after(async () => {
   }
 })
 
+/** A JSON call on the test host's API, as the bootstrap key unless `key` says otherwise. */
+async function call(method: string, path: string, body?: unknown, key = host().conn.apiKey) {
+  const res = await fetch(`${host().conn.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  })
+  return { status: res.status, body: await res.json().catch(() => null) }
+}
+
 describe('templates from OCI images', () => {
   it('pulls the image by tag, bakes it, and a sandbox from it runs commands and round-trips files', async () => {
     await using sbx = await Sandbox.create({ ...host().conn, template: `${PREFIX}-tag`, ttlSeconds: 120 })
@@ -178,14 +188,6 @@ describe('templates from OCI images', () => {
 
   it('a template built through the API from an image: logged build, then creates by name from its snapshot', async () => {
     const { url, apiKey } = host().conn
-    const call = async (method: string, path: string, body?: unknown, key = apiKey) => {
-      const res = await fetch(`${url}${path}`, {
-        method,
-        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      })
-      return { status: res.status, body: await res.json().catch(() => null) }
-    }
     const name = `api-${process.pid}`
     const r = await call('POST', '/v1/templates', { name, image: `127.0.0.1:${port}/fbx-busybox:1` })
     assert.equal(r.status, 202, JSON.stringify(r.body))
@@ -228,15 +230,7 @@ describe('templates from OCI images', () => {
   })
 
   it("a registry that wants a login: builds pull with their key's login, others are refused even from the cache", async () => {
-    const { url, apiKey } = host().conn
-    const call = async (method: string, path: string, body?: unknown, key = apiKey) => {
-      const res = await fetch(`${url}${path}`, {
-        method,
-        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      })
-      return { status: res.status, body: await res.json().catch(() => null) }
-    }
+    const { apiKey } = host().conn
     const settle = async (buildId: string, key = apiKey) => {
       for (let i = 0; i < 600; i++) {
         const b = (await call('GET', `/v1/builds/${buildId}`, undefined, key)).body
