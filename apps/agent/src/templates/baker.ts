@@ -15,7 +15,7 @@ import type { BuildLogSink } from './build-log.ts'
 import type { TemplateBuildResult as BuiltRootfs, TemplateBuildInput } from './builder.ts'
 import { loadDefinitions, type TemplateDefinition, templateHash } from './definition.ts'
 import { type OciOptions, pullImage, type RegistryAuth, resolveImageDigest, unpackImage } from './oci.ts'
-import { eventLine } from './user-templates.ts'
+import { builtImage, eventLine, imageConfigFields } from './user-templates.ts'
 
 const BAKE_RETRY_MS = 10 * 60_000
 
@@ -271,17 +271,7 @@ export class TemplateBaker {
           onProgress?.({ template: def.name, phase: 'build', message: eventLine(e).message })
       },
     )
-    const user = built.config.user?.split(':')[0]
-    this.definitions.set(def.name, {
-      ...def,
-      user: user && /^[a-z_][a-z0-9_-]*$/.test(user) ? user : def.user,
-      env: built.config.env,
-      workdir: built.config.workdir,
-      startCmd: built.startCmd,
-      readyCmd: built.readyCmd ?? undefined,
-      exposedPorts: built.exposedPorts,
-      imageDirs: true,
-    })
+    this.definitions.set(def.name, { ...def, ...imageConfigFields(builtImage(built), def.user) })
     this.builtRootfs.set(def.name, built.rootfs)
   }
 

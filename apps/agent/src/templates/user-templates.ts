@@ -61,19 +61,24 @@ export function builtDefinition(
   image: BuiltImage,
   resources: { defaults: ResolvedResources; maxima: ResolvedResources },
 ): TemplateDefinition {
+  return TemplateDefinition.parse({ name, description, resources, ...imageConfigFields(image, 'user') })
+}
+
+/**
+ * A definition's fields from what a build made: its env, workdir, start and ready commands and
+ * exposed ports; its default user is the image's USER when that is a name, else `fallbackUser`.
+ */
+export function imageConfigFields(image: Omit<BuiltImage, 'key'>, fallbackUser: string) {
   const user = image.user?.split(':')[0]
-  return TemplateDefinition.parse({
-    name,
-    description,
-    user: user && NAME.test(user) ? user : 'user',
-    resources,
+  return {
+    user: user && NAME.test(user) ? user : fallbackUser,
     env: image.env,
     workdir: image.workdir,
     startCmd: image.startCmd,
     readyCmd: image.readyCmd,
     exposedPorts: image.exposedPorts,
     imageDirs: true,
-  })
+  }
 }
 
 /** The build request's start and ready commands (shell lines) over the image's. */
