@@ -147,6 +147,9 @@ class KernelProcess:
             loop.execs.pop(self.pid, None)
         self.dead = True
         self.kill(signal.SIGKILL)  # what it left in its process group goes with it
+        cell = self.ctx.cell if self.ctx.proc is self else None
+        if isinstance(cell, Cell):
+            self.drain_output(cell)  # e.g. the traceback it printed before it died
         for fd, _ in loop.pipes_of(self):
             loop.close_pipe(self, fd)
         if self.req_fd is not None:
@@ -154,8 +157,9 @@ class KernelProcess:
             self.req_fd = None
         self.ctx.on_kernel_exit(self, status)
 
-    def drain_output(self) -> None:
-        """Output the kernel's subprocesses wrote before the cell's end."""
+    def drain_output(self, cell: Cell) -> None:
+        """Hand `cell` what the kernel and its subprocesses wrote before the cell's end and the loop
+        has not read yet: straight to the cell, as the context may have let go of it already."""
         for fd, stream in self.ctx.guest.loop.pipes_of(self):
             if stream == "msg":
                 continue
@@ -168,7 +172,7 @@ class KernelProcess:
                     data = b""
                 if not data:
                     break
-                self.output(stream, data)
+                cell.output(stream, data)
 
     def kill(self, sig: int) -> None:
         killpg(self.pid, sig)
@@ -319,7 +323,7 @@ class Context:
         elif kind == "done":
             self.cell = None
             if cell is not None:
-                proc.drain_output()
+                proc.drain_output(cell)
                 count = get("count")
                 cell.finish(count if type(count) is int else None, cell_error(get("error")))
             self.pump()
@@ -354,7 +358,6 @@ class Context:
         self.proc = None
         cell, self.cell = self.cell, None
         if isinstance(cell, Cell):
-            proc.drain_output()
             if os.WIFSIGNALED(status):
                 how = f"was killed by {signal_name(os.WTERMSIG(status))}"
                 if os.WTERMSIG(status) == signal.SIGKILL and not cell.timed_out:
