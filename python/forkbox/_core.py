@@ -359,9 +359,10 @@ def build_template(
     start_cmd: Optional[str] = None,
     ready_cmd: Optional[str] = None,
     registry_auth: Optional[Dict[str, str]] = None,
+    archive: Optional[Union[str, "os.PathLike[str]", bytes]] = None,
 ) -> Op:
-    """Starts a build, uploads its context, and waits for it (see ``wait_for_build``)."""
-    if dockerfile is None and image is None and isinstance(context, (str, os.PathLike)):
+    """Starts a build, uploads its context (or image archive), and waits for it (see ``wait_for_build``)."""
+    if dockerfile is None and image is None and archive is None and isinstance(context, (str, os.PathLike)):
         with open(os.path.join(os.fspath(context), "Dockerfile"), encoding="utf-8") as f:
             dockerfile = f.read()
     body = _compact(
@@ -376,10 +377,18 @@ def build_template(
             "readyCmd": ready_cmd,
             "registryAuth": registry_auth,
             "context": True if context is not None else None,
+            "archive": True if archive is not None else None,
         }
     )
-    # tarred first: a context that cannot be read fails before a build waits for it in vain
-    tar = context_tar(context) if context is not None else None
+    # read first: a context or archive that cannot be read fails before a build waits for it in vain
+    if archive is not None:
+        if isinstance(archive, bytes):
+            tar: Optional[bytes] = archive
+        else:
+            with open(os.fspath(archive), "rb") as f:
+                tar = f.read()
+    else:
+        tar = context_tar(context) if context is not None else None
     build_id = (yield Call("POST", "/v1/templates", json=body))["build"]["id"]
     if tar is not None:
         yield Call("PUT", f"{build_path(build_id)}/context", content=tar, content_type="application/x-tar")

@@ -4,7 +4,8 @@ to connect as keyword arguments, like ``Sandbox.create``."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+import os
+from typing import Any, Dict, List, Optional, Union
 
 from . import _core as core
 from ._core import BuildContext, OnLog, Op
@@ -44,6 +45,7 @@ class Template:
         start_cmd: Optional[str] = None,
         ready_cmd: Optional[str] = None,
         registry_auth: Optional[Dict[str, str]] = None,
+        archive: Optional[Union[str, "os.PathLike[str]", bytes]] = None,
         on_log: Optional[OnLog] = None,
         api_key: Optional[str] = None,
         url: Optional[str] = None,
@@ -55,8 +57,9 @@ class Template:
         ``context`` is a directory (tarred as it is) or a tar archive's bytes; ``on_log`` gets
         each log line once, in order. ``start_cmd`` runs from bake time on in every sandbox,
         ``ready_cmd`` must pass before the bake; ``registry_auth`` ({username, password}) is
-        kept as this key's login to the image's registry."""
-        op = core.build_template(name=name, description=description, image=image, dockerfile=dockerfile, context=context, build_args=build_args, resources=resources, on_log=on_log, start_cmd=start_cmd, ready_cmd=ready_cmd, registry_auth=registry_auth)
+        kept as this key's login to the image's registry. ``archive`` (a path, or the bytes) is an
+        image as ``docker save`` writes it or an OCI layout tarball, instead of ``image`` or a Dockerfile."""
+        op = core.build_template(name=name, description=description, image=image, dockerfile=dockerfile, context=context, build_args=build_args, resources=resources, on_log=on_log, start_cmd=start_cmd, ready_cmd=ready_cmd, registry_auth=registry_auth, archive=archive)
         return _run(op, api_key, url, max_retries)
 
     @staticmethod
@@ -100,12 +103,13 @@ class AsyncTemplate:
         start_cmd: Optional[str] = None,
         ready_cmd: Optional[str] = None,
         registry_auth: Optional[Dict[str, str]] = None,
+        archive: Optional[Union[str, "os.PathLike[str]", bytes]] = None,
         on_log: Optional[OnLog] = None,
         api_key: Optional[str] = None,
         url: Optional[str] = None,
         max_retries: Optional[int] = None,
     ) -> TemplateBuild:
-        op = core.build_template(name=name, description=description, image=image, dockerfile=dockerfile, context=context, build_args=build_args, resources=resources, on_log=on_log, start_cmd=start_cmd, ready_cmd=ready_cmd, registry_auth=registry_auth)
+        op = core.build_template(name=name, description=description, image=image, dockerfile=dockerfile, context=context, build_args=build_args, resources=resources, on_log=on_log, start_cmd=start_cmd, ready_cmd=ready_cmd, registry_auth=registry_auth, archive=archive)
         return await _arun(op, api_key, url, max_retries)
 
     @staticmethod

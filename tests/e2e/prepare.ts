@@ -21,7 +21,9 @@ const agent = new LocalAgent(
 let last = ''
 for (const t of await agent.templates()) {
   await agent.ensureTemplate(t.name, (p) => {
-    const line = `${p.template}: ${p.phase} ${Math.round((p.fraction ?? 0) * 100)}%`
+    // a Dockerfile's steps say what they are; other phases how far they got
+    const how = p.message && p.fraction === undefined ? p.message : `${Math.round((p.fraction ?? 0) * 100)}%`
+    const line = `${p.template}: ${p.phase} ${how}`
     if (line !== last) console.log(line)
     last = line
   })

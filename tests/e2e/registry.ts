@@ -19,9 +19,18 @@ export function freePort(): Promise<number> {
 
 export interface TestRegistry {
   port: number
-  /** Pushes an OCI image of one layer (the tree at `rootfs`) as `name` (`repo:tag`); returns its digest. */
-  push(rootfs: string, name: string): string
+  /**
+   * Pushes an OCI image of one layer (the tree at `rootfs`) as `name` (`repo:tag`), with `config`
+   * as its image config (Docker's Env, WorkingDir, User); returns its digest.
+   */
+  push(rootfs: string, name: string, config?: ImageConfig): string
   stop(): void
+}
+
+export interface ImageConfig {
+  env?: Record<string, string>
+  workdir?: string
+  user?: string
 }
 
 export interface RegistryLogin {
@@ -60,21 +69,39 @@ export async function startRegistry(work: string, login?: RegistryLogin): Promis
       (r) => r.ok || r.status === 401,
       () => false,
     )
-    if (ok) return { port, stop, push: (rootfs, name) => pushImage(work, port, rootfs, name, login) }
+    if (ok) return { port, stop, push: (rootfs, name, config) => pushImage(work, port, rootfs, name, login, config) }
     await new Promise((r) => setTimeout(r, 100))
   }
   stop()
   throw new Error('the test registry did not come up')
 }
 
-function pushImage(work: string, port: number, rootfs: string, name: string, login?: RegistryLogin): string {
-  const layout = join(work, 'layout')
-  const layer = join(work, 'layer.tar')
+/** An OCI layout at `layout` holding one image (tag `t`) of one layer, the tree at `rootfs`, with `config`. */
+export function makeImageLayout(layout: string, rootfs: string, config: ImageConfig = {}): void {
+  const layer = `${layout}.layer.tar`
   execFileSync('umoci', ['init', '--layout', layout])
   execFileSync('umoci', ['new', '--image', `${layout}:t`])
   execFileSync('tar', ['-C', rootfs, '-cf', layer, '.'])
   execFileSync('umoci', ['raw', 'add-layer', '--image', `${layout}:t`, layer])
   rmSync(layer)
+  const settings = [
+    ...Object.entries(config.env ?? {}).map(([k, v]) => `--config.env=${k}=${v}`),
+    ...(config.workdir ? [`--config.workingdir=${config.workdir}`] : []),
+    ...(config.user ? [`--config.user=${config.user}`] : []),
+  ]
+  if (settings.length) execFileSync('umoci', ['config', '--image', `${layout}:t`, ...settings])
+}
+
+function pushImage(
+  work: string,
+  port: number,
+  rootfs: string,
+  name: string,
+  login?: RegistryLogin,
+  config: ImageConfig = {},
+): string {
+  const layout = join(work, 'layout')
+  makeImageLayout(layout, rootfs, config)
   const digestFile = join(work, 'digest')
   execFileSync('skopeo', [
     'copy',

@@ -1,13 +1,41 @@
-// The built-in templates written as Dockerfiles (templates/agent, templates/postgres), built by the
+// The built-in templates written as Dockerfiles (templates/agent, templates/browser, templates/postgres), built by the
 // same builder as users' templates and baked with their services running, used for their purpose.
 import assert from 'node:assert/strict'
 import { execFile, execFileSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
 import { describe, it } from 'node:test'
 import { promisify } from 'node:util'
 import { Sandbox } from '@forkbox/sdk'
 import { useTestHost } from './harness.ts'
 
 const host = useTestHost()
+const PNG_MAGIC = Buffer.from('\x89PNG\r\n\x1a\n', 'latin1')
+/** Through the Python SDK: a script in the sandbox drives the running browser with its playwright-core. */
+const BROWSER_PY = `
+from forkbox import Sandbox
+SCRIPT = """
+const { chromium } = require('playwright-core')
+;(async () => {
+  const browser = await chromium.connectOverCDP(process.env.CDP_URL)
+  const page = await browser.contexts()[0].newPage()
+  await page.setContent('<title>forkbox inside</title><h1 style="font-size:64px">drawn in a sandbox</h1>')
+  console.log('title: ' + (await page.title()))
+  await page.screenshot({ path: '/tmp/shot.png' })
+  await page.close()
+  process.exit(0)
+})().catch((e) => { console.error(e); process.exit(1) })
+"""
+with Sandbox.create(template="browser", ttl_seconds=300) as b:
+    b.files.write("/home/user/shot.js", SCRIPT)
+    r = b.exec(["node", "/home/user/shot.js"])
+    if r.exit_code != 0:
+        raise SystemExit(r.stderr)
+    png = b.files.read_bytes("/tmp/shot.png")
+    print(r.stdout, end="")
+    print("png:", png[:8] == b"\\x89PNG\\r\\n\\x1a\\n", len(png), "bytes")
+`
 
 describe('built-in templates from Dockerfiles', () => {
   it('agent: a C program compiles and runs, an npm script runs, as user in ~/workspace', async () => {
@@ -52,9 +80,41 @@ describe('built-in templates from Dockerfiles', () => {
     console.log(`postgres: create → first query ${firstQueryMs.toFixed(0)} ms`)
     // each sandbox its own database: the table is not in another one
     await using other = await Sandbox.create({ ...host().conn, template: 'postgres' })
+    // its image's ENV also when it came from the warm pool (a claim sets the sandbox's env anew)
+    assert.equal((await other.exec('echo "$PGHOST $PGUSER"')).stdout, '/run/postgresql postgres\n')
     const missing = await other.exec(['psql', '-qAt', '-c', 'select count(*) from t'])
     assert.notEqual(missing.exitCode, 0)
     assert.match(missing.stderr, /relation "t" does not exist/)
+  })
+
+  it('browser: a page served inside is driven over CDP from the host and screenshot (the example), and from inside through the Python SDK', async () => {
+    const env = { ...process.env, FORKBOX_URL: host().conn.url, FORKBOX_API_KEY: host().conn.apiKey }
+    const out = join(mkdtempSync(join(tmpdir(), 'forkbox-browser-')), 'page.png')
+    try {
+      const ts = await promisify(execFile)(
+        process.execPath,
+        ['--import', 'tsx', 'examples/browser-screenshot.ts', out],
+        {
+          env,
+          timeout: 300_000,
+        },
+      )
+      assert.match(ts.stdout, /^clicked: clicked in HeadlessChrome\/\d+/m)
+      const png = readFileSync(out)
+      assert.ok(png.subarray(0, 8).equals(PNG_MAGIC), 'a PNG')
+      // 780x493 of mostly white: a blank page compresses to far less
+      assert.ok(png.length > 3000, `${png.length} bytes`)
+      console.log(ts.stdout.trim())
+    } finally {
+      rmSync(dirname(out), { recursive: true, force: true })
+    }
+    // inside: the template's own playwright-core on CDP_URL, driven through the Python SDK
+    const py = await promisify(execFile)(
+      execFileSync('bash', ['scripts/python-venv.sh']).toString().trim(),
+      ['-c', BROWSER_PY],
+      { env: { ...env, PYTHONPATH: 'python' }, timeout: 120_000 },
+    )
+    assert.match(py.stdout, /^title: forkbox inside\npng: True \d{4,} bytes\n$/)
   })
 
   it('the examples: custom-template.ts (Dockerfile → build → create → exec) and python/postgres.py', async () => {

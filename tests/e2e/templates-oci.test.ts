@@ -5,6 +5,7 @@ import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import {
+  chownSync,
   cpSync,
   existsSync,
   mkdirSync,
@@ -19,9 +20,9 @@ import {
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { ForkboxError, Sandbox } from '@forkbox/sdk'
+import { ForkboxError, Sandbox, Template, TemplateBuildError } from '@forkbox/sdk'
 import { cleanupDataDir, leftovers, NOTHING_LEFT, sharedTemplatesDir, startTestHost, type TestHost } from './harness.ts'
-import { baseRootfs, pulledLayout, startRegistry, type TestRegistry } from './registry.ts'
+import { baseRootfs, makeImageLayout, pulledLayout, startRegistry, type TestRegistry } from './registry.ts'
 
 const repoRoot = new URL('../../', import.meta.url).pathname
 const work = mkdtempSync(join(tmpdir(), 'forkbox-e2e-oci-'))
@@ -106,6 +107,16 @@ async function call(method: string, path: string, body?: unknown, key = host().c
     body: body === undefined ? undefined : JSON.stringify(body),
   })
   return { status: res.status, body: await res.json().catch(() => null) }
+}
+
+/** The build once it has ended (ready or failed). */
+async function settle(buildId: string, key = host().conn.apiKey) {
+  for (let i = 0; i < 1200; i++) {
+    const b = (await call('GET', `/v1/builds/${buildId}`, undefined, key)).body
+    if (b.status === 'ready' || b.status === 'failed') return b
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  throw new Error(`build ${buildId} did not end`)
 }
 
 describe('templates from OCI images', () => {
@@ -230,15 +241,6 @@ describe('templates from OCI images', () => {
   })
 
   it("a registry that wants a login: builds pull with their key's login, others are refused even from the cache", async () => {
-    const { apiKey } = host().conn
-    const settle = async (buildId: string, key = apiKey) => {
-      for (let i = 0; i < 600; i++) {
-        const b = (await call('GET', `/v1/builds/${buildId}`, undefined, key)).body
-        if (b.status === 'ready' || b.status === 'failed') return b
-        await new Promise((r) => setTimeout(r, 100))
-      }
-      throw new Error(`build ${buildId} did not end`)
-    }
     const privateWork = join(work, 'private')
     mkdirSync(privateWork)
     const login = { username: 'alice', password: `pw-${process.pid}` }
@@ -269,6 +271,93 @@ describe('templates from OCI images', () => {
     } finally {
       locked.stop()
     }
+  })
+
+  it("an image's own Env, WorkingDir and User: its template and a Dockerfile FROM it start from them", async () => {
+    const root = join(work, 'configured')
+    cpSync(busyboxRootfs(), root, { recursive: true, verbatimSymlinks: true })
+    mkdirSync(join(root, 'opt/tool/bin'), { recursive: true })
+    writeFileSync(join(root, 'opt/tool/bin/greet'), '#!/bin/sh\necho "hello $GREETING"\n', { mode: 0o755 })
+    mkdirSync(join(root, 'etc'))
+    writeFileSync(join(root, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\napp:x:1001:1001::/home/app:/bin/sh\n')
+    writeFileSync(join(root, 'etc/group'), 'root:x:0:\napp:x:1001:\n')
+    for (const dir of ['srv', 'home/app']) {
+      mkdirSync(join(root, dir), { recursive: true })
+      chownSync(join(root, dir), 1001, 1001)
+    }
+    const image = `127.0.0.1:${port}/fbx-configured:1`
+    const pushed = registry?.push(root, 'fbx-configured:1', {
+      env: { GREETING: `hi-${process.pid}`, PATH: '/opt/tool/bin:/bin' },
+      workdir: '/srv',
+      user: 'app',
+    })
+    assert.ok(pushed, 'the registry is up')
+    const name = `configured-${process.pid}`
+    const fromImage = await settle((await call('POST', '/v1/templates', { name, image })).body.build.id)
+    assert.equal(fromImage.status, 'ready', JSON.stringify(fromImage))
+    {
+      await using sbx = await Sandbox.create({ ...host().conn, template: name })
+      const r = await sbx.exec('echo $GREETING; pwd; id -un; greet')
+      assert.equal(r.stdout, `hi-${process.pid}\n/srv\napp\nhello hi-${process.pid}\n`, r.stderr)
+    }
+    // a RUN sees the image's env, working dir and user; ENV extends the image's PATH
+    const dockerfile = `FROM ${image}\nRUN greet > from-run && id -un >> from-run\nENV PATH=/extra:$PATH\n`
+    const built = await settle((await call('POST', '/v1/templates', { name: `${name}-df`, dockerfile })).body.build.id)
+    assert.equal(built.status, 'ready', JSON.stringify(built))
+    await using sbx = await Sandbox.create({ ...host().conn, template: `${name}-df` })
+    assert.equal((await sbx.exec(['cat', '/srv/from-run'])).stdout, `hello hi-${process.pid}\napp\n`)
+    assert.equal((await sbx.exec('echo $PATH; pwd; id -un')).stdout, '/extra:/opt/tool/bin:/bin\n/srv\napp\n')
+    for (const n of [name, `${name}-df`]) assert.equal((await call('DELETE', `/v1/templates/${n}`)).status, 204)
+    rmSync(pulledLayout(pushed), { recursive: true, force: true })
+  })
+
+  it('an uploaded image archive, `docker save` output or an OCI layout tarball, becomes a template', async () => {
+    const layout = join(work, 'archive-layout')
+    const greeting = `from-archive-${process.pid}`
+    makeImageLayout(layout, busyboxRootfs(), { env: { GREETING: greeting }, workdir: '/bin' })
+    const ociTar = join(work, 'oci-layout.tar')
+    execFileSync('tar', ['-C', layout, '-cf', ociTar, '.'])
+    const dockerTar = join(work, 'docker-save.tar')
+    execFileSync('skopeo', ['copy', '--quiet', `oci:${layout}:t`, `docker-archive:${dockerTar}:fbx/archive:1`])
+    const names: string[] = []
+    const digests: string[] = []
+    for (const [kind, archive] of [
+      ['oci', ociTar],
+      ['docker', dockerTar],
+    ] as const) {
+      const name = `archive-${kind}-${process.pid}`
+      const lines: string[] = []
+      const build = await Template.build({ ...host().conn, name, archive, onLog: (e) => lines.push(e.message) })
+      assert.equal(build.status, 'ready')
+      const imported = lines.find((l) => l.startsWith('image sha256:'))?.slice('image '.length)
+      assert.ok(imported, `the log names the imported image: ${lines.join('\n')}`)
+      assert.ok(existsSync(pulledLayout(imported)), 'kept in the pull cache under its digest')
+      digests.push(imported)
+      await using sbx = await Sandbox.create({ ...host().conn, template: name })
+      const r = await sbx.exec('echo $GREETING; pwd; busybox | head -1')
+      assert.match(r.stdout, new RegExp(`^${greeting}\n/bin\nBusyBox`), r.stderr)
+      names.push(name)
+    }
+    // something else than an image archive fails the build with what it is not; the host carries on
+    const notImage = join(work, 'not-an-image.tar')
+    execFileSync('tar', ['-C', busyboxRootfs(), '-cf', notImage, 'bin/busybox'])
+    await assert.rejects(
+      Template.build({ ...host().conn, name: `archive-bad-${process.pid}`, archive: notImage }),
+      (e: unknown) => {
+        assert.ok(e instanceof TemplateBuildError, String(e))
+        assert.equal(e.code, 'VALIDATION_FAILED')
+        assert.match(e.message, /neither a `docker save` archive/)
+        return true
+      },
+    )
+    const truncated = join(work, 'truncated.tar')
+    writeFileSync(truncated, readFileSync(ociTar).subarray(0, 20_000))
+    await assert.rejects(
+      Template.build({ ...host().conn, name: `archive-cut-${process.pid}`, archive: truncated }),
+      (e: unknown) => e instanceof TemplateBuildError && e.code === 'VALIDATION_FAILED',
+    )
+    for (const name of names) assert.equal((await call('DELETE', `/v1/templates/${name}`)).status, 204)
+    for (const d of digests) rmSync(pulledLayout(d), { recursive: true, force: true })
   })
 
   it('a second build of the same digest does not pull again (the registry is gone by then)', async () => {

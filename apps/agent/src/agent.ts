@@ -2,7 +2,7 @@
 // front over its rooms: template baking, the warm pool, container lifecycle, checkpoints and the
 // guest client.
 import { existsSync, mkdirSync, rmSync } from 'node:fs'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import type {
   AgentApi,
   BuildLogLine,
@@ -21,6 +21,7 @@ import type {
   GuestRunCodeOutput,
   GuestRunCodeRequest,
   ProcessExit,
+  PruneOptions,
   PtySession,
   PtySpec,
   RegistryAuth,
@@ -34,6 +35,7 @@ import type {
   TemplateBuildSpec,
   TemplateInfo,
   TemplateProgress,
+  TemplatePruneResult,
 } from '@forkbox/protocol'
 import type { AgentConfig } from './config.ts'
 import { readGuestBundle } from './guest/bundle.ts'
@@ -53,6 +55,8 @@ import {
 } from './templates/builder.ts'
 import type { TemplateDefinition } from './templates/definition.ts'
 import { LayerStore } from './templates/layers.ts'
+import type { OciOptions } from './templates/oci.ts'
+import { pruneTemplatesDir, rootfsInUse } from './templates/prune.ts'
 import { buildUserTemplate, builtDefinition, builtImage, registerUserTemplate } from './templates/user-templates.ts'
 
 const REFILL_DELAY_MS = 250
@@ -72,7 +76,11 @@ export class LocalAgent implements AgentApi {
   private readonly checkpoints: Checkpoints
   private readonly layers: LayerStore
   private readonly builder: TemplateBuilder
+  /** The pull cache and registry settings every image pull and archive import goes through. */
+  private readonly oci: OciOptions
   /** Builds running now: `close` aborts them and waits until each has taken its mounts down. */
+  /** The guest and its runtime as installed in the templates dir (kept by a prune). */
+  private readonly guestDirs: string[]
   private readonly builds = new Set<{ abort: AbortController; done: Promise<unknown> }>()
 
   constructor(private readonly config: AgentConfig) {
@@ -96,6 +104,7 @@ export class LocalAgent implements AgentApi {
       debugDir: config.runscDebugDir,
     }
     this.containers = new Containers(config, runsc, network, guest, log)
+    this.guestDirs = [guest.dir, guest.runtimeDir]
     this.baker = new TemplateBaker(
       config,
       this.containers,
@@ -106,11 +115,13 @@ export class LocalAgent implements AgentApi {
     this.pool = new WarmPool(config, this.containers, this.baker, log)
     this.checkpoints = new Checkpoints(config, this.containers, this.baker)
     this.layers = new LayerStore(config.templatesDir)
+    this.oci = { cacheDir: join(config.templatesDir, '.oci'), insecureRegistries: config.insecureRegistries, log }
     this.builder = new TemplateBuilder({
       templatesDir: config.templatesDir,
       containers: this.containers,
       layers: this.layers,
-      oci: { cacheDir: join(config.templatesDir, '.oci'), insecureRegistries: config.insecureRegistries, log },
+      oci: this.oci,
+      caBundle: config.buildCaBundle,
       templateRootfs: async (name) => {
         const def = this.baker.definition(name)
         await this.baker.ensureTemplate(name)
@@ -154,7 +165,7 @@ export class LocalAgent implements AgentApi {
     signal?: AbortSignal,
     registryAuth?: RegistryAuth,
   ): Promise<TemplateBuildResult> {
-    const deps = { baker: this.baker, templatesDir: this.config.templatesDir, dockerfiles: this }
+    const deps = { baker: this.baker, templatesDir: this.config.templatesDir, dockerfiles: this, oci: this.oci }
     return buildUserTemplate(deps, spec, onLog, signal, registryAuth)
   }
 
@@ -174,6 +185,23 @@ export class LocalAgent implements AgentApi {
 
   removeTemplate(name: string): Promise<void> {
     return this.baker.remove(name)
+  }
+
+  async pruneTemplates(opts: PruneOptions = {}): Promise<TemplatePruneResult> {
+    const { templatesDir } = this.config
+    const layerCacheBytes = opts.layerCacheBytes ?? this.config.layerCacheMB * 1024 * 1024
+    if (opts.layersOnly) return this.layers.evict(layerCacheBytes)
+    const keep = this.baker.inUse()
+    for (const dir of this.guestDirs) keep.names.add(basename(dir))
+    for (const name of rootfsInUse(this.containers.sandboxesDir, templatesDir)) keep.names.add(name)
+    const result = await pruneTemplatesDir(templatesDir, keep, {
+      layers: this.layers,
+      layerCacheBytes,
+      buildsRunning: this.builds.size > 0,
+    })
+    if (result.removed.length > 0)
+      log(`pruned ${result.removed.length} template artifacts (${(result.freedBytes / 2 ** 20).toFixed(0)} MiB)`)
+    return result
   }
 
   /** After a restart: re-attaches what still runs, removes what no one owns. */
@@ -223,7 +251,15 @@ export class LocalAgent implements AgentApi {
     const envs = { ...def.env, ...spec.envs }
     const imageDefaults = imageDefaultsOf(def)
     const sbx = await this.containers.boot(
-      { ...spec, envs, rootfs, kernelPreload: def.kernel?.preload, image, imageDefaults },
+      {
+        ...spec,
+        envs,
+        rootfs,
+        kernelPreload: def.kernel?.preload,
+        image,
+        imageDefaults,
+        limitAddressSpace: def.limitAddressSpace,
+      },
       signal,
     )
     // restored, it runs already (the bake started it); cold-booted, it starts now

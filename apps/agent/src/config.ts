@@ -1,5 +1,6 @@
 // The agent's settings and the one place their defaults live; the host reads env/flags once and
 // passes them in (its own schema picks these fields, defaults included).
+import { existsSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { z } from 'zod'
@@ -30,6 +31,19 @@ export const AgentSettings = z.object({
    * unverified TLS; `localhost` and `127.0.0.1` always may, as in Docker.
    */
   insecureRegistries: z.array(z.string().regex(/^[A-Za-z0-9.-]+(?::\d{1,5})?$/)).default([]),
+  /**
+   * A PEM bundle a template build's RUN steps trust (mounted read-only; named by SSL_CERT_FILE,
+   * NODE_EXTRA_CA_CERTS, PIP_CERT, REQUESTS_CA_BUNDLE and CURL_CA_BUNDLE), for a host whose
+   * egress goes through a TLS-intercepting proxy. Default: the host's own bundle when the host
+   * trusts a local CA (/usr/local/share/ca-certificates); `none`: never.
+   */
+  buildCaBundle: z.string().optional(),
+  /** The build layer cache is evicted (least recently used first) down to this after each build. */
+  layerCacheMB: z
+    .number()
+    .int()
+    .min(0)
+    .default(20 * 1024),
   /** apps/guest: the guest package and the code kernels, installed into every sandbox. */
   guestDir: z.string().default(`${repoRoot}apps/guest`),
   /** The host's Debian python3 the guest's own runtime is assembled from (images need no Python). */
@@ -46,10 +60,28 @@ export const AgentSettings = z.object({
   spareNetworkSlots: z.number().int().min(0).default(4),
 })
 export type AgentConfigInput = z.input<typeof AgentSettings>
-export type AgentConfig = z.output<typeof AgentSettings> & { templatesDir: string }
+export type AgentConfig = Omit<z.output<typeof AgentSettings>, 'buildCaBundle'> & {
+  templatesDir: string
+  /** Null: builds trust only what their image does. */
+  buildCaBundle: string | null
+}
+
+const HOST_BUNDLE = '/etc/ssl/certs/ca-certificates.crt'
+const LOCAL_CAS = '/usr/local/share/ca-certificates'
+
+/** The host's bundle when the host trusts a CA of its own (as update-ca-certificates adds it there). */
+function hostCaBundle(): string | null {
+  try {
+    const local = readdirSync(LOCAL_CAS, { recursive: true }).some((n) => String(n).endsWith('.crt'))
+    return local && existsSync(HOST_BUNDLE) ? HOST_BUNDLE : null
+  } catch {
+    return null
+  }
+}
 
 /** The agent's settings: what `input` says, the defaults for the rest. */
 export function defaultAgentConfig(input: AgentConfigInput = {}): AgentConfig {
   const c = AgentSettings.parse(input)
-  return { ...c, templatesDir: c.templatesDir ?? join(c.dataDir, 'templates') }
+  const ca = c.buildCaBundle === undefined ? hostCaBundle() : c.buildCaBundle === 'none' ? null : c.buildCaBundle
+  return { ...c, templatesDir: c.templatesDir ?? join(c.dataDir, 'templates'), buildCaBundle: ca }
 }

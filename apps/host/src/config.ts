@@ -23,6 +23,8 @@ export const HostConfig = z.object({
     dnsUpstreams: true,
     definitionsDir: true,
     insecureRegistries: true,
+    buildCaBundle: true,
+    layerCacheMB: true,
   }).shape,
   ...ServerConfig.pick({
     logLevel: true,
@@ -58,6 +60,8 @@ const ENV: Record<string, [keyof HostConfig, EnvKind]> = {
   FORKBOX_NETWORK_ALLOW_PRIVATE: ['networkAllowPrivate', 'list'],
   FORKBOX_DNS_UPSTREAMS: ['dnsUpstreams', 'list'],
   FORKBOX_INSECURE_REGISTRIES: ['insecureRegistries', 'list'],
+  FORKBOX_BUILD_CA_BUNDLE: ['buildCaBundle', 'text'],
+  FORKBOX_LAYER_CACHE_MB: ['layerCacheMB', 'number'],
   FORKBOX_PORTS_DOMAIN: ['portsDomain', 'text'],
   FORKBOX_PORTS_PATH_ROUTE: ['portsPathRoute', 'flag'],
 }

@@ -39,6 +39,8 @@ export async function startHost(
       dnsUpstreams: config.dnsUpstreams,
       definitionsDir: config.definitionsDir,
       insecureRegistries: config.insecureRegistries,
+      buildCaBundle: config.buildCaBundle,
+      layerCacheMB: config.layerCacheMB,
     }),
   )
   // first, before anything of ours exists: remove what a previous process left

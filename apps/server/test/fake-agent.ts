@@ -20,6 +20,7 @@ import {
   type GuestRunCodeRequest,
   type OpResults,
   type ProcessExit,
+  type PruneOptions,
   type PtySession,
   type RegistryAuth,
   type RunCodeHandlers,
@@ -30,6 +31,7 @@ import {
   type TemplateBuildResult,
   type TemplateBuildSpec,
   type TemplateInfo,
+  type TemplatePruneResult,
 } from '@forkbox/protocol'
 
 const entry = (path: string): FileEntry => ({
@@ -96,6 +98,12 @@ export class FakeAgent implements AgentApi {
   }
   async removeTemplate(name: string): Promise<void> {
     this.userTemplates.delete(name)
+  }
+  /** The options of each prune asked for. */
+  readonly prunes: PruneOptions[] = []
+  async pruneTemplates(opts: PruneOptions = {}): Promise<TemplatePruneResult> {
+    this.prunes.push(opts)
+    return { removed: ['built-0123456789abcdef'], freedBytes: 4096 }
   }
   /** Starts fail once this many more have started. */
   failAfter = Number.POSITIVE_INFINITY

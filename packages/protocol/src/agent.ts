@@ -9,7 +9,8 @@ import type {
   GuestProcessOp,
   GuestProcessOps,
 } from './guest-ops.ts'
-import type { CodeResult, ExecutionError, FileEntry, ResolvedResources, TemplateInfo } from './schemas.ts'
+import type { CodeResult, ExecutionError, FileEntry, ResolvedResources } from './schemas.ts'
+import type { TemplateInfo } from './templates.ts'
 
 export interface StartSandboxSpec {
   id: string
@@ -148,9 +149,11 @@ export interface TemplateBuildSpec {
   /** The agent's name for this version of the template (`[a-z0-9-]`, unique; never reused). */
   name: string
   description: string
-  /** Where the rootfs comes from: an image in a registry, or a Dockerfile with its context. */
+  /** Where the rootfs comes from: an image in a registry, an uploaded image archive, or a Dockerfile with its context. */
   source:
     | { kind: 'image'; image: string }
+    /** Once built, the spec is pinned as the Dockerfile `FROM` the archive's image that it became. */
+    | { kind: 'archive'; archiveTar?: string }
     | {
         kind: 'dockerfile'
         dockerfile: string
@@ -166,6 +169,18 @@ export interface TemplateBuildSpec {
   /** Shell lines replacing the image's start command and ready check. */
   startCmd?: string
   readyCmd?: string
+}
+
+export interface PruneOptions {
+  layerCacheBytes?: number
+  /** Only evict build layers down to the cap (what runs after every build). */
+  layersOnly?: boolean
+}
+
+export interface TemplatePruneResult {
+  /** What went, as paths relative to the agent's templates dir. */
+  removed: string[]
+  freedBytes: number
 }
 
 /** A key's registry logins by registry (`host[:port]` as image references name it): only ever passed, never kept by the agent. */
@@ -220,6 +235,12 @@ export interface AgentApi {
   registerTemplates(specs: TemplateBuildSpec[]): Promise<void>
   /** Forgets a user's template and removes its rootfs and snapshot (sandboxes running from it carry on). */
   removeTemplate(name: string): Promise<void>
+  /**
+   * Removes what of the template store nothing uses (rootfs dirs and snapshots of deleted or
+   * rebuilt templates, older guests, unused pulled images) and evicts build layers, least recently
+   * used first, down to `layerCacheBytes` (default: the agent's cap); with `layersOnly`, only that.
+   */
+  pruneTemplates(opts?: PruneOptions): Promise<TemplatePruneResult>
   start(spec: StartSandboxSpec, signal?: AbortSignal): Promise<void>
   /** Runs a command to its end. With `stream`, output goes to the handlers as it comes (flow
    * controlled: the command waits while they do) and not into the result. */

@@ -10,6 +10,7 @@ export type {
   GuestRunCodeOutput,
   GuestRunCodeRequest,
   ProcessExit,
+  PruneOptions,
   PtySession,
   PtySpec,
   RegistryAuth,
@@ -21,6 +22,7 @@ export type {
   TemplateBuildResult,
   TemplateBuildSpec,
   TemplateProgress,
+  TemplatePruneResult,
 } from './agent.ts'
 export { BuildLogEvent, BuildPhase, BuildStepFinished, BuildStepOutput, BuildStepStarted } from './builds.ts'
 export {
@@ -75,7 +77,6 @@ export {
 } from './guest-ops.ts'
 export {
   ApiKeyInfo,
-  BuildLogEntry,
   CODE_LANGUAGES,
   CodeContext,
   CodeContextList,
@@ -86,7 +87,6 @@ export {
   CreatedKey,
   CreateKeyRequest,
   CreateSandboxRequest,
-  CreateTemplateRequest,
   DEFAULT_EXEC_TIMEOUT_SECONDS,
   DEFAULT_MAX_OUTPUT_BYTES,
   EnvVars,
@@ -133,11 +133,15 @@ export {
   SIGNALS,
   Snapshot,
   SnapshotList,
+  WriteQuery,
+} from './schemas.ts'
+export {
+  BuildLogEntry,
+  CreateTemplateRequest,
   TemplateBuild,
   TemplateBuildStatus,
   TemplateInfo,
   TemplateListing,
   TemplateName,
   UserTemplate,
-  WriteQuery,
-} from './schemas.ts'
+} from './templates.ts'

@@ -1,5 +1,6 @@
-// Templates: build one from an image or a Dockerfile (with its context), follow the build's log,
+// Templates: build one from an image, an image archive or a Dockerfile (with its context), follow the build's log,
 // list, get and delete them. `client.templates` holds the calls; `Template` is the same, static.
+import { createReadStream } from 'node:fs'
 import { readFile, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { BuildLogEntry, Resources, TemplateBuild, TemplateListing, UserTemplate } from '@forkbox/protocol'
@@ -21,6 +22,11 @@ export interface BuildTemplateOptions extends RequestOptions {
   dockerfile?: string
   /** What `COPY`/`ADD` read: a directory, a tar in memory, or a stream of tar bytes. */
   context?: BuildContext
+  /**
+   * An image as an archive instead of `image` or `dockerfile`: a path to `docker save` output or
+   * to an OCI layout tarball, or those bytes (in memory or streamed).
+   */
+  archive?: ImageArchive
   buildArgs?: Record<string, string>
   /** Default resources of sandboxes made from it. */
   resources?: Resources
@@ -32,6 +38,20 @@ export interface BuildTemplateOptions extends RequestOptions {
   registryAuth?: { username: string; password: string }
   /** Each log line, in order, once (also across a reconnect of the log stream). */
   onLog?: (entry: BuildLogEntry) => void
+}
+
+/** A file path, or the archive's bytes in memory or as a stream. */
+export type ImageArchive = string | Uint8Array | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>
+
+export interface PruneOptions extends RequestOptions {
+  /** Keep at most this much of the build layer cache; default: the host's cap. */
+  layerCacheMB?: number
+}
+
+export interface PruneResult {
+  /** What went, as paths in the host's templates dir. */
+  removed: string[]
+  freedBytes: number
 }
 
 export interface WaitForBuildOptions extends FollowBuildOptions {
@@ -80,6 +100,16 @@ export class Templates {
   }
 
   /**
+   * Admin key only: removes what of the host's template store nothing uses (rootfs dirs and
+   * snapshots of deleted or rebuilt templates, older guests, unused pulled images) and evicts
+   * build layers, least recently used first, down to `layerCacheMB` (default: the host's cap).
+   */
+  async prune(options: PruneOptions = {}): Promise<PruneResult> {
+    const json = options.layerCacheMB === undefined ? {} : { layerCacheMB: options.layerCacheMB }
+    return this.#http.json<PruneResult>({ method: 'POST', path: '/v1/templates/prune', json, signal: options.signal })
+  }
+
+  /**
    * Builds a template (or the next version of one) and waits for it: resolves with the build once
    * ready (create from it with `template: build.template`, or `${build.template}@${build.version}`),
    * rejects with a `TemplateBuildError` (its code, message and last log lines) when it fails.
@@ -88,11 +118,14 @@ export class Templates {
   async build(options: BuildTemplateOptions): Promise<TemplateBuild> {
     const { name, description, image, buildArgs, resources, startCmd, readyCmd, registryAuth, context, signal } =
       options
+    const { archive } = options
     let dockerfile = options.dockerfile
-    // a context that is not there fails here, before a build waits for it in vain
+    // a context or archive that is not there fails here, before a build waits for it in vain
     if (typeof context === 'string' && !(await stat(context)).isDirectory())
       throw new TypeError(`the build context ${context} is not a directory`)
-    if (dockerfile === undefined && image === undefined && typeof context === 'string')
+    if (typeof archive === 'string' && !(await stat(archive)).isFile())
+      throw new TypeError(`the image archive ${archive} is not a file`)
+    if (dockerfile === undefined && image === undefined && archive === undefined && typeof context === 'string')
       dockerfile = await readFile(join(context, 'Dockerfile'), { encoding: 'utf8', signal })
     const { build } = await this.#http.json<{ template: UserTemplate; build: TemplateBuild }>({
       method: 'POST',
@@ -108,18 +141,25 @@ export class Templates {
         readyCmd,
         registryAuth,
         context: context !== undefined || undefined,
+        archive: archive !== undefined || undefined,
       },
       signal,
     })
-    if (context !== undefined) {
+    const upload = archive ?? context
+    if (upload !== undefined) {
       let unreadable: unknown
+      const onError = (err: unknown) => {
+        unreadable = err
+      }
+      const body =
+        typeof archive === 'string'
+          ? contextBody(createReadStream(archive) as AsyncIterable<Uint8Array>, onError)
+          : contextBody(upload, onError)
       await this.#http
         .empty({
           method: 'PUT',
           path: `${buildPath(build.id)}/context`,
-          body: contextBody(context, (err) => {
-            unreadable = err
-          }),
+          body,
           contentType: 'application/x-tar',
           signal,
         })
@@ -189,6 +229,10 @@ export class Template {
 
   static delete(name: string, options: RequestOptions & ConnectionOptions = {}): Promise<void> {
     return templates(options).delete(name, options)
+  }
+
+  static prune(options: PruneOptions & ConnectionOptions = {}): Promise<PruneResult> {
+    return templates(options).prune(options)
   }
 
   static getBuild(buildId: string, options: GetBuildOptions & ConnectionOptions = {}): Promise<BuildWithLogs> {

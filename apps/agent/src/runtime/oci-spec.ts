@@ -44,6 +44,8 @@ export interface SpecInput {
   build?: BuildMounts
   /** A user's image: its default user and working dir, and its own /home, /tmp and /work (no tmpfs over them). */
   image?: ImageDefaults
+  /** Default true: processes get RLIMIT_AS = the memory limit (see the template definition). */
+  limitAddressSpace?: boolean
 }
 
 export interface ImageDefaults {
@@ -89,7 +91,7 @@ export function buildSpec(input: SpecInput): Record<string, unknown> {
       env: [
         'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
         'LANG=C.UTF-8',
-        `FORKBOX_RLIMIT_AS=${limits.asBytes}`,
+        ...(input.limitAddressSpace === false ? [] : [`FORKBOX_RLIMIT_AS=${limits.asBytes}`]),
         `FORKBOX_RLIMIT_NPROC=${limits.nproc}`,
         `FORKBOX_NAMESERVER=${SANDBOX_NAMESERVER}`,
         ...(input.kernelPreload ? [`FORKBOX_KERNEL_PRELOAD=${input.kernelPreload}`] : []),

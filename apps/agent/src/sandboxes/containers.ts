@@ -51,6 +51,8 @@ export interface BootSpec {
   build?: BuildMounts
   /** A user's image: its defaults and its own dirs (see `ImageDefaults`). */
   imageDefaults?: ImageDefaults
+  /** Default true: RLIMIT_AS = the memory limit for the guest's processes (see the template definition). */
+  limitAddressSpace?: boolean
 }
 
 export class Containers {
@@ -139,6 +141,7 @@ export class Containers {
       resources: spec.resources,
       build: spec.build,
       image: spec.imageDefaults,
+      limitAddressSpace: spec.limitAddressSpace,
     })
     writeFileSync(join(dir, 'config.json'), JSON.stringify(config))
     const record: BundleRecord = { id: spec.id, vcpus: spec.resources.vcpus, slot: slot.slot, network: CLOSED }

@@ -30,7 +30,8 @@ export class WarmPool {
       if (sbx.stopping || sbx.conn.failed) continue
       this.containers.rename(sbx, spec.id)
       try {
-        await sbx.conn.configureRestored({ env: spec.envs })
+        // the sandbox-level env is replaced: the template's (its image's ENV) under the create's
+        await sbx.conn.configureRestored({ env: { ...def.env, ...spec.envs } })
         await this.containers.setPolicy(sbx, spec.network ?? CLOSED)
         return true
       } catch {

@@ -14,7 +14,16 @@ import { buildRootfs } from './build.ts'
 import type { BuildLogSink } from './build-log.ts'
 import type { TemplateBuildResult as BuiltRootfs, TemplateBuildInput } from './builder.ts'
 import { loadDefinitions, type TemplateDefinition, templateHash } from './definition.ts'
-import { type OciOptions, pullImage, type RegistryAuth, resolveImageDigest, unpackImage } from './oci.ts'
+import {
+  type OciOptions,
+  pullImage,
+  type RegistryAuth,
+  readImageConfig,
+  resolveImageDigest,
+  unpackImage,
+  userNameOf,
+} from './oci.ts'
+import type { PruneKeep } from './prune.ts'
 import { builtImage, eventLine, imageConfigFields } from './user-templates.ts'
 
 const BAKE_RETRY_MS = 10 * 60_000
@@ -77,6 +86,8 @@ export class TemplateBaker {
   private readonly bakeErrors = new Map<string, string>()
   /** Image templates: the manifest digest their reference resolved to when first ensured. */
   private readonly imageDigests = new Map<string, string>()
+  /** Image templates whose definition took its image's config (env, workdir, user): their pulled layout. */
+  private readonly imageLayouts = new Map<string, string>()
   /** Templates users built (registered at run time, not from templates/): never pooled. */
   private readonly userTemplates = new Set<string>()
   /** Builds Dockerfiles (the agent's builder, set once it exists): for built-in templates written as one. */
@@ -147,6 +158,7 @@ export class TemplateBaker {
       throw new AppError('VALIDATION_FAILED', `${def.name} is a built-in template`)
     this.definitions.set(def.name, def)
     this.userTemplates.add(def.name)
+    this.imageLayouts.delete(def.name)
   }
 
   /**
@@ -181,6 +193,7 @@ export class TemplateBaker {
     this.userTemplates.delete(name)
     this.snapshotChecked.delete(name)
     this.imageDigests.delete(name)
+    this.imageLayouts.delete(name)
     this.builtRootfs.delete(name)
     // a built rootfs is the build's (keyed by its last layer): other versions may share it
     const shared = [...this.builtRootfs.values()].includes(rootfs)
@@ -201,9 +214,31 @@ export class TemplateBaker {
       .update(def.kernel?.preload ?? '')
       .update(this.config.platform)
       .update('network=sandbox')
+      // the guest reads its limits once, at the boot the snapshot keeps
+      .update(def.limitAddressSpace ? '' : 'rlimit-as=none')
       .digest('hex')
       .slice(0, 16)
     return join(this.config.templatesDir, `${def.name}-${this.hashOf(def)}.snapshot-${key}`)
+  }
+
+  /**
+   * What of the templates dir the registered templates use now: each one's rootfs and current
+   * snapshot, and the pulled image of each image template (whole name prefixes for one whose
+   * digest this process has not resolved yet: its artifacts' names are not known).
+   */
+  inUse(): PruneKeep {
+    const keep: PruneKeep = { names: new Set(), prefixes: [], images: new Set() }
+    for (const def of this.definitions.values()) {
+      if (def.image && !this.imageDigests.has(def.name)) {
+        keep.prefixes.push(`${def.name}-`)
+        continue
+      }
+      keep.names.add(basename(this.rootfsOf(def)))
+      keep.names.add(basename(this.snapshotOf(def)))
+      const digest = this.imageDigests.get(def.name)
+      if (digest) keep.images.add(digest.replace(':', '-'))
+    }
+    return keep
   }
 
   /** A snapshot that would not restore was removed: the next start bakes it again. */
@@ -221,10 +256,14 @@ export class TemplateBaker {
         const written = this.definition(name)
         if (written.dockerfile && !this.builtRootfs.has(name)) await this.buildWritten(written, onProgress)
         // a Dockerfile's build gives the definition its image config
-        const def = this.definition(name)
-        if (def.image) await this.resolveImage(def, onProgress)
+        let def = this.definition(name)
+        if (def.image) {
+          await this.resolveImage(def, onProgress)
+          def = await this.withImageConfig(def, onProgress)
+        }
         const rootfs = this.rootfsOf(def)
-        if (!existsSync(rootfs) && def.image) await this.buildFromImage(def, def.image, rootfs, onProgress)
+        const layout = this.imageLayouts.get(name)
+        if (!existsSync(rootfs) && layout) await this.unpack(def, layout, rootfs, onProgress)
         else if (!existsSync(rootfs))
           await buildRootfs(def, rootfs, {
             mirror: this.config.mirror,
@@ -293,19 +332,39 @@ export class TemplateBaker {
     this.imageDigests.set(def.name, await resolveImageDigest(def.image, this.ociOptions(def.name)))
   }
 
-  private async buildFromImage(
+  /**
+   * An image template's definition with its image's config under it (Docker's env, working dir and
+   * user; what the definition sets wins), the image pulled into the cache if it was not there.
+   */
+  private async withImageConfig(
     def: TemplateDefinition,
-    image: string,
+    onProgress?: (p: TemplateProgress) => void,
+  ): Promise<TemplateDefinition> {
+    if (!def.image || this.imageLayouts.has(def.name)) return def
+    const digest = this.imageDigests.get(def.name)
+    if (!digest) throw new Error(`${def.name}: image digest not resolved`)
+    onProgress?.({ template: def.name, phase: 'pull', fraction: 0, message: `${def.image} ${digest}` })
+    const { layout } = await pullImage(def.image, digest, this.ociOptions(def.name))
+    const image = readImageConfig(layout)
+    const configured: TemplateDefinition = {
+      ...def,
+      env: { ...image.env, ...def.env },
+      workdir: def.workdir ?? image.workdir,
+      user: userNameOf(image.user) ?? def.user,
+    }
+    this.definitions.set(def.name, configured)
+    this.imageLayouts.set(def.name, layout)
+    return configured
+  }
+
+  private async unpack(
+    def: TemplateDefinition,
+    layout: string,
     rootfs: string,
     onProgress?: (p: TemplateProgress) => void,
   ): Promise<void> {
-    const digest = this.imageDigests.get(def.name)
-    if (!digest) throw new Error(`${def.name}: image digest not resolved`)
-    const opts = this.ociOptions(def.name)
-    onProgress?.({ template: def.name, phase: 'pull', fraction: 0, message: `${image} ${digest}` })
-    const { layout } = await pullImage(image, digest, opts)
     onProgress?.({ template: def.name, phase: 'unpack', fraction: 0, message: layout })
-    await unpackImage(layout, rootfs, opts)
+    await unpackImage(layout, rootfs, this.ociOptions(def.name))
     onProgress?.({ template: def.name, phase: 'done', fraction: 1, message: rootfs })
   }
 
@@ -320,6 +379,7 @@ export class TemplateBaker {
       kernelPreload: def.kernel?.preload,
       image: null,
       imageDefaults: imageDefaults(def),
+      limitAddressSpace: def.limitAddressSpace,
     })
     try {
       await this.warmUp(def, sbx)

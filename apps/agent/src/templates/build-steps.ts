@@ -49,7 +49,13 @@ export interface StepInputs {
   copySource?: string
   /** The context's kept paths (after .dockerignore), for a copy from the context. */
   contextPaths?: string[]
+  /** A CA bundle RUN steps trust beside their image's (the operator's `buildCaBundle`). */
+  caBundle?: string | null
 }
+
+const CA_BUNDLE = `${BUILD_MOUNT_DIR}/ca-certificates.crt`
+/** What the usual clients (OpenSSL, curl, Node, pip, requests) read a CA bundle's path from. */
+const CA_ENV = ['SSL_CERT_FILE', 'CURL_CA_BUNDLE', 'NODE_EXTRA_CA_CERTS', 'PIP_CERT', 'REQUESTS_CA_BUNDLE']
 
 function remaining(run: StepRun): number {
   if (run.signal?.aborted) throw new AppError('CANCELLED', 'the build was cancelled', { line: run.line })
@@ -69,8 +75,13 @@ export async function runStep(containers: Containers, step: Step, inputs: StepIn
       network: BUILD_EGRESS,
       rootfs: inputs.root,
       image: null,
+      // as in a Docker build: a RUN may start a browser or a JVM
+      limitAddressSpace: false,
       build: {
-        readOnly: inputs.copySource ? [{ destination: `${BUILD_MOUNT_DIR}/src`, source: inputs.copySource }] : [],
+        readOnly: [
+          ...(inputs.copySource ? [{ destination: `${BUILD_MOUNT_DIR}/src`, source: inputs.copySource }] : []),
+          ...(inputs.caBundle && step.op === 'run' ? [{ destination: CA_BUNDLE, source: inputs.caBundle }] : []),
+        ],
       },
     },
     run.signal,
@@ -84,7 +95,9 @@ export async function runStep(containers: Containers, step: Step, inputs: StepIn
         run,
       )
     } else if (step.op === 'run') {
-      await exec(sbx, argvAs(step), step.env, run, { cwd: step.workdir ?? '/', user: plainUser(step) })
+      // the step's own env wins: a Dockerfile that names its own bundle keeps it
+      const ca = inputs.caBundle ? Object.fromEntries(CA_ENV.map((k) => [k, CA_BUNDLE])) : {}
+      await exec(sbx, argvAs(step), { ...ca, ...step.env }, run, { cwd: step.workdir ?? '/', user: plainUser(step) })
     } else {
       await exec(sbx, [GUEST_PYTHON, '-S', '-c', COPY_SCRIPT], {}, run, { stdin: copyRequest(step, inputs) })
     }

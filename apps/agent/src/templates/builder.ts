@@ -13,7 +13,14 @@ import { buildKeys } from './dockerfile-keys.ts'
 import type { BuildPlan, ImageConfig, ImageSource } from './dockerfile-plan.ts'
 import { flatten } from './flatten.ts'
 import { firstMissing, type LayerStore, tempName } from './layers.ts'
-import { type OciOptions, pullImage, resolveImageDigest, unpackImage } from './oci.ts'
+import {
+  type OciImageConfig,
+  type OciOptions,
+  pullImage,
+  readImageConfig,
+  resolveImageDigest,
+  unpackImage,
+} from './oci.ts'
 
 const DEFAULT_BUILD_TIMEOUT_MS = 30 * 60_000
 
@@ -30,6 +37,8 @@ export interface TemplateBuildInput {
    * own templates and the built-ins; undefined: no such template for this key).
    */
   access?: { registryAuth: RegistryAuth; templates: (name: string) => string | undefined }
+  /** Image references the build takes from the pull cache as they are (an uploaded archive), by digest. */
+  localImages?: Record<string, string>
   timeoutMs?: number
 }
 
@@ -58,6 +67,8 @@ export interface BuilderDeps {
   oci: OciOptions
   /** A forkbox template's rootfs (made ready if need be), for `FROM forkbox:<name>`. */
   templateRootfs: (name: string) => Promise<string>
+  /** A CA bundle RUN steps trust beside their image's (the operator's `buildCaBundle`). */
+  caBundle?: string | null
 }
 
 /** The stages the target needs (through FROM and COPY --from), in order; others are skipped as BuildKit does. */
@@ -82,28 +93,51 @@ export class TemplateBuilder {
     signal?: AbortSignal,
   ): Promise<TemplateBuildResult> {
     const deadline = Date.now() + (input.timeoutMs ?? DEFAULT_BUILD_TIMEOUT_MS)
-    const plan = planDockerfile(input.dockerfile, { buildArgs: input.buildArgs })
-    const usesContext = plan.stages.some((s) => s.steps.some((st) => st.op === 'copy' && !st.from))
+    // planned once to find its images; again with their configs (env, workdir, user) as bases
+    const firstPlan = planDockerfile(input.dockerfile, { buildArgs: input.buildArgs })
+    const usesContext = firstPlan.stages.some((s) => s.steps.some((st) => st.op === 'copy' && !st.from))
     if (usesContext && !input.contextDir)
       throw new AppError('VALIDATION_FAILED', 'the Dockerfile copies from the build context, but none was given')
-    const entries = input.contextDir ? listContext(input.contextDir) : []
-    const hashes = input.contextDir ? contextHashes(input.contextDir, entries, plan) : new Map<string, string>()
     const oci: OciOptions = input.access
       ? { ...this.deps.oci, auth: input.access.registryAuth, verifyAccess: true }
       : this.deps.oci
-    const sources = await this.resolveSources(plan, emit, oci, input.access?.templates)
+    const sources = await this.resolveSources(firstPlan, emit, oci, input.access?.templates, input.localImages)
+    const plan = sources.configs.size
+      ? planDockerfile(input.dockerfile, {
+          buildArgs: input.buildArgs,
+          baseConfig: (from) => (from.kind === 'image' ? sources.configs.get(from.ref) : undefined),
+        })
+      : firstPlan
+    const entries = input.contextDir ? listContext(input.contextDir) : []
+    const hashes = input.contextDir ? contextHashes(input.contextDir, entries, plan) : new Map<string, string>()
     const keys = buildKeys(plan, hashes, { imageDigests: sources.digests, templateVersions: sources.versions })
     const results: string[] = []
     let index = 0
     let cached = 0
     let total = 0
+    // the very result assembled before: no layer is needed (the cache may have evicted them)
+    const last = keys.steps[plan.target]?.at(-1)
+    const assembled = last !== undefined && existsSync(builtRootfsPath(this.deps.templatesDir, last))
     for (const stageIndex of neededStages(plan)) {
       const stage = plan.stages[stageIndex]
       if (!stage) continue
-      let parent = await this.rootLayer(stage.from, results, sources, emit, oci)
       const stageKeys = keys.steps[stageIndex] ?? []
+      if (assembled) {
+        for (const step of stage.steps) {
+          const n = index++
+          total += 1
+          cached += 1
+          const instruction = instructionText(input.dockerfile, step.line)
+          emit({ type: 'step', step: n, stage: stageIndex, line: step.line, instruction, cached: true })
+          emit({ type: 'step_done', step: n, exitCode: 0, durationMs: 0 })
+        }
+        results[stageIndex] = stageKeys.at(-1) ?? ''
+        continue
+      }
+      let parent = await this.rootLayer(stage.from, results, sources, emit, oci)
       // once a step runs, every later one does: its key chains a parent made just now
       const reused = firstMissing(stageKeys, (k) => this.deps.layers.has(k))
+      for (const k of stageKeys.slice(0, reused)) this.deps.layers.touch(k)
       for (const [i, step] of stage.steps.entries()) {
         const key = stageKeys[i]
         if (!key) throw new Error(`no key for step ${i} of stage ${stageIndex}`)
@@ -127,6 +161,7 @@ export class TemplateBuilder {
                   root: mount.merged,
                   copySource: step.op === 'copy' ? (mounted?.dir ?? input.contextDir) : undefined,
                   contextPaths: entries.map((e) => e.path),
+                  caBundle: this.deps.caBundle,
                 },
                 { index: n, line: step.line, instruction, resources: input.resources, deadline, emit, signal },
               ),
@@ -160,20 +195,30 @@ export class TemplateBuilder {
     }
   }
 
-  /** Pins every image the plan names to its digest and every forkbox template to its rootfs. */
+  /**
+   * Pins every image the plan names to its digest (pulled, for its config) and every forkbox
+   * template to its rootfs. `localImages` are already in the pull cache: no registry is asked.
+   */
   private async resolveSources(
     plan: BuildPlan,
     emit: BuildLogSink,
     oci: OciOptions,
     templateNames: ((name: string) => string | undefined) | undefined,
+    localImages: Record<string, string> = {},
   ) {
     const digests = new Map<string, string>()
+    const configs = new Map<string, OciImageConfig>()
     const templates = new Map<string, string>()
     for (const stage of plan.stages) {
       for (const src of [stage.from, ...stage.steps.map((s) => (s.op === 'copy' ? s.from : undefined))]) {
         if (src?.kind === 'image' && !digests.has(src.ref)) {
-          emit({ type: 'phase', phase: 'resolve', message: src.ref })
-          digests.set(src.ref, await resolveImageDigest(src.ref, oci))
+          const local = Object.hasOwn(localImages, src.ref) ? localImages[src.ref] : undefined
+          if (!local) emit({ type: 'phase', phase: 'resolve', message: src.ref })
+          const digest = local ?? (await resolveImageDigest(src.ref, oci))
+          digests.set(src.ref, digest)
+          const { layout, pulled } = await pullImage(src.ref, digest, oci)
+          if (pulled) emit({ type: 'phase', phase: 'pull', message: `${src.ref} ${digest}` })
+          configs.set(src.ref, readImageConfig(layout))
         }
         if (src?.kind === 'template' && !templates.has(src.name)) {
           const name = templateNames ? templateNames(src.name) : src.name
@@ -183,7 +228,7 @@ export class TemplateBuilder {
       }
     }
     const versions = new Map([...templates].map(([name, dir]) => [name, basename(dir)]))
-    return { digests, templates, versions }
+    return { digests, configs, templates, versions }
   }
 
   /** The layer a stage (or a COPY --from) starts from: an unpacked image, a template's rootfs, scratch, or a stage. */
@@ -218,7 +263,6 @@ export class TemplateBuilder {
         if (!digest) throw new Error(`image ${src.ref} not resolved`)
         const key = `image-${digest.replace(/^sha256:/, '')}`
         await layers.makeBase(key, async (diff) => {
-          emit({ type: 'phase', phase: 'pull', message: `${src.ref} ${digest}` })
           const { layout } = await pullImage(src.ref, digest, oci)
           emit({ type: 'phase', phase: 'unpack', message: src.ref })
           await unpackImage(layout, diff, oci)

@@ -37,6 +37,12 @@ export const TemplateDefinition = z
     exposedPorts: z.array(z.number().int().min(1).max(65535)).default([]),
     /** A user's image: its /home, /tmp and /work show in sandboxes (no tmpfs over them). */
     imageDirs: z.boolean().default(false),
+    /**
+     * Processes get RLIMIT_AS = the sandbox's memory (Python then raises MemoryError instead of
+     * being OOM-killed). Off for browsers, V8, the JVM and Go, which reserve far more address space
+     * than they use; the memory cgroup bounds them either way.
+     */
+    limitAddressSpace: z.boolean().default(true),
     /** A built-in template written as a Dockerfile (this file, in its dir, which is also its build context). */
     dockerfile: z
       .string()

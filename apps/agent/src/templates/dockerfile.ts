@@ -16,8 +16,11 @@ import { expandWord, expandWords, isWordError, type Lookup } from './dockerfile-
 
 export interface PlanOptions {
   buildArgs?: Record<string, string>
-  /** The base image's env and workdir, when known, so `ENV PATH=/x:$PATH` sees the image's PATH. */
-  baseConfig?: (from: ImageSource) => { env: Record<string, string>; workdir?: string } | undefined
+  /**
+   * The base image's env, workdir and user, when known: `ENV PATH=/x:$PATH` sees the image's PATH,
+   * and RUN steps and the template start from them as Docker's would.
+   */
+  baseConfig?: (from: ImageSource) => { env: Record<string, string>; workdir?: string; user?: string } | undefined
 }
 
 class Problem extends Error {}
@@ -245,6 +248,7 @@ function openStage(
     if (base) {
       stage.config.env = { ...base.env }
       stage.config.workdir = base.workdir
+      stage.config.user = base.user
     }
   }
 }

@@ -12,6 +12,8 @@ import {
   renameSync,
   rmSync,
   type Stats,
+  statSync,
+  utimesSync,
   writeFileSync,
 } from 'node:fs'
 import { join } from 'node:path'
@@ -41,6 +43,10 @@ export const TMP_KEEP = 'tmp/.forkbox-keep'
 export const BUILD_MOUNT_DIR = '/.forkbox-build'
 /** Dirs a build sandbox mounts over; the shim provides them so runsc never creates them in a layer. */
 const SHIM_DIRS = ['proc', 'dev', 'sys', 'opt/forkbox', `${BUILD_MOUNT_DIR.slice(1)}/src`]
+/** Files a build sandbox mounts over (the operator's CA bundle). */
+const SHIM_FILES = [`${BUILD_MOUNT_DIR.slice(1)}/ca-certificates.crt`]
+/** The shim's name: a new one when what it holds changes (layers never depend on it). */
+const SHIM = 'shim-2'
 /** Most layers in one chain (a guard against a corrupt parent loop; the mount option's size limits first). */
 export const MAX_CHAIN = 128
 /** The kernel takes mount options up to a page: the lowerdir list must fit, paths relative to the store. */
@@ -110,6 +116,16 @@ export async function unmount(target: string): Promise<void> {
       }
       await new Promise((r) => setTimeout(r, 100))
     }
+  }
+}
+
+/** Bytes a dir takes on disk (du: hardlinked files counted once). */
+export async function diskUsage(path: string): Promise<number> {
+  try {
+    const { stdout } = await run('du', ['-s', '--block-size=1', path])
+    return Number(stdout.split('\t')[0]) || 0
+  } catch {
+    return 0
   }
 }
 
@@ -270,15 +286,16 @@ export class LayerStore {
    * them in the step's layer) and a file that keeps /tmp from being hidden under runsc's tmpfs.
    */
   private shim(): string {
-    const dir = join(this.root, 'shim-1')
+    const dir = join(this.root, SHIM)
     if (!existsSync(dir)) {
       const tmp = join(this.root, tempName())
       try {
         for (const d of SHIM_DIRS) mkdirSync(join(tmp, d), { recursive: true, mode: 0o755 })
+        for (const f of SHIM_FILES) writeFileSync(join(tmp, f), '', { mode: 0o644 })
         mkdirSync(join(tmp, 'tmp'))
         chmodSync(join(tmp, 'tmp'), 0o1777)
         writeFileSync(join(tmp, TMP_KEEP), '')
-        this.commit(tmp, 'shim-1')
+        this.commit(tmp, SHIM)
       } finally {
         rmSync(tmp, { recursive: true, force: true })
       }
@@ -301,6 +318,62 @@ export class LayerStore {
       const st = lstatOrNull(join(upper, file))
       if (st && !st.isDirectory()) rmSync(join(upper, file), { force: true })
     }
+  }
+
+  /** Marks `key` used now: eviction takes the least recently used first. */
+  touch(key: string): void {
+    const now = new Date()
+    try {
+      utimesSync(join(this.root, key, 'layer.json'), now, now)
+    } catch {
+      // gone meanwhile (evicted by another agent): the next build makes it again
+    }
+  }
+
+  /**
+   * Evicts least recently used layers until the store holds at most `maxBytes`: only leaves (no
+   * layer names them as parent), so no chain breaks, and never one a build is making or a mount
+   * (this agent's or another's on the same dir) reads. Resolves with the keys removed and bytes freed.
+   */
+  async evict(maxBytes: number): Promise<{ removed: string[]; freedBytes: number }> {
+    const entries = new Map<string, { parent: string | null; used: number; bytes: number }>()
+    for (const key of readdirSync(this.root)) {
+      if (tempOwner(key) !== null || key.startsWith('shim-') || !this.has(key)) continue
+      const rec = this.record(key)
+      const st = statSync(join(this.root, key, 'layer.json'))
+      entries.set(key, {
+        parent: rec.parent,
+        used: st.mtimeMs,
+        bytes: rec.external ? 0 : await diskUsage(join(this.root, key)),
+      })
+    }
+    let total = [...entries.values()].reduce((n, e) => n + e.bytes, 0)
+    const mounts = readFileSync('/proc/mounts', 'utf8')
+    const busy = (key: string) =>
+      this.building.has(key) || mounts.includes(`${key}/diff`) || mounts.includes(`${this.root}/${key}`)
+    const removed: string[] = []
+    let freedBytes = 0
+    while (total > maxBytes) {
+      const parents = new Set([...entries.values()].map((e) => e.parent))
+      const leaves = [...entries].filter(([k]) => !parents.has(k) && !busy(k)).sort((a, b) => a[1].used - b[1].used)
+      const next = leaves[0]
+      if (!next) break
+      const [key, e] = next
+      // renamed first: a build looking at it now sees it gone, never half there
+      const doomed = join(this.root, tempName())
+      try {
+        renameSync(join(this.root, key), doomed)
+      } catch {
+        entries.delete(key)
+        continue
+      }
+      rmSync(doomed, { recursive: true, force: true })
+      entries.delete(key)
+      total -= e.bytes
+      freedBytes += e.bytes
+      removed.push(key)
+    }
+    return { removed, freedBytes }
   }
 
   /**

@@ -300,3 +300,115 @@ function readText(path: string): string {
     closeSync(fd)
   }
 }
+
+/** An image's `USER` (`name`, `name:group`, `uid[:gid]`) as the user name a sandbox defaults to, if it is one. */
+export function userNameOf(user: string | undefined): string | undefined {
+  const name = user?.split(':')[0]
+  return name && /^[a-z_][a-z0-9_-]*$/.test(name) ? name : undefined
+}
+
+/** What a template takes of an image's own config: Docker's env, working dir and user. */
+export interface OciImageConfig {
+  env: Record<string, string>
+  workdir: string | undefined
+  user: string | undefined
+}
+
+const Digest = /^sha256:[a-f0-9]{64}$/
+
+/** A JSON blob of the layout by its digest (checked: the layout came from a registry or an upload). */
+function readBlob(layout: string, digest: unknown): unknown {
+  if (typeof digest !== 'string' || !Digest.test(digest))
+    throw new AppError('VALIDATION_FAILED', `the image names a blob by a malformed digest`)
+  const path = join(layout, 'blobs', 'sha256', digest.slice(7))
+  if (lstatSync(path).size > 4 * 1024 * 1024) throw new AppError('VALIDATION_FAILED', 'the image config is too large')
+  return JSON.parse(readText(path))
+}
+
+/**
+ * The image's config as Docker reads it (`Env`, `WorkingDir`, `User`) from its layout in the pull
+ * cache. Its `Cmd`/`Entrypoint` are not taken: like E2B, a template starts what its Dockerfile's
+ * CMD or the build's startCmd says, not a base image's shell or REPL.
+ */
+export function readImageConfig(layout: string): OciImageConfig {
+  try {
+    const index = JSON.parse(readText(join(layout, 'index.json'))) as { manifests?: { digest?: unknown }[] }
+    const manifest = readBlob(layout, index.manifests?.[0]?.digest) as { config?: { digest?: unknown } }
+    const blob = readBlob(layout, manifest.config?.digest) as {
+      config?: { Env?: unknown; WorkingDir?: unknown; User?: unknown }
+    }
+    const c = blob.config ?? {}
+    const env: Record<string, string> = {}
+    for (const line of Array.isArray(c.Env) ? c.Env : []) {
+      if (typeof line !== 'string') continue
+      const eq = line.indexOf('=')
+      if (eq > 0) env[line.slice(0, eq)] = line.slice(eq + 1)
+    }
+    const text = (v: unknown) => (typeof v === 'string' && v.length > 0 && v.length <= 4096 ? v : undefined)
+    return { env, workdir: text(c.WorkingDir), user: text(c.User) }
+  } catch (err) {
+    if (err instanceof AppError) throw err
+    throw new AppError('VALIDATION_FAILED', `the image's config cannot be read: ${String(err)}`)
+  }
+}
+
+/** The tar's entry names (an image archive has few: its manifests, configs and layer blobs). */
+async function archiveEntries(file: string): Promise<Set<string>> {
+  try {
+    const { stdout } = await run('tar', ['-t', '-f', file], 5 * 60_000)
+    return new Set(
+      stdout
+        .toString('utf8')
+        .split('\n')
+        .map((n) => n.replace(/^\.\//, '')),
+    )
+  } catch (err) {
+    const reason = err instanceof ToolError ? err.stderr.slice(-300) : String(err)
+    throw new AppError('VALIDATION_FAILED', `the upload is not a tar archive: ${reason}`)
+  }
+}
+
+/**
+ * Takes an uploaded image archive (`docker save` output, or an OCI layout as a tarball) into the
+ * pull cache under the digest of its manifest, which is what builds then name it by.
+ */
+export async function importArchive(file: string, opts: OciOptions): Promise<string> {
+  const entries = await archiveEntries(file)
+  const transport =
+    entries.has('oci-layout') && entries.has('index.json')
+      ? 'oci-archive'
+      : entries.has('manifest.json')
+        ? 'docker-archive'
+        : null
+  if (!transport)
+    throw new AppError(
+      'VALIDATION_FAILED',
+      'the upload is neither a `docker save` archive (manifest.json) nor an OCI layout tarball (oci-layout, index.json)',
+    )
+  mkdirSync(opts.cacheDir, { recursive: true })
+  const tmp = join(
+    dirname(opts.cacheDir),
+    `.oci-archive.tmp-${process.pid}-${createHash('sha256').update(file).digest('hex').slice(0, 8)}`,
+  )
+  rmSync(tmp, { recursive: true, force: true })
+  try {
+    opts.log?.(`importing an image archive (${transport})`)
+    await run(
+      'skopeo',
+      ['copy', '--quiet', `${transport}:${file}`, `oci:${tmp}:${TAG}`],
+      opts.pullTimeoutMs ?? 15 * 60_000,
+    )
+    const index = JSON.parse(readText(join(tmp, 'index.json'))) as { manifests?: { digest?: unknown }[] }
+    const digest = index.manifests?.[0]?.digest
+    if (typeof digest !== 'string' || !Digest.test(digest)) throw new Error('the imported layout names no manifest')
+    const layout = layoutOf(opts.cacheDir, digest)
+    if (existsSync(layout)) rmSync(tmp, { recursive: true, force: true })
+    else renameSync(tmp, layout)
+    return digest
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true })
+    if (err instanceof AppError) throw err
+    const reason = err instanceof ToolError ? err.stderr.slice(-500) : String(err)
+    throw new AppError('VALIDATION_FAILED', `the image archive cannot be read: ${reason}`)
+  }
+}

@@ -22,6 +22,7 @@ import { type TemplateBuildResult as BuiltRootfs, builtRootfsPath, type Template
 import { validateContextTar } from './context-tar.ts'
 import { TemplateDefinition } from './definition.ts'
 import { formatImageReference, parseImageReference } from './image-ref.ts'
+import { importArchive, type OciOptions, userNameOf } from './oci.ts'
 
 const run = promisify(execFile)
 
@@ -34,9 +35,11 @@ export interface UserTemplateDeps {
   dockerfiles: {
     buildDockerfile(input: TemplateBuildInput, onLog?: BuildLogSink, signal?: AbortSignal): Promise<BuiltRootfs>
   }
+  oci: OciOptions
 }
 
-const NAME = /^[a-z_][a-z0-9_-]*$/
+/** What an uploaded archive's image is called in the Dockerfile its build becomes (never asked of a registry). */
+const ARCHIVE_IMAGE = 'forkbox-archive'
 
 /** What a build made, as the image config its sandboxes take. */
 export function builtImage(built: BuiltRootfs): BuiltImage {
@@ -69,15 +72,16 @@ export function builtDefinition(
  * exposed ports; its default user is the image's USER when that is a name, else `fallbackUser`.
  */
 export function imageConfigFields(image: Omit<BuiltImage, 'key'>, fallbackUser: string) {
-  const user = image.user?.split(':')[0]
   return {
-    user: user && NAME.test(user) ? user : fallbackUser,
+    user: userNameOf(image.user) ?? fallbackUser,
     env: image.env,
     workdir: image.workdir,
     startCmd: image.startCmd,
     readyCmd: image.readyCmd,
     exposedPorts: image.exposedPorts,
     imageDirs: true,
+    // as on E2B: a user's image may run a browser, a JVM or Go, whose reservations RLIMIT_AS breaks
+    limitAddressSpace: false,
   }
 }
 
@@ -100,6 +104,7 @@ function imageDefinition(spec: TemplateBuildSpec & { source: { kind: 'image' } }
     image: spec.source.image,
     resources: spec.resources,
     imageDirs: true,
+    limitAddressSpace: false,
   })
   return withCommands(def, spec)
 }
@@ -111,7 +116,8 @@ export function registerUserTemplate(baker: TemplateBaker, templatesDir: string,
     baker.register(imageDefinition({ ...spec, source }))
     return
   }
-  if (!source.built) throw new AppError('INTERNAL', `template ${spec.name} was never built`)
+  if (source.kind !== 'dockerfile' || !source.built)
+    throw new AppError('INTERNAL', `template ${spec.name} was never built`)
   const def = withCommands(builtDefinition(spec.name, spec.description, source.built, spec.resources), spec)
   baker.registerBuilt(def, builtRootfsPath(templatesDir, source.built.key))
 }
@@ -162,6 +168,7 @@ async function buildFromDockerfile(
   onLog: (line: BuildLogLine) => void,
   signal: AbortSignal | undefined,
   registryAuth: RegistryAuth,
+  localImages: Record<string, string> = {},
 ): Promise<BuiltImage> {
   const own = spec.source.templates ?? {}
   // a user's FROM forkbox:NAME reaches its key's templates and the built-ins, never another key's
@@ -182,6 +189,7 @@ async function buildFromDockerfile(
         buildArgs: spec.source.buildArgs,
         resources: spec.resources.maxima,
         access: { registryAuth, templates },
+        localImages,
       },
       (e) => onLog(eventLine(e)),
       signal,
@@ -210,11 +218,21 @@ export async function buildUserTemplate(
     baker.register(imageDefinition({ ...spec, source }))
     pinned = spec
   } else {
-    const built = await buildFromDockerfile(deps, { ...spec, source }, onLog, signal, registryAuth)
-    pinned = {
-      ...spec,
-      source: { kind: 'dockerfile', dockerfile: source.dockerfile, buildArgs: source.buildArgs, built },
-    }
+    // an archive's image is taken into the pull cache, then built as `FROM` it: the same layers,
+    // image config and pinning as any Dockerfile's
+    let localImages: Record<string, string> = {}
+    let dockerfile: TemplateBuildSpec & { source: { kind: 'dockerfile' } }
+    if (source.kind === 'archive') {
+      if (!source.archiveTar) throw new AppError('VALIDATION_FAILED', 'no image archive was uploaded')
+      onLog({ stream: 'system', message: 'importing the image archive' })
+      const digest = await importArchive(source.archiveTar, deps.oci)
+      onLog({ stream: 'system', message: `image ${digest}` })
+      localImages = { [ARCHIVE_IMAGE]: digest }
+      dockerfile = { ...spec, source: { kind: 'dockerfile', dockerfile: `FROM ${ARCHIVE_IMAGE}\n`, buildArgs: {} } }
+    } else dockerfile = { ...spec, source }
+    const { dockerfile: text, buildArgs } = dockerfile.source
+    const built = await buildFromDockerfile(deps, dockerfile, onLog, signal, registryAuth, localImages)
+    pinned = { ...spec, source: { kind: 'dockerfile', dockerfile: text, buildArgs, built } }
     registerUserTemplate(baker, deps.templatesDir, pinned)
   }
   signal?.throwIfAborted()

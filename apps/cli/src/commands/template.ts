@@ -1,4 +1,4 @@
-// `forkbox template`: build templates from a Dockerfile or an image, list, remove, read build logs.
+// `forkbox template`: build templates from a Dockerfile, an image or an image archive, list, remove, read build logs.
 import { readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { Template, TemplateBuildError } from '@forkbox/sdk'
@@ -13,6 +13,7 @@ interface BuildFlags {
   tag: string
   file?: string
   image?: string
+  archive?: string
   buildArg?: Record<string, string>
   description?: string
   startCmd?: string
@@ -22,11 +23,12 @@ interface BuildFlags {
 function dockerfileSource(
   context: string,
   flags: BuildFlags,
-): { dockerfile?: string; image?: string; context?: string } {
-  if (flags.image) {
-    if (flags.file) throw new CliError('USAGE', 'give --image or a Dockerfile (-f), not both')
-    return { image: flags.image }
-  }
+): { dockerfile?: string; image?: string; archive?: string; context?: string } {
+  if (flags.image && flags.archive) throw new CliError('USAGE', 'give --image or --archive, not both')
+  if ((flags.image || flags.archive) && flags.file)
+    throw new CliError('USAGE', `give ${flags.image ? '--image' : '--archive'} or a Dockerfile (-f), not both`)
+  if (flags.image) return { image: flags.image }
+  if (flags.archive) return { archive: resolve(flags.archive) }
   const dir = resolve(context)
   const path = flags.file ? resolve(flags.file) : join(dir, 'Dockerfile')
   try {
@@ -40,12 +42,16 @@ function registerBuild(template: Command, ctx: CliContext): void {
   template
     .command('build')
     .description(
-      "build a template (or its next version) from CONTEXT's Dockerfile or from an image; prints NAME@VERSION",
+      "build a template (or its next version) from CONTEXT's Dockerfile, an image or an image archive; prints NAME@VERSION",
     )
     .argument('[context]', 'the build context directory', '.')
     .requiredOption('-t, --tag <name>', 'the template name')
     .option('-f, --file <path>', 'the Dockerfile (default: CONTEXT/Dockerfile)')
     .option('--image <ref>', 'take this OCI/Docker image as it is (no Dockerfile, no context)')
+    .option(
+      '--archive <file>',
+      'take the image in this `docker save` or OCI layout tarball (no Dockerfile, no context)',
+    )
     .option('--build-arg <KEY=VALUE>', 'a build argument (repeatable)', collectPair)
     .option('--description <text>', 'what the template is for')
     .option('--start-cmd <cmd>', "started at bake time, running in every sandbox (instead of the image's CMD)")
@@ -139,6 +145,27 @@ export function registerTemplate(program: Command, ctx: CliContext): void {
           ctx.exitCode = 1
         }
       }
+    })
+
+  template
+    .command('prune')
+    .description(
+      'admin key: remove what of the template store nothing uses (old rootfs dirs, snapshots, guests, pulled images) and evict build layers',
+    )
+    .option('--layers-mb <n>', 'keep at most this much of the build layer cache (default: the host cap)', (v) => {
+      const n = Number(v)
+      if (!Number.isInteger(n) || n < 0) throw new CliError('USAGE', `--layers-mb takes a whole number of MB, not ${v}`)
+      return n
+    })
+    .option('--json', 'print JSON')
+    .action(async (flags: { layersMb?: number; json?: boolean }) => {
+      const result = await Template.prune({ ...ctx.connection, layerCacheMB: flags.layersMb })
+      if (flags.json) {
+        ctx.stdout.write(json(result))
+        return
+      }
+      for (const path of result.removed) ctx.stdout.write(`${path}\n`)
+      ctx.stderr.write(`freed ${(result.freedBytes / 2 ** 20).toFixed(1)} MiB in ${result.removed.length} entries\n`)
     })
 
   template

@@ -50,6 +50,7 @@ import * as templateCreate from './templates/create.ts'
 import * as templateDelete from './templates/delete.ts'
 import * as templateGet from './templates/get.ts'
 import * as templateList from './templates/list.ts'
+import * as templatePrune from './templates/prune.ts'
 import * as templatePublish from './templates/publish.ts'
 
 export interface RouteModule {
@@ -67,6 +68,7 @@ export const ROUTES: readonly RouteModule[] = [
   health,
   templateList,
   templateCreate,
+  templatePrune,
   templatePublish,
   templateGet,
   templateDelete,

@@ -100,9 +100,14 @@ export class SandboxService {
   }
 
   private async templateInfo(template: string): Promise<TemplateInfo> {
-    const info = (await this.agent.templates()).find((t) => t.name === template)
+    const find = async () => (await this.agent.templates()).find((t) => t.name === template)
+    const info = await find()
     if (!info) throw new AppError('TEMPLATE_NOT_FOUND', `no template named ${template}`)
-    return info
+    if (info.ready) return info
+    // a template built on first use (a built-in Dockerfile's) knows its image config, EXPOSE
+    // included, only once built
+    await this.agent.ensureTemplate(template)
+    return (await find()) ?? info
   }
 
   private resolveResources(info: TemplateInfo, asked: Resources): ResolvedResources {

@@ -19,6 +19,7 @@ import {
   type TemplateBuildSpec,
   type TemplateInfo,
   type TemplateListing,
+  type TemplatePruneResult,
   type UserTemplate,
 } from '@forkbox/protocol'
 import type { Logger } from 'pino'
@@ -222,16 +223,18 @@ export class TemplateService {
     }
     const source: TemplateBuildSpec['source'] = req.image
       ? { kind: 'image', image: req.image }
-      : {
-          kind: 'dockerfile',
-          dockerfile: req.dockerfile ?? '',
-          buildArgs: req.buildArgs ?? {},
-          templates: this.ownTemplates(owner),
-        }
+      : req.archive
+        ? { kind: 'archive' }
+        : {
+            kind: 'dockerfile',
+            dockerfile: req.dockerfile ?? '',
+            buildArgs: req.buildArgs ?? {},
+            templates: this.ownTemplates(owner),
+          }
     const build = this.store.insertBuild(
       t,
       `bld-${randomBytes(10).toString('hex')}`,
-      req.context ? 'waiting' : 'queued',
+      req.context || req.archive ? 'waiting' : 'queued',
       (v) => ({
         name: agentName(t.id, v),
         description: req.description ?? t.description,
@@ -245,11 +248,12 @@ export class TemplateService {
     return { template: this.view(t), build: publicBuild(build) }
   }
 
-  /** Takes a waiting build's context tarball (capped), then queues the build. */
+  /** Takes a waiting build's context tarball or image archive (capped), then queues the build. */
   async uploadContext(owner: string, buildId: string, body: Readable): Promise<TemplateBuild> {
     const b = this.ownBuild(owner, buildId)
     if (this.store.get(b.templateId)?.owner !== owner) throw new AppError('NOT_FOUND', `no build ${buildId}`)
-    if (b.status !== 'waiting' || b.spec.source.kind !== 'dockerfile')
+    const { source } = b.spec
+    if (b.status !== 'waiting' || source.kind === 'image')
       throw new AppError('TEMPLATE_CONFLICT', `build ${buildId} is ${b.status}: it takes no context`)
     mkdirSync(this.limits.contextsDir, { recursive: true, mode: 0o700 })
     const path = join(this.limits.contextsDir, `${buildId}.tar`)
@@ -259,7 +263,10 @@ export class TemplateService {
       rmSync(path, { force: true })
       throw err
     }
-    const spec: TemplateBuildSpec = { ...b.spec, source: { ...b.spec.source, contextTar: path } }
+    const spec: TemplateBuildSpec = {
+      ...b.spec,
+      source: source.kind === 'archive' ? { ...source, archiveTar: path } : { ...source, contextTar: path },
+    }
     if (!this.store.transition(buildId, ['waiting'], 'queued', { spec })) {
       rmSync(path, { force: true })
       throw new AppError('TEMPLATE_CONFLICT', `build ${buildId} is no longer waiting for its context`)
@@ -395,6 +402,10 @@ export class TemplateService {
       const { pinned } = await this.agent.buildTemplate(b.spec, (line) => this.append(id, line), signal, auth)
       const seconds = ((performance.now() - started) / 1000).toFixed(1)
       this.append(id, { stream: 'system', message: `ready in ${seconds} s` })
+      // the layer cache stays under its cap; a failed eviction is no failed build
+      this.agent
+        .pruneTemplates({ layersOnly: true })
+        .catch((err: unknown) => this.log.warn({ err }, 'pruning the template store failed'))
       if (!this.store.transition(id, ['building'], 'ready', { spec: pinned })) {
         await this.agent.removeTemplate(b.spec.name) // deleted meanwhile
         this.store.markRemoved(id)
@@ -408,9 +419,16 @@ export class TemplateService {
       })
       if (!(err instanceof AppError)) this.log.error({ err, buildId: id }, 'template build failed')
     } finally {
-      if (b.spec.source.kind === 'dockerfile' && b.spec.source.contextTar)
-        rmSync(b.spec.source.contextTar, { force: true })
+      const { source } = b.spec
+      const upload =
+        source.kind === 'dockerfile' ? source.contextTar : source.kind === 'archive' ? source.archiveTar : undefined
+      if (upload) rmSync(upload, { force: true })
     }
+  }
+
+  /** Removes what of the agent's template store nothing uses (see AgentApi.pruneTemplates). */
+  prune(opts: { layerCacheBytes?: number }): Promise<TemplatePruneResult> {
+    return this.agent.pruneTemplates(opts)
   }
 
   /** Stops accepting builds and waits for those running to end (they are aborted). */

@@ -9,7 +9,8 @@ import { BuildIdParam } from './build-get.ts'
 const route = createRoute({
   method: 'put',
   path: '/v1/builds/{id}/context',
-  summary: "Upload a waiting build's context (a tar archive, the raw body); the build then starts",
+  summary:
+    "Upload a waiting build's context (a tar archive), or its image archive (`docker save` output or an OCI layout tarball), as the raw body; the build then starts",
   security,
   request: {
     params: BuildIdParam,
@@ -26,7 +27,7 @@ export function register(app: App): void {
   app.put('/v1/builds/:id/context', async (c) => {
     const { id } = parseOrThrow(BuildIdParam, { id: c.req.param('id') })
     const services = c.var.services
-    const body = uploadBody(c.req.raw, services.config.maxContextBytes, 'build context')
+    const body = uploadBody(c.req.raw, services.config.maxContextBytes, 'build upload')
     return c.json(await services.templates.uploadContext(c.var.principal.keyId, id, body), 202)
   })
 }
