@@ -82,7 +82,9 @@ export class FakeAgent implements AgentApi {
     registryAuth: RegistryAuth = {},
   ): Promise<TemplateBuildResult> {
     this.buildAuth.push(registryAuth)
-    const tar = spec.source.kind === 'dockerfile' ? spec.source.contextTar : undefined
+    const { source } = spec
+    const tar =
+      source.kind === 'dockerfile' ? source.contextTar : source.kind === 'archive' ? source.archiveTar : undefined
     this.builds.push({ spec, context: tar ? readFileSync(tar) : null })
     onLog({ stream: 'system', message: `building ${spec.name}` })
     await this.buildGate

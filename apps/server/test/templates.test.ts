@@ -141,6 +141,8 @@ describe('templates users build', () => {
       [{ name: 'big', image: 'x:1', resources: { memoryMB: 64 * 1024 } }, 'RESOURCE_LIMIT_EXCEEDED'],
       [{ name: 'both', image: 'x:1', dockerfile: 'FROM x' }, 'VALIDATION_FAILED'],
       [{ name: 'neither' }, 'VALIDATION_FAILED'],
+      [{ name: 'archive-and-image', image: 'x:1', archive: true }, 'VALIDATION_FAILED'],
+      [{ name: 'context-no-dockerfile', archive: true, context: true }, 'VALIDATION_FAILED'],
       [{ name: 'Bad Name', image: 'x:1' }, 'VALIDATION_FAILED'],
     ]
     for (const [body, code] of cases) assert.equal((await call('POST', '/v1/templates', body)).body.error.code, code)
@@ -200,6 +202,32 @@ describe('templates users build', () => {
     assert.equal(spec?.source.kind, 'dockerfile')
     const again = await call('PUT', `/v1/builds/${r.body.build.id}/context`, new Uint8Array(10))
     assert.equal(again.body.error.code, 'TEMPLATE_CONFLICT')
+  })
+
+  it('an image archive build waits for its upload, which reaches the agent as the archive (then removed)', async () => {
+    const r = await call('POST', '/v1/templates', { name: 'saved', archive: true })
+    assert.equal(r.status, 202, JSON.stringify(r.body))
+    assert.equal(r.body.build.status, 'waiting')
+    const archive = new Uint8Array(2048).fill(7)
+    assert.equal((await call('PUT', `/v1/builds/${r.body.build.id}/context`, archive)).status, 202)
+    assert.equal((await settled(r.body.build.id)).status, 'ready')
+    const built = agent.builds.at(-1)
+    assert.equal(built?.spec.source.kind, 'archive')
+    assert.deepEqual(built?.context, Buffer.from(archive))
+    const path = built?.spec.source.kind === 'archive' ? built.spec.source.archiveTar : undefined
+    assert.ok(path && !existsSync(path), 'the upload is removed once the build ends')
+  })
+
+  it('prune is for the admin key only and passes its layer cache size to the agent', async () => {
+    const user = (await call('POST', '/v1/keys', { name: 'user' })).body.key
+    const denied = await call('POST', '/v1/templates/prune', {}, user)
+    assert.equal(denied.status, 403, JSON.stringify(denied.body))
+    assert.deepEqual(agent.prunes, [])
+    const r = await call('POST', '/v1/templates/prune', { layerCacheMB: 512 })
+    assert.equal(r.status, 200, JSON.stringify(r.body))
+    assert.deepEqual(r.body, { removed: ['built-0123456789abcdef'], freedBytes: 4096 })
+    assert.deepEqual(agent.prunes, [{ layerCacheBytes: 512 * 1024 * 1024 }])
+    assert.equal((await call('POST', '/v1/templates/prune', { layerCacheMB: -1 })).body.error.code, 'VALIDATION_FAILED')
   })
 
   it('after a restart an unfinished build is failed with a reason and ready ones are known to the agent again', async () => {
