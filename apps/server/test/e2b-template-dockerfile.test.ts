@@ -1,7 +1,8 @@
 // E2B's build steps as a Dockerfile, rule by rule (the whole flow through the client is e2b-templates.test.ts).
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { type E2bBuildStart, readyCheck, translateBuild } from '../src/e2b/template-dockerfile.ts'
+import { AppError } from '@forkbox/protocol'
+import { type E2bBuildStart, readyCheck, registryLogin, translateBuild } from '../src/e2b/template-dockerfile.ts'
 
 const same = (name: string) => name
 const SHELL = '["/bin/sh","-c","exec \\"$(command -v bash || echo /bin/sh)\\" -c \\"$1\\"","e2b-step",'
@@ -96,13 +97,36 @@ describe('E2B steps as a Dockerfile', () => {
       [{ fromImage: '--network=host img' }, /^step base: .* is not an image reference/],
       [{ fromTemplate: 'base' }, /exactly one of fromImage or fromTemplate/],
       [{ fromImage: undefined, fromTemplate: 'Bad Name' }, /^step base: "Bad Name" is not a template name/],
-      [{ fromImageRegistry: { type: 'registry' } }, /registry credentials/],
     ]
     for (const [req, message] of refused)
       assert.throws(
         () => translateBuild({ fromImage: 'img:1', steps: [], ...req } as E2bBuildStart, same),
         (e: Error) => message.test(e.message),
         JSON.stringify(req),
+      )
+  })
+
+  it("reads fromImage's registry login; AWS's and GCP's are refused by name, malformed ones as invalid", () => {
+    const req = (fromImageRegistry: unknown, fromImage = 'reg:5000/a:1') =>
+      ({ fromImage, steps: [], fromImageRegistry }) as E2bBuildStart
+    assert.equal(registryLogin(req(undefined)), null)
+    assert.equal(registryLogin(req(null)), null)
+    assert.deepEqual(registryLogin(req({ type: 'registry', username: 'u', password: 'p' })), {
+      username: 'u',
+      password: 'p',
+    })
+    const refused: [unknown, string, string, RegExp][] = [
+      [{ type: 'gcp', serviceAccountJson: '{}' }, 'reg:5000/a:1', 'NOT_IMPLEMENTED', /fromGCPRegistry/],
+      [{ type: 'aws', awsAccessKeyId: 'a' }, 'reg:5000/a:1', 'NOT_IMPLEMENTED', /fromAWSRegistry/],
+      [{ type: 'registry', username: '', password: 'p' }, 'reg:5000/a:1', 'VALIDATION_FAILED', /username, password/],
+      [{ type: 'registry', username: 'u', password: 'p' }, '', 'VALIDATION_FAILED', /go with fromImage/],
+      ['user:pass', 'reg:5000/a:1', 'VALIDATION_FAILED', /fromImageRegistry takes/],
+    ]
+    for (const [config, image, code, message] of refused)
+      assert.throws(
+        () => registryLogin(req(config, image)),
+        (e: unknown) => e instanceof AppError && e.code === code && message.test(e.message),
+        JSON.stringify(config),
       )
   })
 

@@ -10,7 +10,13 @@ import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { afterEach, beforeEach, describe, it } from 'node:test'
 import { gzipSync } from 'node:zlib'
-import { AppError, type BuildLogLine, type TemplateBuildResult, type TemplateBuildSpec } from '@forkbox/protocol'
+import {
+  AppError,
+  type BuildLogLine,
+  type RegistryAuth,
+  type TemplateBuildResult,
+  type TemplateBuildSpec,
+} from '@forkbox/protocol'
 import { getRequestListener } from '@hono/node-server'
 import { DockerfileParser } from 'dockerfile-ast'
 import {
@@ -32,8 +38,10 @@ class StepAgent extends FakeAgent {
   override async buildTemplate(
     spec: TemplateBuildSpec,
     onLog: (line: BuildLogLine) => void,
+    signal?: AbortSignal,
+    registryAuth?: RegistryAuth,
   ): Promise<TemplateBuildResult> {
-    if (this.failAt === null) return super.buildTemplate(spec, onLog)
+    if (this.failAt === null) return super.buildTemplate(spec, onLog, signal, registryAuth)
     this.builds.push({ spec, context: null })
     onLog({ step: this.failAt, stream: 'stderr', message: 'sh: 1: nope: not found' })
     throw new AppError('EXEC_FAILED', `step ${this.failAt}: exit code 127`)
@@ -188,6 +196,31 @@ describe('E2B Template builder', () => {
     await build(Template().fromTemplate('code-interpreter-v1').runCmd('true'), 'from-ci')
     const src = agent.builds[1]?.spec.source
     assert.equal(src?.kind === 'dockerfile' && src.dockerfile.split('\n')[0], 'FROM forkbox:code-interpreter')
+  })
+
+  it("fromImage with a login: kept sealed as the key's for that registry, and the build pulls with it", async () => {
+    const login = { username: 'alice', password: 'pw-e2b' }
+    await build(Template().fromImage('registry.example:5000/team/app:1', login).runCmd('true'), 'private-img')
+    assert.deepEqual(agent.buildAuth.at(-1), { 'registry.example:5000': login })
+    const listed = await cp.app.request('/v1/registries', { headers: { authorization: `Bearer ${key}` } })
+    const body = await listed.json()
+    assert.deepEqual(
+      body.registries.map((r: { registry: string; username: string }) => [r.registry, r.username]),
+      [['registry.example:5000', 'alice']],
+    )
+    assert.ok(!JSON.stringify(body).includes(login.password))
+    // AWS's and GCP's logins are not served, by name
+    await assert.rejects(
+      build(
+        Template().fromAWSRegistry('1.dkr.ecr.us-east-1.amazonaws.com/app:1', {
+          accessKeyId: 'a',
+          secretAccessKey: 'b',
+          region: 'us-east-1',
+        }),
+        'aws-img',
+      ),
+      /fromAWSRegistry is not supported/,
+    )
   })
 
   it('surfaces a failing step as the client BuildError, with the step and its output', async () => {

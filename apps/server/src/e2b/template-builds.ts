@@ -13,7 +13,7 @@ import {
 } from '@forkbox/protocol'
 import { validationError } from '../http/errors.ts'
 import type { TemplateService } from '../services/templates.ts'
-import { type E2bBuildStart, type TemplateNameOf, translateBuild } from './template-dockerfile.ts'
+import { type E2bBuildStart, registryLogin, type TemplateNameOf, translateBuild } from './template-dockerfile.ts'
 import type { TemplateFiles } from './template-files.ts'
 
 /** A requested build: kept in memory from its request until a day later (a restart forgets it). */
@@ -112,8 +112,11 @@ export class E2bTemplateBuilds {
     if (b.starting || b.build) throw new AppError('TEMPLATE_CONFLICT', `build ${buildID} was already started`)
     b.starting = true
     try {
+      const login = registryLogin(req)
       const t = translateBuild(req, this.templateName)
       const base = { name: b.name, description: 'built with the E2B Template builder', resources: b.resources }
+      // kept as the key's login for that registry, as PUT /v1/registries does
+      if (login && req.fromImage) this.templates.setRegistryLogin(owner, req.fromImage, login)
       if (t.kind === 'image') {
         b.build = (await this.templates.create(owner, this.createRequest({ ...base, image: t.image }))).build.id
         return

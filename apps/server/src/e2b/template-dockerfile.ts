@@ -116,12 +116,33 @@ function globBase(src: string): string | null {
 /** forkbox's name for an E2B `fromTemplate`. */
 export type TemplateNameOf = (e2bTemplate: string) => string
 
-export function translateBuild(req: E2bBuildStart, templateName: TemplateNameOf): Translation {
-  if (req.fromImageRegistry !== undefined && req.fromImageRegistry !== null)
+const RegistryLogin = z.object({
+  type: z.literal('registry'),
+  username: z.string().min(1).max(256),
+  password: z.string().min(1).max(4096),
+})
+
+/**
+ * The login `fromImage(img, { username, password })` sends for its image's registry; null when
+ * none. AWS's and GCP's (`fromAWSRegistry`, `fromGCPRegistry`) are not served.
+ */
+export function registryLogin(req: E2bBuildStart): { username: string; password: string } | null {
+  const config = req.fromImageRegistry
+  if (config === undefined || config === null) return null
+  const type = (config as { type?: unknown }).type
+  if (type === 'aws' || type === 'gcp')
     throw new AppError(
       'NOT_IMPLEMENTED',
-      'registry credentials in a template build are not supported by forkbox; use a registry it can pull from',
+      `${type === 'aws' ? 'fromAWSRegistry' : 'fromGCPRegistry'} is not supported by forkbox: use fromImage with a username and password (or PUT /v1/registries)`,
     )
+  if (!req.fromImage) throw new AppError('VALIDATION_FAILED', 'registry credentials go with fromImage')
+  const login = RegistryLogin.safeParse(config)
+  if (!login.success)
+    throw new AppError('VALIDATION_FAILED', 'fromImageRegistry takes {type: "registry", username, password}')
+  return { username: login.data.username, password: login.data.password }
+}
+
+export function translateBuild(req: E2bBuildStart, templateName: TemplateNameOf): Translation {
   if (!req.fromImage === !req.fromTemplate)
     throw new AppError('VALIDATION_FAILED', 'give exactly one of fromImage or fromTemplate')
   let from: string

@@ -217,9 +217,9 @@ export class TemplateService {
         description: req.description ?? '',
       })
     if (req.registryAuth) {
-      if (!req.image || !this.registries)
+      if (!req.image)
         throw new AppError('VALIDATION_FAILED', 'registryAuth goes with an image (or set logins at /v1/registries)')
-      this.registries.put(owner, registryOf(req.image), req.registryAuth.username, req.registryAuth.password)
+      this.setRegistryLogin(owner, req.image, req.registryAuth)
     }
     const source: TemplateBuildSpec['source'] = req.image
       ? { kind: 'image', image: req.image }
@@ -246,6 +246,12 @@ export class TemplateService {
     )
     if (build.status === 'queued') this.enqueue(build.id)
     return { template: this.view(t), build: publicBuild(build) }
+  }
+
+  /** Keeps `login` (sealed) as the key's for the registry `image` pulls from. */
+  setRegistryLogin(owner: string, image: string, login: { username: string; password: string }): void {
+    if (!this.registries) throw new AppError('NOT_IMPLEMENTED', 'this server keeps no registry logins')
+    this.registries.put(owner, registryOf(image), login.username, login.password)
   }
 
   /** Takes a waiting build's context tarball or image archive (capped), then queues the build. */
