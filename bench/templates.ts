@@ -1,6 +1,7 @@
 // Templates users build: build time of the `agent` Dockerfile cold and from a warm layer cache,
 // create → first exec from a custom template against the built-in `base` (both restores, same
-// run), create → first query on `postgres`, and disk use of five versions of one template.
+// run), create → first query on `postgres`, create → first screenshot on `browser`, and disk use
+// of five versions of one template.
 // Not a test: it asserts nothing.   node --import tsx bench/templates.ts [--iterations N]
 import { execFileSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -8,6 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { defaultAgentConfig } from '@forkbox/agent'
 import { Sandbox } from '@forkbox/sdk'
+import { chromium } from 'playwright-core'
 import { benchHost, N, printSummary, report, timed } from './lib.ts'
 
 const CREATES = Math.min(N, 10)
@@ -17,7 +19,7 @@ const host = await benchHost('templates', 0)
 const { url, apiKey } = host.conn
 const work = mkdtempSync(join(tmpdir(), 'forkbox-bench-tpl-'))
 const nonce = `${process.pid}-${Date.now()}`
-/** `--only build|create|postgres|disk`: one part (the cold build alone takes minutes). */
+/** `--only build|create|postgres|browser|disk`: one part (the cold build alone takes minutes). */
 const only = process.argv.includes('--only') ? process.argv[process.argv.indexOf('--only') + 1] : undefined
 const part = (name: string) => only === undefined || only === name
 
@@ -128,6 +130,35 @@ try {
         500,
       ),
     )
+
+  if (part('browser')) {
+    // --- browser: create → first screenshot, over CDP from here (the example's path)
+    const screenshot = async () => {
+      const t0 = performance.now()
+      const s = await Sandbox.create({ ...host.conn, template: 'browser' })
+      const browser = await chromium.connectOverCDP(`http://${s.getHost(9222)}`, {
+        headers: { 'X-Forkbox-Access-Token': s.accessToken },
+      })
+      const page = await (browser.contexts()[0] ?? (await browser.newContext())).newPage()
+      await page.setContent('<h1>forkbox</h1>')
+      const png = await page.screenshot()
+      const ms = performance.now() - t0
+      if (png.length < 100) throw new Error('no screenshot')
+      await browser.close()
+      await s.kill()
+      return ms
+    }
+    const firstExec = async () => {
+      const t0 = performance.now()
+      const s = await Sandbox.create({ ...host.conn, template: 'browser' })
+      await s.exec(['true'])
+      const ms = performance.now() - t0
+      await s.kill()
+      return ms
+    }
+    report('browser: create → first exec (baseline: the restore)', await timed(Math.min(CREATES, 5), firstExec, 500))
+    report('browser: create → first screenshot over CDP', await timed(Math.min(CREATES, 5), screenshot, 500))
+  }
 
   if (part('disk')) {
     // --- disk: five versions of one template (only its last COPY differs) against one

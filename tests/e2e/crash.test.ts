@@ -1,9 +1,9 @@
 // After a crash (SIGKILL of the host process), the next start re-attaches the sandboxes that were
 // running, with their processes, files and kernels; removes what nothing owns (pool sandboxes,
-// half-made forks, half-written images); and nothing leaks.
+// half-made forks, half-written images, a build cut short); and nothing leaks.
 import assert from 'node:assert/strict'
 import { execFileSync, spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
@@ -14,7 +14,7 @@ import { Sandbox } from '@forkbox/sdk'
 import { cgroupHierarchiesWith, networkLeftovers, sharedTemplatesDir as templatesDir, testSubnet } from './harness.ts'
 
 /** A host in a child process (fixtures/crash-host.ts) on fresh dirs; its stdout comes line by line. */
-function crashHost(tag: string, mode?: 'fork' | 'hibernate') {
+function crashHost(tag: string, mode?: 'fork' | 'hibernate' | 'build') {
   const dataDir = mkdtempSync(join(tmpdir(), 'forkbox-crash-'))
   const env = {
     ...process.env,
@@ -45,7 +45,8 @@ function crashHost(tag: string, mode?: 'fork' | 'hibernate') {
 }
 
 /** Each crash scenario's hosts on a block of their own (the crashed one's may not be swept yet). */
-const subnetSalt = (tag: string) => (tag.includes('fork') ? 11 : tag.includes('hibernate') ? 23 : 0)
+const subnetSalt = (tag: string) =>
+  tag.includes('fork') ? 11 : tag.includes('hibernate') ? 23 : tag.includes('build') ? 37 : 0
 
 /** The next host on the crashed one's dirs. */
 function restartHost(dataDir: string, tag: string, poolSize?: number) {
@@ -112,6 +113,49 @@ describe('crash recovery', () => {
     assert.ok(!out.includes(`--root=/run/${tag}`), 'a runsc process of the crashed host is still running')
     assert.deepEqual(cgroupHierarchiesWith(tag), [])
     // the crashed host's spare slots and the re-attached sandbox's are gone too
+    assert.deepEqual(networkLeftovers(tag, `/run/${tag}`), { netns: [], ifaces: [], rules: [] })
+  })
+
+  it('a host killed mid-build: the build is failed with a reason, and no build sandbox, mount or temp layer is left', async () => {
+    const tag = `fbx-crash-build-${process.pid}`
+    const crashed = crashHost(tag, 'build')
+    const { dataDir } = crashed
+    const { id, key, pid } = JSON.parse(await crashed.next()) as { id: string; key: string; pid: number }
+    assert.equal(await crashed.next(), 'started')
+    const layers = join(templatesDir, '.layers')
+    const theirs = () => [
+      ...readdirSync(layers).filter((n) => n.startsWith(`tmp-${pid}-`)),
+      ...readFileSync('/proc/mounts', 'utf8')
+        .split('\n')
+        .filter((l) => l.includes(`${layers}/tmp-${pid}-`)),
+    ]
+    assert.ok(theirs().length > 0, "the build's step is mounted in a temp layer")
+    await crashed.kill()
+
+    const host = await restartHost(dataDir, tag, 0)
+    try {
+      const res = await fetch(`${host.url}/v1/builds/${id}`, { headers: { authorization: `Bearer ${key}` } })
+      const build = (await res.json()) as { status: string; error: { message: string } | null }
+      assert.equal(build.status, 'failed')
+      assert.match(build.error?.message ?? '', /restarted during the build/)
+      assert.deepEqual(theirs(), [])
+      // the template has no version to create from; a new build of the name works
+      const create = await fetch(`${host.url}/v1/sandboxes`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ template: 'cut-short' }),
+      })
+      assert.equal(((await create.json()) as { error: { code: string } }).error.code, 'TEMPLATE_NOT_FOUND')
+    } finally {
+      await host.close()
+      rmSync(dataDir, { recursive: true, force: true })
+      rmSync(`/run/${tag}`, { recursive: true, force: true })
+    }
+    const procs = spawn('ps', ['-eo', 'args='])
+    let out = ''
+    for await (const c of procs.stdout) out += c
+    assert.ok(!out.includes(`--root=/run/${tag}`), 'a build sandbox of the crashed host is still running')
+    assert.deepEqual(cgroupHierarchiesWith(tag), [])
     assert.deepEqual(networkLeftovers(tag, `/run/${tag}`), { netns: [], ifaces: [], rules: [] })
   })
 
