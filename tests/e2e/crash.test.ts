@@ -48,6 +48,16 @@ function crashHost(tag: string, mode?: 'fork' | 'hibernate' | 'build') {
 const subnetSalt = (tag: string) =>
   tag.includes('fork') ? 11 : tag.includes('hibernate') ? 23 : tag.includes('build') ? 37 : 0
 
+/** No runsc process, cgroup, netns, veth or nft rule of the hosts tagged `tag` is left. */
+async function assertNothingLeft(tag: string): Promise<void> {
+  const procs = spawn('ps', ['-eo', 'args='])
+  let out = ''
+  for await (const c of procs.stdout) out += c
+  assert.ok(!out.includes(`--root=/run/${tag}`), 'a runsc process of the crashed host is still running')
+  assert.deepEqual(cgroupHierarchiesWith(tag), [])
+  assert.deepEqual(networkLeftovers(tag, `/run/${tag}`), { netns: [], ifaces: [], rules: [] })
+}
+
 /** The next host on the crashed one's dirs. */
 function restartHost(dataDir: string, tag: string, poolSize?: number) {
   return startHost({
@@ -107,13 +117,8 @@ describe('crash recovery', () => {
       rmSync(dataDir, { recursive: true, force: true })
       rmSync(`/run/${tag}`, { recursive: true, force: true })
     }
-    const procs = spawn('ps', ['-eo', 'args='])
-    let out = ''
-    for await (const c of procs.stdout) out += c
-    assert.ok(!out.includes(`--root=/run/${tag}`), 'a runsc process of the crashed host is still running')
-    assert.deepEqual(cgroupHierarchiesWith(tag), [])
     // the crashed host's spare slots and the re-attached sandbox's are gone too
-    assert.deepEqual(networkLeftovers(tag, `/run/${tag}`), { netns: [], ifaces: [], rules: [] })
+    await assertNothingLeft(tag)
   })
 
   it('a host killed mid-build: the build is failed with a reason, and no build sandbox, mount or temp layer is left', async () => {
@@ -151,12 +156,7 @@ describe('crash recovery', () => {
       rmSync(dataDir, { recursive: true, force: true })
       rmSync(`/run/${tag}`, { recursive: true, force: true })
     }
-    const procs = spawn('ps', ['-eo', 'args='])
-    let out = ''
-    for await (const c of procs.stdout) out += c
-    assert.ok(!out.includes(`--root=/run/${tag}`), 'a build sandbox of the crashed host is still running')
-    assert.deepEqual(cgroupHierarchiesWith(tag), [])
-    assert.deepEqual(networkLeftovers(tag, `/run/${tag}`), { netns: [], ifaces: [], rules: [] })
+    await assertNothingLeft(tag)
   })
 
   for (const mode of ['fork', 'hibernate'] as const) {
@@ -207,8 +207,7 @@ describe('crash recovery', () => {
         rmSync(dataDir, { recursive: true, force: true })
         rmSync(`/run/${tag}`, { recursive: true, force: true })
       }
-      assert.deepEqual(cgroupHierarchiesWith(tag), [])
-      assert.deepEqual(networkLeftovers(tag, `/run/${tag}`), { netns: [], ifaces: [], rules: [] })
+      await assertNothingLeft(tag)
     })
   }
 })
