@@ -45,6 +45,9 @@ describe('pruning the template store', () => {
       `built-${H('5')}`,
       `img-${H('6')}`,
       `img-${H('6')}.snapshot-${H('7')}`,
+      // a Dockerfile built-in not built by this process: kept by its prefix, with the rootfs it names
+      `agent-built-${H('d')}.snapshot-${H('e')}`,
+      `built-${H('d')}`,
     ]
     const stale = [
       `base-${H('1')}.snapshot-${H('8')}`,
@@ -58,7 +61,7 @@ describe('pruning the template store', () => {
       dir,
       {
         names: new Set(kept.slice(0, 5)),
-        prefixes: ['img-'],
+        prefixes: ['img-', 'agent-'],
         images: new Set([DIGEST]),
       },
       { layers, buildsRunning: false },

@@ -229,7 +229,8 @@ export class TemplateBaker {
   inUse(): PruneKeep {
     const keep: PruneKeep = { names: new Set(), prefixes: [], images: new Set() }
     for (const def of this.definitions.values()) {
-      if (def.image && !this.imageDigests.has(def.name)) {
+      // an image not resolved, or a Dockerfile not built, by this process: its names are not known
+      if ((def.image && !this.imageDigests.has(def.name)) || (def.dockerfile && !this.builtRootfs.has(def.name))) {
         keep.prefixes.push(`${def.name}-`)
         continue
       }

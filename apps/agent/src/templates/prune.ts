@@ -7,6 +7,8 @@ import { diskUsage, type LayerStore, tempName } from './layers.ts'
 
 /** A content-addressed artifact: `NAME-HASH` (a rootfs or a guest) or `NAME-HASH.snapshot-KEY`. */
 const ARTIFACT = /^[a-z0-9][a-z0-9_.-]*-[0-9a-f]{16}(\.snapshot-[0-9a-f]{16})?$/
+/** The `built-HASH` rootfs a template's artifact name carries. */
+const BUILT_IN_NAME = /-(built-[0-9a-f]{16})(?:\.snapshot-[0-9a-f]{16})?$/
 /** A pulled image's OCI layout in the pull cache. */
 const LAYOUT = /^sha256-[0-9a-f]{64}$/
 
@@ -68,9 +70,15 @@ export async function pruneTemplatesDir(
 ): Promise<PruneResult> {
   const result: PruneResult = { removed: [], freedBytes: 0 }
   // a snapshot of a kept rootfs that is not named was baked by an older guest or with other limits
-  const kept = (name: string) => keep.names.has(name) || keep.prefixes.some((p) => name.startsWith(p))
-  for (const name of readdirSync(templatesDir)) {
-    if (!ARTIFACT.test(name) || kept(name)) continue
+  const names = readdirSync(templatesDir).filter((n) => ARTIFACT.test(n))
+  const kept = new Set(names.filter((n) => keep.names.has(n) || keep.prefixes.some((p) => n.startsWith(p))))
+  // a kept snapshot of a built template (`NAME-built-HASH.snapshot-…`) keeps the rootfs it names
+  for (const n of kept) {
+    const built = BUILT_IN_NAME.exec(n)?.[1]
+    if (built) kept.add(built)
+  }
+  for (const name of names) {
+    if (kept.has(name)) continue
     result.freedBytes += await removeAside(templatesDir, name)
     result.removed.push(name)
   }
