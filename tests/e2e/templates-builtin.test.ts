@@ -12,6 +12,17 @@ import { useTestHost } from './harness.ts'
 
 const host = useTestHost()
 const PNG_MAGIC = Buffer.from('\x89PNG\r\n\x1a\n', 'latin1')
+/** Through the Python SDK: a C file compiled and run in `agent`. */
+const AGENT_PY = `
+from forkbox import Sandbox
+with Sandbox.create(template="agent", ttl_seconds=300) as s:
+    print(s.exec('echo "$(id -un) $(pwd)"').stdout, end="")
+    s.files.write("/home/user/workspace/main.c", "#include <stdio.h>\\nint main(void) { printf(\\"%d\\\\n\\", 6 * 7); }\\n")
+    r = s.exec("gcc -o main main.c && ./main")
+    if r.exit_code != 0:
+        raise SystemExit(r.stderr)
+    print(r.stdout, end="")
+`
 /** Through the Python SDK: a script in the sandbox drives the running browser with its playwright-core. */
 const BROWSER_PY = `
 from forkbox import Sandbox
@@ -61,6 +72,20 @@ describe('built-in templates from Dockerfiles', () => {
     assert.equal(npm.stdout, 'true\n', npm.stderr)
     const venv = await sbx.exec('python3 -m venv .venv && .venv/bin/python -c "import sys; print(sys.prefix)"')
     assert.equal(venv.stdout, '/home/user/workspace/.venv\n', venv.stderr)
+    // the same through the Python SDK
+    const py = await promisify(execFile)(
+      execFileSync('bash', ['scripts/python-venv.sh']).toString().trim(),
+      ['-c', AGENT_PY],
+      {
+        env: {
+          ...process.env,
+          FORKBOX_URL: host().conn.url,
+          FORKBOX_API_KEY: host().conn.apiKey,
+          PYTHONPATH: 'python',
+        },
+      },
+    )
+    assert.equal(py.stdout, 'user /home/user/workspace\n42\n')
   })
 
   it('postgres: a create is a live database, ready for a query with no start-up wait', async () => {
