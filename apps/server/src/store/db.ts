@@ -1,10 +1,25 @@
-// SQLite store: the truth about which sandboxes and keys exist.
+// The store: SQLite (a file, `forkbox up`'s default) or Postgres (`FORKBOX_DATABASE_URL`), one
+// schema and one set of migrations through kysely (schema.ts), run at open under the migrator's
+// lock (an advisory lock on Postgres), so replicas starting together do not race.
 import { chmodSync, closeSync, existsSync, openSync } from 'node:fs'
 import Database from 'better-sqlite3'
+import { Kysely, type Migration, type MigrationProvider, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely'
+import pg from 'pg'
+import { type Dialect, migrations, type Schema } from './schema.ts'
 
-export type Db = Database.Database
+export type Db = Kysely<Schema>
 
-const MIGRATIONS = [
+export interface Store {
+  db: Db
+  dialect: Dialect
+  close(): Promise<void>
+}
+
+/**
+ * The SQLite migrations of the releases before kysely, frozen: they only bring a database those
+ * releases made up to the schema `0001-initial` describes, which is then recorded as applied.
+ */
+const LEGACY_SQLITE_MIGRATIONS = [
   `create table api_keys (
      id text primary key, name text not null, prefix text not null, hash text not null unique,
      admin integer not null default 0, created_at text not null, revoked_at text);
@@ -57,19 +72,59 @@ function restrict(path: string): void {
   for (const f of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(f)) chmodSync(f, 0o600)
 }
 
-export function openDb(path: string): Db {
-  restrict(path)
-  const db = new Database(path)
-  db.pragma('journal_mode = WAL')
-  db.pragma('synchronous = NORMAL')
-  db.pragma('foreign_keys = ON')
-  db.pragma('busy_timeout = 5000')
-  const version = db.pragma('user_version', { simple: true }) as number
-  for (let v = version; v < MIGRATIONS.length; v++) {
-    db.transaction(() => {
-      db.exec(MIGRATIONS[v] as string)
-      db.pragma(`user_version = ${v + 1}`)
+class InCode implements MigrationProvider {
+  constructor(private readonly all: Record<string, Migration>) {}
+  async getMigrations(): Promise<Record<string, Migration>> {
+    return this.all
+  }
+}
+
+/** A SQLite database an older release made: its own migrations finished, then adopted as `0001-initial`. */
+async function adoptLegacy(sqlite: Database.Database, db: Db, migrator: Migrator): Promise<void> {
+  const version = sqlite.pragma('user_version', { simple: true }) as number
+  if (version === 0) return
+  for (let v = version; v < LEGACY_SQLITE_MIGRATIONS.length; v++) {
+    sqlite.transaction(() => {
+      sqlite.exec(LEGACY_SQLITE_MIGRATIONS[v] as string)
+      sqlite.pragma(`user_version = ${v + 1}`)
     })()
   }
-  return db
+  // the migrator's own tables exist once it has listed its migrations
+  const applied = await migrator.getMigrations()
+  if (!applied.some((m) => m.name === '0001-initial' && m.executedAt))
+    await sql`insert into kysely_migration (name, timestamp) values ('0001-initial', ${new Date().toISOString()})`.execute(
+      db,
+    )
+}
+
+/** Opens the store: Postgres when `url` is given, else the SQLite file at `path`; migrated to the latest schema. */
+export async function openStore(opts: { path: string; url?: string }): Promise<Store> {
+  let db: Db
+  let dialect: Dialect
+  let sqlite: Database.Database | null = null
+  if (opts.url) {
+    dialect = 'postgres'
+    db = new Kysely<Schema>({
+      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: opts.url, max: 10 }) }),
+    })
+  } else {
+    dialect = 'sqlite'
+    restrict(opts.path)
+    sqlite = new Database(opts.path)
+    sqlite.pragma('journal_mode = WAL')
+    sqlite.pragma('synchronous = NORMAL')
+    sqlite.pragma('foreign_keys = ON')
+    sqlite.pragma('busy_timeout = 5000')
+    db = new Kysely<Schema>({ dialect: new SqliteDialect({ database: sqlite }) })
+  }
+  const migrator = new Migrator({ db, provider: new InCode(migrations(dialect)) })
+  try {
+    if (sqlite) await adoptLegacy(sqlite, db, migrator)
+    const { error } = await migrator.migrateToLatest()
+    if (error) throw error
+  } catch (err) {
+    await db.destroy()
+    throw err
+  }
+  return { db, dialect, close: () => db.destroy() }
 }

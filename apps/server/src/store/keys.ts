@@ -28,12 +28,20 @@ function toInfo(r: KeyRow): ApiKeyInfo {
 export class KeyStore {
   constructor(private readonly db: Db) {}
 
-  count(): number {
-    return (this.db.prepare('select count(*) as n from api_keys').get() as { n: number }).n
+  async count(): Promise<number> {
+    const r = await this.db
+      .selectFrom('api_keys')
+      .select((e) => e.fn.countAll<number>().as('n'))
+      .executeTakeFirstOrThrow()
+    return Number(r.n)
   }
 
   /** `format: 'e2b'` issues `e2b_<hex>`, the form the E2B clients are configured with (issue 8). */
-  create(name: string, admin: boolean, format: 'forkbox' | 'e2b' = 'forkbox'): ApiKeyInfo & { key: string } {
+  async create(
+    name: string,
+    admin: boolean,
+    format: 'forkbox' | 'e2b' = 'forkbox',
+  ): Promise<ApiKeyInfo & { key: string }> {
     const secret = `${format === 'e2b' ? 'e2b' : 'fbx'}_${randomBytes(20).toString('hex')}`
     const row: KeyRow = {
       id: `key_${randomBytes(8).toString('hex')}`,
@@ -43,33 +51,46 @@ export class KeyStore {
       created_at: new Date().toISOString(),
       revoked_at: null,
     }
-    this.db
-      .prepare('insert into api_keys (id, name, prefix, hash, admin, created_at) values (?, ?, ?, ?, ?, ?)')
-      .run(row.id, row.name, row.prefix, hashKey(secret), row.admin, row.created_at)
+    await this.db
+      .insertInto('api_keys')
+      .values({ ...row, hash: hashKey(secret) })
+      .execute()
     return { ...toInfo(row), key: secret }
   }
 
-  authenticate(secret: string): Principal | null {
-    const row = this.db
-      .prepare('select id, admin from api_keys where hash = ? and revoked_at is null')
-      .get(hashKey(secret)) as { id: string; admin: number } | undefined
-    return row ? { keyId: row.id, admin: row.admin === 1 } : null
+  async authenticate(secret: string): Promise<Principal | null> {
+    const row = await this.db
+      .selectFrom('api_keys')
+      .select(['id', 'admin'])
+      .where('hash', '=', hashKey(secret))
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst()
+    return row ? { keyId: row.id, admin: Number(row.admin) === 1 } : null
   }
 
   /** Whether the key exists and is not revoked (tokens derived for its sandboxes die with it). */
-  active(keyId: string): boolean {
-    return this.db.prepare('select 1 from api_keys where id = ? and revoked_at is null').get(keyId) !== undefined
+  async active(keyId: string): Promise<boolean> {
+    const row = await this.db
+      .selectFrom('api_keys')
+      .select('id')
+      .where('id', '=', keyId)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst()
+    return row !== undefined
   }
 
-  list(): ApiKeyInfo[] {
-    return (this.db.prepare('select * from api_keys order by created_at').all() as KeyRow[]).map(toInfo)
+  async list(): Promise<ApiKeyInfo[]> {
+    const rows = await this.db.selectFrom('api_keys').selectAll().orderBy('created_at').execute()
+    return rows.map(toInfo)
   }
 
-  revoke(id: string): boolean {
-    return (
-      this.db
-        .prepare('update api_keys set revoked_at = ? where id = ? and revoked_at is null')
-        .run(new Date().toISOString(), id).changes > 0
-    )
+  async revoke(id: string): Promise<boolean> {
+    const r = await this.db
+      .updateTable('api_keys')
+      .set({ revoked_at: new Date().toISOString() })
+      .where('id', '=', id)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst()
+    return Number(r.numUpdatedRows) > 0
   }
 }

@@ -40,39 +40,49 @@ export class RegistryCredentialStore {
   }
 
   /** Sets (or replaces) the key's login for `registry`. */
-  put(owner: string, registry: string, username: string, password: string): RegistryLogin {
+  async put(owner: string, registry: string, username: string, password: string): Promise<RegistryLogin> {
     const createdAt = new Date().toISOString()
     // bound to its row: a sealed password copied to another key's row does not open
     const sealed = this.seal(password, `${owner}\0${registry}\0${username}`)
-    this.db
-      .prepare(
-        `insert into registry_credentials (owner, registry, username, sealed, created_at) values (?, ?, ?, ?, ?)
-         on conflict (owner, registry) do update set username = excluded.username, sealed = excluded.sealed, created_at = excluded.created_at`,
+    await this.db
+      .insertInto('registry_credentials')
+      .values({ owner, registry, username, sealed, created_at: createdAt })
+      .onConflict((oc) =>
+        oc.columns(['owner', 'registry']).doUpdateSet((eb) => ({
+          username: eb.ref('excluded.username'),
+          sealed: eb.ref('excluded.sealed'),
+          created_at: eb.ref('excluded.created_at'),
+        })),
       )
-      .run(owner, registry, username, sealed, createdAt)
+      .execute()
     return { registry, username, createdAt }
   }
 
-  list(owner: string): RegistryLogin[] {
-    return (
-      this.db
-        .prepare('select registry, username, created_at from registry_credentials where owner = ? order by registry')
-        .all(owner) as { registry: string; username: string; created_at: string }[]
-    ).map((r) => ({ registry: r.registry, username: r.username, createdAt: r.created_at }))
+  async list(owner: string): Promise<RegistryLogin[]> {
+    return this.db
+      .selectFrom('registry_credentials')
+      .select(['registry', 'username', 'created_at as createdAt'])
+      .where('owner', '=', owner)
+      .orderBy('registry')
+      .execute()
   }
 
-  delete(owner: string, registry: string): boolean {
-    return (
-      this.db.prepare('delete from registry_credentials where owner = ? and registry = ?').run(owner, registry)
-        .changes > 0
-    )
+  async delete(owner: string, registry: string): Promise<boolean> {
+    const r = await this.db
+      .deleteFrom('registry_credentials')
+      .where('owner', '=', owner)
+      .where('registry', '=', registry)
+      .executeTakeFirst()
+    return Number(r.numDeletedRows) > 0
   }
 
   /** Every login of the key, opened: what its builds pull with. */
-  auth(owner: string): RegistryAuth {
-    const rows = this.db
-      .prepare('select registry, username, sealed from registry_credentials where owner = ?')
-      .all(owner) as { registry: string; username: string; sealed: string }[]
+  async auth(owner: string): Promise<RegistryAuth> {
+    const rows = await this.db
+      .selectFrom('registry_credentials')
+      .select(['registry', 'username', 'sealed'])
+      .where('owner', '=', owner)
+      .execute()
     return Object.fromEntries(
       rows.map((r) => [
         r.registry,

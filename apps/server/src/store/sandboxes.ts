@@ -10,7 +10,9 @@ import type {
   SandboxEventType,
   SandboxState,
 } from '@forkbox/protocol'
+import { sql } from 'kysely'
 import type { Db } from './db.ts'
+import type { Dialect } from './schema.ts'
 
 interface SandboxRow {
   id: string
@@ -64,11 +66,14 @@ export class SandboxStore {
   /** Emits 'event' (a SandboxEvent) for every event recorded. */
   readonly bus = new EventEmitter()
 
-  constructor(private readonly db: Db) {
+  constructor(
+    private readonly db: Db,
+    private readonly dialect: Dialect,
+  ) {
     this.bus.setMaxListeners(0)
   }
 
-  insert(s: {
+  async insert(s: {
     id: string
     owner: string
     template: string
@@ -77,188 +82,203 @@ export class SandboxStore {
     expiresAt: Date
     persistent: boolean
     network: NetworkPolicy
-  }): SandboxRecord {
-    const now = new Date().toISOString()
-    this.db
-      .prepare(
-        `insert into sandboxes (id, owner, template, state, metadata, resources, created_at, expires_at, persistent,
-           network)
-         values (?, ?, ?, 'starting', ?, ?, ?, ?, ?, ?)`,
-      )
-      .run(
-        s.id,
-        s.owner,
-        s.template,
-        JSON.stringify(s.metadata),
-        JSON.stringify(s.resources),
-        now,
-        s.expiresAt.toISOString(),
-        s.persistent ? 1 : 0,
-        JSON.stringify(s.network),
-      )
-    this.event(s.id, 'created')
-    return this.get(s.id) as SandboxRecord
+  }): Promise<SandboxRecord> {
+    await this.db
+      .insertInto('sandboxes')
+      .values({
+        id: s.id,
+        owner: s.owner,
+        template: s.template,
+        state: 'starting',
+        metadata: JSON.stringify(s.metadata),
+        resources: JSON.stringify(s.resources),
+        created_at: new Date().toISOString(),
+        expires_at: s.expiresAt.toISOString(),
+        persistent: s.persistent ? 1 : 0,
+        network: JSON.stringify(s.network),
+      })
+      .execute()
+    await this.event(s.id, 'created')
+    return (await this.get(s.id)) as SandboxRecord
   }
 
-  setNetwork(id: string, network: NetworkPolicy): void {
-    this.db.prepare('update sandboxes set network = ? where id = ?').run(JSON.stringify(network), id)
+  async setNetwork(id: string, network: NetworkPolicy): Promise<void> {
+    await this.db
+      .updateTable('sandboxes')
+      .set({ network: JSON.stringify(network) })
+      .where('id', '=', id)
+      .execute()
   }
 
-  get(id: string): SandboxRecord | null {
-    const row = this.db.prepare('select * from sandboxes where id = ?').get(id) as SandboxRow | undefined
-    return row ? toRecord(row) : null
+  async get(id: string): Promise<SandboxRecord | null> {
+    const row = await this.db.selectFrom('sandboxes').selectAll().where('id', '=', id).executeTakeFirst()
+    return row ? toRecord(row as SandboxRow) : null
   }
 
-  list(owner: string | null, filter: { state?: SandboxState; metadata?: Record<string, string> }): SandboxRecord[] {
-    const where = owner === null ? ['1 = 1'] : ['owner = ?']
-    const args: unknown[] = owner === null ? [] : [owner]
-    if (filter.state) {
-      where.push('state = ?')
-      args.push(filter.state)
-    }
+  async list(
+    owner: string | null,
+    filter: { state?: SandboxState; metadata?: Record<string, string> },
+  ): Promise<SandboxRecord[]> {
+    let q = this.db.selectFrom('sandboxes').selectAll()
+    if (owner !== null) q = q.where('owner', '=', owner)
+    if (filter.state) q = q.where('state', '=', filter.state)
     for (const [k, v] of Object.entries(filter.metadata ?? {})) {
-      where.push('json_extract(metadata, ?) = ?')
-      args.push(`$."${k.replaceAll('"', '""')}"`, v)
+      const value =
+        this.dialect === 'postgres'
+          ? sql<string>`(metadata::jsonb ->> ${k})`
+          : sql<string>`json_extract(metadata, ${`$."${k.replaceAll('"', '""')}"`})`
+      q = q.where(value, '=', v)
     }
-    const rows = this.db
-      .prepare(`select * from sandboxes where ${where.join(' and ')} order by created_at desc, id`)
-      .all(...args) as SandboxRow[]
-    return rows.map(toRecord)
+    const rows = await q.orderBy('created_at', 'desc').orderBy('id').execute()
+    return rows.map((r) => toRecord(r as SandboxRow))
   }
 
-  countByState(): { state: SandboxState; template: string; n: number }[] {
-    return this.db.prepare('select state, template, count(*) as n from sandboxes group by state, template').all() as {
-      state: SandboxState
-      template: string
-      n: number
-    }[]
+  async countByState(): Promise<{ state: SandboxState; template: string; n: number }[]> {
+    const rows = await this.db
+      .selectFrom('sandboxes')
+      .select(['state', 'template', (e) => e.fn.countAll<number>().as('n')])
+      .groupBy(['state', 'template'])
+      .execute()
+    return rows.map((r) => ({ state: r.state as SandboxState, template: r.template, n: Number(r.n) }))
   }
 
-  countActive(): number {
-    return (
-      this.db.prepare(`select count(*) as n from sandboxes where state in ('starting', 'running')`).get() as {
-        n: number
-      }
-    ).n
+  async countActive(): Promise<number> {
+    const r = await this.db
+      .selectFrom('sandboxes')
+      .select((e) => e.fn.countAll<number>().as('n'))
+      .where('state', 'in', ['starting', 'running'])
+      .executeTakeFirstOrThrow()
+    return Number(r.n)
   }
 
   /** Moves a sandbox from one of `from` to `to`; false when it was in another state. */
-  transition(
+  async transition(
     id: string,
     from: SandboxState[],
     to: SandboxState,
     event: SandboxEventType,
     extra: { errorReason?: SandboxErrorReason; errorMessage?: string } = {},
-  ): boolean {
+  ): Promise<boolean> {
     const ended = to === 'killed' || to === 'errored' ? new Date().toISOString() : null
-    const changed = this.db
-      .prepare(
-        `update sandboxes set state = ?, ended_at = coalesce(?, ended_at), error_reason = coalesce(?, error_reason),
-         error_message = coalesce(?, error_message) where id = ? and state in (${from.map(() => '?').join(',')})`,
-      )
-      .run(to, ended, extra.errorReason ?? null, extra.errorMessage ?? null, id, ...from).changes
-    if (changed > 0) this.event(id, event, extra.errorReason)
-    return changed > 0
+    const r = await this.db
+      .updateTable('sandboxes')
+      .set((e) => ({
+        state: to,
+        ended_at: e.fn.coalesce(sql.val(ended), e.ref('ended_at')),
+        error_reason: e.fn.coalesce(sql.val(extra.errorReason ?? null), e.ref('error_reason')),
+        error_message: e.fn.coalesce(sql.val(extra.errorMessage ?? null), e.ref('error_message')),
+      }))
+      .where('id', '=', id)
+      .where('state', 'in', from)
+      .executeTakeFirst()
+    const changed = Number(r.numUpdatedRows) > 0
+    if (changed) await this.event(id, event, extra.errorReason)
+    return changed
   }
 
-  setHibernateSnapshot(id: string, snapshotId: string | null): void {
-    this.db.prepare('update sandboxes set hibernate_snapshot = ? where id = ?').run(snapshotId, id)
+  async setHibernateSnapshot(id: string, snapshotId: string | null): Promise<void> {
+    await this.db.updateTable('sandboxes').set({ hibernate_snapshot: snapshotId }).where('id', '=', id).execute()
   }
 
-  hibernateSnapshots(): string[] {
-    return (
-      this.db.prepare('select hibernate_snapshot as s from sandboxes where hibernate_snapshot is not null').all() as {
-        s: string
-      }[]
-    ).map((r) => r.s)
+  async hibernateSnapshots(): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('sandboxes')
+      .select('hibernate_snapshot')
+      .where('hibernate_snapshot', 'is not', null)
+      .execute()
+    return rows.map((r) => r.hibernate_snapshot as string)
   }
 
-  setExpiry(id: string, expiresAt: Date): void {
-    this.db.prepare('update sandboxes set expires_at = ? where id = ?').run(expiresAt.toISOString(), id)
-    this.event(id, 'timeout-extended', expiresAt.toISOString())
+  async setExpiry(id: string, expiresAt: Date): Promise<void> {
+    await this.db.updateTable('sandboxes').set({ expires_at: expiresAt.toISOString() }).where('id', '=', id).execute()
+    await this.event(id, 'timeout-extended', expiresAt.toISOString())
   }
 
-  expired(now: Date): string[] {
-    return (
-      this.db
-        .prepare(`select id from sandboxes where state in ('starting', 'running', 'hibernated') and expires_at <= ?`)
-        .all(now.toISOString()) as { id: string }[]
-    ).map((r) => r.id)
+  async expired(now: Date): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('sandboxes')
+      .select('id')
+      .where('state', 'in', ['starting', 'running', 'hibernated'])
+      .where('expires_at', '<=', now.toISOString())
+      .execute()
+    return rows.map((r) => r.id)
   }
 
   /** Running sandboxes (the idle reaper's candidates). */
-  running(): { id: string; owner: string; persistent: boolean }[] {
-    return (
-      this.db.prepare(`select id, owner, persistent from sandboxes where state = 'running'`).all() as {
-        id: string
-        owner: string
-        persistent: number
-      }[]
-    ).map((r) => ({ id: r.id, owner: r.owner, persistent: r.persistent === 1 }))
+  async running(): Promise<{ id: string; owner: string; persistent: boolean }[]> {
+    const rows = await this.db
+      .selectFrom('sandboxes')
+      .select(['id', 'owner', 'persistent'])
+      .where('state', '=', 'running')
+      .execute()
+    return rows.map((r) => ({ id: r.id, owner: r.owner, persistent: Number(r.persistent) === 1 }))
   }
 
   /** Templates (the agent's names) that sandboxes not yet ended, or snapshots, still start from. */
-  templatesInUse(): Set<string> {
-    const rows = this.db
-      .prepare(
-        `select template from sandboxes where state in ('starting', 'running', 'hibernated')
-         union select template from snapshots`,
-      )
-      .all() as { template: string }[]
+  async templatesInUse(): Promise<Set<string>> {
+    const rows = await this.db
+      .selectFrom('sandboxes')
+      .select('template')
+      .where('state', 'in', ['starting', 'running', 'hibernated'])
+      .union(this.db.selectFrom('snapshots').select('template'))
+      .execute()
     return new Set(rows.map((r) => r.template))
   }
 
-  active(): string[] {
-    return (
-      this.db.prepare(`select id from sandboxes where state in ('starting', 'running')`).all() as { id: string }[]
-    ).map((r) => r.id)
+  async active(): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('sandboxes')
+      .select('id')
+      .where('state', 'in', ['starting', 'running'])
+      .execute()
+    return rows.map((r) => r.id)
   }
 
   /** Records an event and tells live listeners (`bus`, 'event'). */
-  event(id: string, type: SandboxEventType, detail?: string | null): void {
+  async event(id: string, type: SandboxEventType, detail?: string | null): Promise<void> {
     const at = new Date().toISOString()
-    const row = this.db
-      .prepare('insert into sandbox_events (sandbox_id, type, at, detail) values (?, ?, ?, ?)')
-      .run(id, type, at, detail ?? null)
+    const row = await this.db
+      .insertInto('sandbox_events')
+      .values({ sandbox_id: id, type, at, detail: detail ?? null })
+      .returning('id')
+      .executeTakeFirstOrThrow()
     if (this.bus.listenerCount('event') === 0) return
-    const owner = (this.db.prepare('select owner from sandboxes where id = ?').get(id) as { owner: string } | undefined)
-      ?.owner
+    const owner = (await this.db.selectFrom('sandboxes').select('owner').where('id', '=', id).executeTakeFirst())?.owner
     if (!owner) return
-    const e: SandboxEvent = { id: Number(row.lastInsertRowid), sandboxId: id, owner, type, at, detail: detail ?? null }
+    const e: SandboxEvent = { id: Number(row.id), sandboxId: id, owner, type, at, detail: detail ?? null }
     this.bus.emit('event', e)
   }
 
   /** Events of `owner`'s sandboxes after event id `since`, oldest first. */
-  eventsOf(
+  async eventsOf(
     owner: string,
     filter: { since?: number; sandboxId?: string; types?: string[]; limit: number },
-  ): SandboxEvent[] {
-    const where = ['s.owner = ?', 'e.id > ?']
-    const args: unknown[] = [owner, filter.since ?? 0]
-    if (filter.sandboxId) {
-      where.push('e.sandbox_id = ?')
-      args.push(filter.sandboxId)
-    }
-    if (filter.types?.length) {
-      where.push(`e.type in (${filter.types.map(() => '?').join(',')})`)
-      args.push(...filter.types)
-    }
-    return this.db
-      .prepare(
-        `select e.id, e.sandbox_id as sandboxId, s.owner, e.type, e.at, e.detail from sandbox_events e
-         join sandboxes s on s.id = e.sandbox_id where ${where.join(' and ')} order by e.id limit ?`,
-      )
-      .all(...args, filter.limit) as SandboxEvent[]
+  ): Promise<SandboxEvent[]> {
+    let q = this.db
+      .selectFrom('sandbox_events as e')
+      .innerJoin('sandboxes as s', 's.id', 'e.sandbox_id')
+      .select(['e.id', 'e.sandbox_id as sandboxId', 's.owner', 'e.type', 'e.at', 'e.detail'])
+      .where('s.owner', '=', owner)
+      .where('e.id', '>', filter.since ?? 0)
+    if (filter.sandboxId) q = q.where('e.sandbox_id', '=', filter.sandboxId)
+    if (filter.types?.length) q = q.where('e.type', 'in', filter.types)
+    const rows = await q.orderBy('e.id').limit(filter.limit).execute()
+    return rows.map((r) => ({ ...r, id: Number(r.id), type: r.type as SandboxEventType }))
   }
 
   /** Drops events older than `before` (the retention window). */
-  pruneEvents(before: Date): number {
-    return this.db.prepare('delete from sandbox_events where at < ?').run(before.toISOString()).changes
+  async pruneEvents(before: Date): Promise<number> {
+    const r = await this.db.deleteFrom('sandbox_events').where('at', '<', before.toISOString()).executeTakeFirst()
+    return Number(r.numDeletedRows)
   }
 
-  events(id: string): Pick<SandboxEvent, 'type' | 'at' | 'detail'>[] {
-    return this.db
-      .prepare('select type, at, detail from sandbox_events where sandbox_id = ? order by id')
-      .all(id) as Pick<SandboxEvent, 'type' | 'at' | 'detail'>[]
+  async events(id: string): Promise<Pick<SandboxEvent, 'type' | 'at' | 'detail'>[]> {
+    const rows = await this.db
+      .selectFrom('sandbox_events')
+      .select(['type', 'at', 'detail'])
+      .where('sandbox_id', '=', id)
+      .orderBy('id')
+      .execute()
+    return rows.map((r) => ({ ...r, type: r.type as SandboxEventType }))
   }
 }

@@ -23,7 +23,7 @@ function toRecord(r: SnapshotRow): SnapshotRecord {
     sandboxId: r.sandbox_id,
     template: r.template,
     resources: JSON.parse(r.resources) as ResolvedResources,
-    sizeBytes: r.size_bytes,
+    sizeBytes: Number(r.size_bytes),
     createdAt: r.created_at,
   }
 }
@@ -31,34 +31,44 @@ function toRecord(r: SnapshotRow): SnapshotRecord {
 export class SnapshotStore {
   constructor(private readonly db: Db) {}
 
-  insert(s: Omit<SnapshotRecord, 'createdAt'>): SnapshotRecord {
+  async insert(s: Omit<SnapshotRecord, 'createdAt'>): Promise<SnapshotRecord> {
     const createdAt = new Date().toISOString()
-    this.db
-      .prepare(
-        'insert into snapshots (id, owner, sandbox_id, template, resources, size_bytes, created_at) values (?, ?, ?, ?, ?, ?, ?)',
-      )
-      .run(s.id, s.owner, s.sandboxId, s.template, JSON.stringify(s.resources), s.sizeBytes, createdAt)
+    await this.db
+      .insertInto('snapshots')
+      .values({
+        id: s.id,
+        owner: s.owner,
+        sandbox_id: s.sandboxId,
+        template: s.template,
+        resources: JSON.stringify(s.resources),
+        size_bytes: s.sizeBytes,
+        created_at: createdAt,
+      })
+      .execute()
     return { ...s, createdAt }
   }
 
-  get(id: string): SnapshotRecord | null {
-    const row = this.db.prepare('select * from snapshots where id = ?').get(id) as SnapshotRow | undefined
+  async get(id: string): Promise<SnapshotRecord | null> {
+    const row = await this.db.selectFrom('snapshots').selectAll().where('id', '=', id).executeTakeFirst()
     return row ? toRecord(row) : null
   }
 
-  list(owner: string): SnapshotRecord[] {
-    return (
-      this.db
-        .prepare('select * from snapshots where owner = ? order by created_at desc, id')
-        .all(owner) as SnapshotRow[]
-    ).map(toRecord)
+  async list(owner: string): Promise<SnapshotRecord[]> {
+    const rows = await this.db
+      .selectFrom('snapshots')
+      .selectAll()
+      .where('owner', '=', owner)
+      .orderBy('created_at', 'desc')
+      .orderBy('id')
+      .execute()
+    return rows.map(toRecord)
   }
 
-  ids(): string[] {
-    return (this.db.prepare('select id from snapshots').all() as { id: string }[]).map((r) => r.id)
+  async ids(): Promise<string[]> {
+    return (await this.db.selectFrom('snapshots').select('id').execute()).map((r) => r.id)
   }
 
-  delete(id: string): void {
-    this.db.prepare('delete from snapshots where id = ?').run(id)
+  async delete(id: string): Promise<void> {
+    await this.db.deleteFrom('snapshots').where('id', '=', id).execute()
   }
 }

@@ -7,6 +7,7 @@ import type {
   TemplateBuildSpec,
   TemplateBuildStatus,
 } from '@forkbox/protocol'
+import { sql } from 'kysely'
 import type { Db } from './db.ts'
 
 interface TemplateRow {
@@ -50,7 +51,7 @@ function toTemplate(r: TemplateRow): TemplateRecord {
     owner: r.owner,
     name: r.name,
     description: r.description,
-    public: r.public === 1,
+    public: Number(r.public) === 1,
     createdAt: r.created_at,
   }
 }
@@ -78,205 +79,230 @@ export class TemplateStore {
   }
 
   /** The owner's live template named `name`, or null. */
-  byName(owner: string, name: string): TemplateRecord | null {
-    const row = this.db
-      .prepare('select * from templates where owner = ? and name = ? and deleted_at is null')
-      .get(owner, name) as TemplateRow | undefined
+  async byName(owner: string, name: string): Promise<TemplateRecord | null> {
+    const row = await this.live().where('owner', '=', owner).where('name', '=', name).executeTakeFirst()
     return row ? toTemplate(row) : null
   }
 
   /** A public live template named `name` (names of public templates are unique), or null. */
-  publicByName(name: string): TemplateRecord | null {
-    const row = this.db
-      .prepare('select * from templates where name = ? and public = 1 and deleted_at is null')
-      .get(name) as TemplateRow | undefined
+  async publicByName(name: string): Promise<TemplateRecord | null> {
+    const row = await this.live().where('name', '=', name).where('public', '=', 1).executeTakeFirst()
     return row ? toTemplate(row) : null
   }
 
-  get(id: string): TemplateRecord | null {
-    const row = this.db.prepare('select * from templates where id = ? and deleted_at is null').get(id) as
-      | TemplateRow
-      | undefined
+  async get(id: string): Promise<TemplateRecord | null> {
+    const row = await this.live().where('id', '=', id).executeTakeFirst()
     return row ? toTemplate(row) : null
   }
 
   /** The owner's live templates and every public one. */
-  visible(owner: string): TemplateRecord[] {
-    return (
-      this.db
-        .prepare('select * from templates where deleted_at is null and (owner = ? or public = 1) order by name, id')
-        .all(owner) as TemplateRow[]
-    ).map(toTemplate)
+  async visible(owner: string): Promise<TemplateRecord[]> {
+    const rows = await this.live()
+      .where((e) => e.or([e('owner', '=', owner), e('public', '=', 1)]))
+      .orderBy('name')
+      .orderBy('id')
+      .execute()
+    return rows.map(toTemplate)
   }
 
-  insertTemplate(t: Omit<TemplateRecord, 'createdAt' | 'public'>): TemplateRecord {
+  private live() {
+    return this.db.selectFrom('templates').selectAll().where('deleted_at', 'is', null)
+  }
+
+  async insertTemplate(t: Omit<TemplateRecord, 'createdAt' | 'public'>): Promise<TemplateRecord> {
     const createdAt = new Date().toISOString()
-    this.db
-      .prepare('insert into templates (id, owner, name, description, created_at) values (?, ?, ?, ?, ?)')
-      .run(t.id, t.owner, t.name, t.description, createdAt)
+    await this.db
+      .insertInto('templates')
+      .values({ id: t.id, owner: t.owner, name: t.name, description: t.description, created_at: createdAt })
+      .execute()
     return { ...t, public: false, createdAt }
   }
 
-  setPublic(id: string, value: boolean): void {
-    this.db.prepare('update templates set public = ? where id = ?').run(value ? 1 : 0, id)
+  async setPublic(id: string, value: boolean): Promise<void> {
+    await this.db
+      .updateTable('templates')
+      .set({ public: value ? 1 : 0 })
+      .where('id', '=', id)
+      .execute()
   }
 
-  markDeleted(id: string): void {
-    this.db.prepare('update templates set deleted_at = ? where id = ?').run(new Date().toISOString(), id)
+  async markDeleted(id: string): Promise<void> {
+    await this.db.updateTable('templates').set({ deleted_at: new Date().toISOString() }).where('id', '=', id).execute()
   }
 
-  /** A new build of template `t`, with the next version number. */
-  insertBuild(
+  /** A new build of template `t`, with the next version number (the unique version index settles a race). */
+  async insertBuild(
     t: TemplateRecord,
     id: string,
     status: TemplateBuildStatus,
     spec: (version: number) => TemplateBuildSpec,
-  ): BuildRecord {
-    return this.db.transaction(() => {
-      const { v } = this.db
-        .prepare('select coalesce(max(version), 0) + 1 as v from template_builds where template_id = ?')
-        .get(t.id) as { v: number }
-      this.db
-        .prepare(
-          'insert into template_builds (id, template_id, version, status, spec, created_at) values (?, ?, ?, ?, ?, ?)',
-        )
-        .run(id, t.id, v, status, JSON.stringify(spec(v)), new Date().toISOString())
-      return this.getBuild(id) as BuildRecord
-    })()
+  ): Promise<BuildRecord> {
+    await this.db.transaction().execute(async (trx) => {
+      const { v } = await trx
+        .selectFrom('template_builds')
+        .select((e) => sql<number>`coalesce(max(${e.ref('version')}), 0) + 1`.as('v'))
+        .where('template_id', '=', t.id)
+        .executeTakeFirstOrThrow()
+      const version = Number(v)
+      await trx
+        .insertInto('template_builds')
+        .values({
+          id,
+          template_id: t.id,
+          version,
+          status,
+          spec: JSON.stringify(spec(version)),
+          created_at: new Date().toISOString(),
+        })
+        .execute()
+    })
+    return (await this.getBuild(id)) as BuildRecord
   }
 
-  getBuild(id: string): BuildRecord | null {
-    const row = this.db
-      .prepare(
-        'select b.*, t.name as template_name from template_builds b join templates t on t.id = b.template_id where b.id = ?',
-      )
-      .get(id) as (BuildRow & { template_name: string }) | undefined
-    return row ? this.build(row, row.template_name) : null
+  async getBuild(id: string): Promise<BuildRecord | null> {
+    const row = await this.db
+      .selectFrom('template_builds as b')
+      .innerJoin('templates as t', 't.id', 'b.template_id')
+      .selectAll('b')
+      .select('t.name as template_name')
+      .where('b.id', '=', id)
+      .executeTakeFirst()
+    return row ? this.build(row as BuildRow, row.template_name) : null
   }
 
-  builds(t: TemplateRecord): BuildRecord[] {
-    return (
-      this.db
-        .prepare('select * from template_builds where template_id = ? order by version desc')
-        .all(t.id) as BuildRow[]
-    ).map((r) => this.build(r, t.name))
+  async builds(t: TemplateRecord): Promise<BuildRecord[]> {
+    const rows = await this.db
+      .selectFrom('template_builds')
+      .selectAll()
+      .where('template_id', '=', t.id)
+      .orderBy('version', 'desc')
+      .execute()
+    return rows.map((r) => this.build(r as BuildRow, t.name))
   }
 
   /** The ready build of `t` at `version`, or its newest ready one. */
-  readyBuild(t: TemplateRecord, version?: number): BuildRecord | null {
-    const row = (
-      version === undefined
-        ? this.db
-            .prepare(
-              "select * from template_builds where template_id = ? and status = 'ready' order by version desc limit 1",
-            )
-            .get(t.id)
-        : this.db
-            .prepare("select * from template_builds where template_id = ? and status = 'ready' and version = ?")
-            .get(t.id, version)
-    ) as BuildRow | undefined
-    return row ? this.build(row, t.name) : null
+  async readyBuild(t: TemplateRecord, version?: number): Promise<BuildRecord | null> {
+    let q = this.db
+      .selectFrom('template_builds')
+      .selectAll()
+      .where('template_id', '=', t.id)
+      .where('status', '=', 'ready')
+    q = version === undefined ? q.orderBy('version', 'desc').limit(1) : q.where('version', '=', version)
+    const row = await q.executeTakeFirst()
+    return row ? this.build(row as BuildRow, t.name) : null
   }
 
   /**
    * Ready builds whose artifacts the agent still has: those of live templates, and those of
    * deleted ones not removed yet (sandboxes or snapshots still started from them).
    */
-  readySpecs(): { id: string; spec: TemplateBuildSpec; deleted: boolean }[] {
-    return (
-      this.db
-        .prepare(
-          `select b.id, b.spec, t.deleted_at is not null as deleted from template_builds b
-           join templates t on t.id = b.template_id where b.status = 'ready' and b.removed = 0`,
-        )
-        .all() as { id: string; spec: string; deleted: number }[]
-    ).map((r) => ({ id: r.id, spec: JSON.parse(r.spec) as TemplateBuildSpec, deleted: r.deleted === 1 }))
+  async readySpecs(): Promise<{ id: string; spec: TemplateBuildSpec; deleted: boolean }[]> {
+    const rows = await this.db
+      .selectFrom('template_builds as b')
+      .innerJoin('templates as t', 't.id', 'b.template_id')
+      .select(['b.id', 'b.spec', 't.deleted_at'])
+      .where('b.status', '=', 'ready')
+      .where('b.removed', '=', 0)
+      .execute()
+    return rows.map((r) => ({
+      id: r.id,
+      spec: JSON.parse(r.spec) as TemplateBuildSpec,
+      deleted: r.deleted_at !== null,
+    }))
   }
 
   /** The build's artifacts are gone from the agent. */
-  markRemoved(id: string): void {
-    this.db.prepare('update template_builds set removed = 1 where id = ?').run(id)
+  async markRemoved(id: string): Promise<void> {
+    await this.db.updateTable('template_builds').set({ removed: 1 }).where('id', '=', id).execute()
   }
 
   /** How a user's build is shown to users (`name@version`); null for a name that is no build's. */
-  labelOf(agentName: string): string | null {
+  async labelOf(agentName: string): Promise<string | null> {
     const m = /^u-([0-9a-f]+)-(\d+)$/.exec(agentName)
     if (!m) return null
-    const row = this.db.prepare('select name from templates where id = ?').get(`tpl-${m[1]}`) as
-      | { name: string }
-      | undefined
+    const row = await this.db.selectFrom('templates').select('name').where('id', '=', `tpl-${m[1]}`).executeTakeFirst()
     return row ? `${row.name}@${m[2]}` : null
   }
 
   /** Whether `name` is the agent name of some user's build (never creatable by its name alone). */
-  isAgentName(name: string): boolean {
+  async isAgentName(name: string): Promise<boolean> {
     const m = /^u-([0-9a-f]+)-(\d+)$/.exec(name)
     if (!m) return false
-    return this.db.prepare('select 1 from templates where id = ?').get(`tpl-${m[1]}`) !== undefined
+    const row = await this.db.selectFrom('templates').select('id').where('id', '=', `tpl-${m[1]}`).executeTakeFirst()
+    return row !== undefined
   }
 
   /** Moves a build on; `from` guards against a race (a build failed at restart is not then marked ready). */
-  transition(
+  async transition(
     id: string,
     from: TemplateBuildStatus[],
     to: TemplateBuildStatus,
     extra: { error?: { code: string; message: string }; spec?: TemplateBuildSpec } = {},
-  ): boolean {
+  ): Promise<boolean> {
     const done = to === 'ready' || to === 'failed'
-    const res = this.db
-      .prepare(
-        `update template_builds set status = ?, error_code = coalesce(?, error_code), error_message = coalesce(?, error_message),
-           spec = coalesce(?, spec), finished_at = case when ? then ? else finished_at end
-         where id = ? and status in (${from.map(() => '?').join(', ')})`,
-      )
-      .run(
-        to,
-        extra.error?.code ?? null,
-        extra.error?.message ?? null,
-        extra.spec ? JSON.stringify(extra.spec) : null,
-        done ? 1 : 0,
-        new Date().toISOString(),
-        id,
-        ...from,
-      )
-    return res.changes > 0
+    const r = await this.db
+      .updateTable('template_builds')
+      .set((e) => ({
+        status: to,
+        error_code: e.fn.coalesce(sql.val(extra.error?.code ?? null), e.ref('error_code')),
+        error_message: e.fn.coalesce(sql.val(extra.error?.message ?? null), e.ref('error_message')),
+        spec: extra.spec ? JSON.stringify(extra.spec) : e.ref('spec'),
+        ...(done ? { finished_at: new Date().toISOString() } : {}),
+      }))
+      .where('id', '=', id)
+      .where('status', 'in', from)
+      .executeTakeFirst()
+    return Number(r.numUpdatedRows) > 0
   }
 
   /** Builds waiting for their context since before `before` (an ISO time). */
-  waitingSince(before: string): string[] {
-    return (
-      this.db.prepare("select id from template_builds where status = 'waiting' and created_at < ?").all(before) as {
-        id: string
-      }[]
-    ).map((r) => r.id)
+  async waitingSince(before: string): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('template_builds')
+      .select('id')
+      .where('status', '=', 'waiting')
+      .where('created_at', '<', before)
+      .execute()
+    return rows.map((r) => r.id)
   }
 
   /** Builds that were not finished (the control plane stopped under them). */
-  unfinished(): string[] {
-    return (
-      this.db.prepare("select id from template_builds where status in ('waiting', 'queued', 'building')").all() as {
-        id: string
-      }[]
-    ).map((r) => r.id)
+  async unfinished(): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('template_builds')
+      .select('id')
+      .where('status', 'in', ['waiting', 'queued', 'building'])
+      .execute()
+    return rows.map((r) => r.id)
   }
 
-  appendLog(buildId: string, seq: number, line: BuildLogLine): BuildLogEntry {
+  async appendLog(buildId: string, seq: number, line: BuildLogLine): Promise<BuildLogEntry> {
     const at = new Date().toISOString()
-    this.db
-      .prepare('insert into build_logs (build_id, seq, at, step, stream, message) values (?, ?, ?, ?, ?, ?)')
-      .run(buildId, seq, at, line.step ?? null, line.stream, line.message)
+    await this.db
+      .insertInto('build_logs')
+      .values({ build_id: buildId, seq, at, step: line.step ?? null, stream: line.stream, message: line.message })
+      .execute()
     return { seq, at, step: line.step ?? null, stream: line.stream, message: line.message }
   }
 
-  logs(buildId: string, from = 0, limit = 10_000): BuildLogEntry[] {
-    return this.db
-      .prepare(
-        'select seq, at, step, stream, message from build_logs where build_id = ? and seq >= ? order by seq limit ?',
-      )
-      .all(buildId, from, limit) as BuildLogEntry[]
+  async logs(buildId: string, from = 0, limit = 10_000): Promise<BuildLogEntry[]> {
+    const rows = await this.db
+      .selectFrom('build_logs')
+      .select(['seq', 'at', 'step', 'stream', 'message'])
+      .where('build_id', '=', buildId)
+      .where('seq', '>=', from)
+      .orderBy('seq')
+      .limit(limit)
+      .execute()
+    return rows.map((r) => ({ ...r, seq: Number(r.seq), stream: r.stream as BuildLogEntry['stream'] }))
   }
 
-  logCount(buildId: string): number {
-    return (this.db.prepare('select count(*) as n from build_logs where build_id = ?').get(buildId) as { n: number }).n
+  async logCount(buildId: string): Promise<number> {
+    const r = await this.db
+      .selectFrom('build_logs')
+      .select((e) => e.fn.countAll<number>().as('n'))
+      .where('build_id', '=', buildId)
+      .executeTakeFirstOrThrow()
+    return Number(r.n)
   }
 }

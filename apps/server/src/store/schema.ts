@@ -1,0 +1,230 @@
+// The control plane's tables, one schema for SQLite and Postgres (kysely), and the migrations that
+// make them. Booleans are 0/1 integers and times ISO-8601 text on both, so rows read the same.
+import { type Generated, type Kysely, type Migration, sql } from 'kysely'
+
+export interface ApiKeysTable {
+  id: string
+  name: string
+  prefix: string
+  hash: string
+  admin: number
+  created_at: string
+  revoked_at: string | null
+}
+
+export interface SandboxesTable {
+  id: string
+  owner: string
+  template: string
+  state: string
+  metadata: string
+  resources: string
+  created_at: string
+  expires_at: string
+  ended_at: string | null
+  error_reason: string | null
+  error_message: string | null
+  hibernate_snapshot: string | null
+  persistent: Generated<number>
+  network: string
+  access_token: Generated<string>
+}
+
+export interface SandboxEventsTable {
+  id: Generated<number>
+  sandbox_id: string
+  type: string
+  at: string
+  detail: string | null
+}
+
+export interface SnapshotsTable {
+  id: string
+  owner: string
+  sandbox_id: string
+  template: string
+  resources: string
+  size_bytes: number
+  created_at: string
+}
+
+export interface TemplatesTable {
+  id: string
+  owner: string
+  name: string
+  description: string
+  public: Generated<number>
+  created_at: string
+  deleted_at: string | null
+}
+
+export interface TemplateBuildsTable {
+  id: string
+  template_id: string
+  version: number
+  status: string
+  spec: string
+  error_code: string | null
+  error_message: string | null
+  created_at: string
+  finished_at: string | null
+  removed: Generated<number>
+}
+
+export interface BuildLogsTable {
+  build_id: string
+  seq: number
+  at: string
+  step: number | null
+  stream: string
+  message: string
+}
+
+export interface RegistryCredentialsTable {
+  owner: string
+  registry: string
+  username: string
+  sealed: string
+  created_at: string
+}
+
+export interface Schema {
+  api_keys: ApiKeysTable
+  sandboxes: SandboxesTable
+  sandbox_events: SandboxEventsTable
+  snapshots: SnapshotsTable
+  templates: TemplatesTable
+  template_builds: TemplateBuildsTable
+  build_logs: BuildLogsTable
+  registry_credentials: RegistryCredentialsTable
+}
+
+export type Dialect = 'sqlite' | 'postgres'
+
+const NO_NETWORK = '{"internet":false,"allowOut":[],"denyOut":[],"ports":[]}'
+
+/**
+ * Every migration, in order, for both dialects. The first is the schema as SQLite databases made
+ * by the releases before kysely left it (they are adopted, see db.ts); add new ones after it.
+ */
+export function migrations(dialect: Dialect): Record<string, Migration> {
+  // the one type the two spell differently: an auto-numbered key
+  const serial = dialect === 'postgres' ? sql`bigserial` : sql`integer`
+  return {
+    '0001-initial': {
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .createTable('api_keys')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('name', 'text', (c) => c.notNull())
+          .addColumn('prefix', 'text', (c) => c.notNull())
+          .addColumn('hash', 'text', (c) => c.notNull().unique())
+          .addColumn('admin', 'integer', (c) => c.notNull().defaultTo(0))
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addColumn('revoked_at', 'text')
+          .execute()
+        await db.schema
+          .createTable('sandboxes')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('owner', 'text', (c) => c.notNull().references('api_keys.id'))
+          .addColumn('template', 'text', (c) => c.notNull())
+          .addColumn('state', 'text', (c) => c.notNull())
+          .addColumn('metadata', 'text', (c) => c.notNull())
+          .addColumn('resources', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addColumn('expires_at', 'text', (c) => c.notNull())
+          .addColumn('ended_at', 'text')
+          .addColumn('error_reason', 'text')
+          .addColumn('error_message', 'text')
+          .addColumn('hibernate_snapshot', 'text')
+          .addColumn('persistent', 'integer', (c) => c.notNull().defaultTo(0))
+          .addColumn('network', 'text', (c) => c.notNull().defaultTo(NO_NETWORK))
+          .addColumn('access_token', 'text', (c) => c.notNull().defaultTo(''))
+          .execute()
+        await db.schema.createIndex('sandboxes_owner_state').on('sandboxes').columns(['owner', 'state']).execute()
+        await db.schema.createIndex('sandboxes_state_expiry').on('sandboxes').columns(['state', 'expires_at']).execute()
+        await db.schema
+          .createTable('sandbox_events')
+          .addColumn('id', serial, (c) => (dialect === 'sqlite' ? c.primaryKey().autoIncrement() : c.primaryKey()))
+          .addColumn('sandbox_id', 'text', (c) => c.notNull())
+          .addColumn('type', 'text', (c) => c.notNull())
+          .addColumn('at', 'text', (c) => c.notNull())
+          .addColumn('detail', 'text')
+          .execute()
+        await db.schema
+          .createIndex('sandbox_events_sandbox')
+          .on('sandbox_events')
+          .columns(['sandbox_id', 'id'])
+          .execute()
+        await db.schema.createIndex('sandbox_events_at').on('sandbox_events').column('at').execute()
+        await db.schema
+          .createTable('snapshots')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('owner', 'text', (c) => c.notNull().references('api_keys.id'))
+          .addColumn('sandbox_id', 'text', (c) => c.notNull())
+          .addColumn('template', 'text', (c) => c.notNull())
+          .addColumn('resources', 'text', (c) => c.notNull())
+          .addColumn('size_bytes', 'bigint', (c) => c.notNull())
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .execute()
+        await db.schema.createIndex('snapshots_owner').on('snapshots').columns(['owner', 'created_at']).execute()
+        await db.schema
+          .createTable('templates')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('owner', 'text', (c) => c.notNull().references('api_keys.id'))
+          .addColumn('name', 'text', (c) => c.notNull())
+          .addColumn('description', 'text', (c) => c.notNull())
+          .addColumn('public', 'integer', (c) => c.notNull().defaultTo(0))
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addColumn('deleted_at', 'text')
+          .execute()
+        await db.schema
+          .createIndex('templates_owner_name')
+          .on('templates')
+          .columns(['owner', 'name'])
+          .unique()
+          .where(sql.ref('deleted_at'), 'is', null)
+          .execute()
+        await db.schema
+          .createTable('template_builds')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('template_id', 'text', (c) => c.notNull().references('templates.id'))
+          .addColumn('version', 'integer', (c) => c.notNull())
+          .addColumn('status', 'text', (c) => c.notNull())
+          .addColumn('spec', 'text', (c) => c.notNull())
+          .addColumn('error_code', 'text')
+          .addColumn('error_message', 'text')
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addColumn('finished_at', 'text')
+          .addColumn('removed', 'integer', (c) => c.notNull().defaultTo(0))
+          .execute()
+        await db.schema
+          .createIndex('template_builds_version')
+          .on('template_builds')
+          .columns(['template_id', 'version'])
+          .unique()
+          .execute()
+        await db.schema.createIndex('template_builds_status').on('template_builds').column('status').execute()
+        await db.schema
+          .createTable('build_logs')
+          .addColumn('build_id', 'text', (c) => c.notNull().references('template_builds.id'))
+          .addColumn('seq', 'integer', (c) => c.notNull())
+          .addColumn('at', 'text', (c) => c.notNull())
+          .addColumn('step', 'integer')
+          .addColumn('stream', 'text', (c) => c.notNull())
+          .addColumn('message', 'text', (c) => c.notNull())
+          .addPrimaryKeyConstraint('build_logs_pk', ['build_id', 'seq'])
+          .execute()
+        await db.schema
+          .createTable('registry_credentials')
+          .addColumn('owner', 'text', (c) => c.notNull().references('api_keys.id'))
+          .addColumn('registry', 'text', (c) => c.notNull())
+          .addColumn('username', 'text', (c) => c.notNull())
+          .addColumn('sealed', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addPrimaryKeyConstraint('registry_credentials_pk', ['owner', 'registry'])
+          .execute()
+      },
+    },
+  }
+}
