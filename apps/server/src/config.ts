@@ -2,7 +2,10 @@
 import { z } from 'zod'
 
 export const ServerConfig = z.object({
+  /** The SQLite file (one box); the server secret and build scratch dirs live beside it either way. */
   dbPath: z.string(),
+  /** Postgres instead of SQLite (`postgres://user:pass@host/db`): what replicas share. */
+  databaseUrl: z.string().url().optional(),
   /** The server secret (tokens' HMAC key); default: `server.secret` beside the database. */
   secretPath: z.string().optional(),
   /**

@@ -17,7 +17,7 @@ import { CodeService } from './services/code.ts'
 import { ExecService } from './services/exec.ts'
 import { SandboxService } from './services/sandboxes.ts'
 import { TemplateService } from './services/templates.ts'
-import { openDb } from './store/db.ts'
+import { openStore } from './store/db.ts'
 import { KeyStore } from './store/keys.ts'
 import { RegistryCredentialStore } from './store/registry-credentials.ts'
 import { SandboxStore } from './store/sandboxes.ts'
@@ -43,12 +43,12 @@ export async function createControlPlane(opts: {
 }): Promise<ControlPlane> {
   const config = ServerConfig.parse(opts.config)
   const log = opts.log ?? pino({ level: config.logLevel })
-  const db = openDb(config.dbPath)
+  const { db, dialect, close: closeStore } = await openStore({ path: config.dbPath, url: config.databaseUrl })
   const keys = new KeyStore(db)
   const secret = loadServerSecret(config.secretPath ?? join(dirname(config.dbPath), 'server.secret'))
   const auth = new Authenticator(keys, secret)
   const registries = new RegistryCredentialStore(db, secret)
-  const store = new SandboxStore(db)
+  const store = new SandboxStore(db, dialect)
   const templates = new TemplateService(
     new TemplateStore(db),
     opts.agent,
@@ -88,7 +88,7 @@ export async function createControlPlane(opts: {
     (name) => templates.label(name),
   )
   await sandboxes.recover()
-  const bootstrapKey = keys.count() === 0 ? keys.create('admin', true).key : null
+  const bootstrapKey = (await keys.count()) === 0 ? (await keys.create('admin', true)).key : null
   const code = new CodeService(sandboxes, opts.agent, metrics)
   const exec = new ExecService(sandboxes, opts.agent, metrics)
   const app = createApp({
@@ -109,18 +109,25 @@ export async function createControlPlane(opts: {
   }, SAMPLE_INTERVAL_MS)
   sampler.unref()
   let lastPrune = 0
+  // one pass at a time: a slow store never stacks passes up
+  let reaping = false
   const reaper = setInterval(() => {
-    try {
-      sandboxes.reap()
+    if (reaping) return
+    reaping = true
+    const pass = async () => {
+      await sandboxes.reap()
       if (Date.now() - lastPrune > 60_000) {
         lastPrune = Date.now()
-        sandboxes.pruneEvents(new Date(Date.now() - config.eventRetentionHours * 3600_000))
-        templates.collect().catch((err: unknown) => log.error({ err }, 'removing deleted templates failed'))
+        await sandboxes.pruneEvents(new Date(Date.now() - config.eventRetentionHours * 3600_000))
+        await templates.collect().catch((err: unknown) => log.error({ err }, 'removing deleted templates failed'))
         e2bTemplates.sweep()
       }
-    } catch (err) {
-      log.error({ err }, 'reaper failed')
     }
+    pass()
+      .catch((err: unknown) => log.error({ err }, 'reaper failed'))
+      .finally(() => {
+        reaping = false
+      })
   }, config.reaperIntervalMs)
   reaper.unref()
   return {
@@ -134,7 +141,7 @@ export async function createControlPlane(opts: {
       clearInterval(sampler)
       await templates.drain()
       await sandboxes.drain()
-      db.close()
+      await closeStore()
     },
   }
 }

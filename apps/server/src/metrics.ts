@@ -67,9 +67,9 @@ export class Metrics {
       help: 'Sandboxes by state and template',
       labelNames: ['state', 'template'],
       registers,
-      collect() {
+      async collect() {
         this.reset()
-        for (const r of store.countByState()) this.set({ state: r.state, template: r.template }, r.n)
+        for (const r of await store.countByState()) this.set({ state: r.state, template: r.template }, r.n)
       },
     })
     new Gauge({

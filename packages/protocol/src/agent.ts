@@ -132,7 +132,7 @@ export type ForkOutcome = { id: string; error: null } | { id: string; error: Err
 
 export interface ForkOptions {
   /** Called once the source's checkpoint is written, before any fork starts from it. */
-  onCheckpointed?(): void
+  onCheckpointed?(): void | Promise<void>
   signal?: AbortSignal
 }
 

@@ -103,7 +103,7 @@ export class Checkpoints {
     const snapshotId = `fork-${randomBytes(10).toString('hex')}`
     await this.snapshot(sourceId, snapshotId)
     try {
-      opts.onCheckpointed?.()
+      await opts.onCheckpointed?.()
       // restores in parallel: each one's fixed start-up (~0.3 s of runsc process start) overlaps
       return await Promise.all(
         children.map((child) =>

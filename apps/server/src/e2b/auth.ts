@@ -19,10 +19,10 @@ export function accessToken(c: Context<AppEnv>, sandboxId: string): string {
 }
 
 /** The owner of `sandboxId` if the call carries its access token, or its owner's API key. */
-export function requireSandboxAccess(c: Context<AppEnv>, sandboxId: string): string {
+export async function requireSandboxAccess(c: Context<AppEnv>, sandboxId: string): Promise<string> {
   const { auth, sandboxes } = c.var.services
   const who = c.var.caller
-  const owner = sandboxes.ownerOf(sandboxId)
+  const owner = await sandboxes.ownerOf(sandboxId)
   if (who?.kind === 'key') {
     // another key's sandbox is answered as one that does not exist
     if (owner !== who.principal.keyId) throw new AppError('SANDBOX_NOT_FOUND', `no sandbox ${sandboxId}`)
@@ -30,7 +30,7 @@ export function requireSandboxAccess(c: Context<AppEnv>, sandboxId: string): str
   }
   if (who?.kind !== 'token' || who.purpose !== 'envd')
     throw new AppError('UNAUTHENTICATED', 'an access token is required (X-Access-Token header)')
-  if (!owner || !auth.verify('envd', sandboxId, owner, who.token))
+  if (!owner || !(await auth.verify('envd', sandboxId, owner, who.token)))
     throw new AppError('UNAUTHENTICATED', `the access token is not valid for sandbox ${sandboxId}`)
   return owner
 }

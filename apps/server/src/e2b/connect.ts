@@ -72,7 +72,7 @@ export function sandboxUnary<T extends z.ZodType>(
   schema: T,
   fn: (call: SandboxCall, req: z.output<T>) => Promise<unknown>,
 ) {
-  return (c: Context<AppEnv>) => unary(c, async () => fn(sandboxCall(c), await unaryRequest(c, schema)))
+  return (c: Context<AppEnv>) => unary(c, async () => fn(await sandboxCall(c), await unaryRequest(c, schema)))
 }
 
 export interface ServerStream {

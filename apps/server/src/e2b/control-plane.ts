@@ -101,8 +101,8 @@ function connection(c: Context<AppEnv>, s: Sandbox) {
 }
 
 /** A sandbox that still exists in E2B's sense: running or paused (a killed one is gone: 404). */
-function live(c: Context<AppEnv>, owner: string, id: string): Sandbox {
-  const s = c.var.services.sandboxes.get(owner, id)
+async function live(c: Context<AppEnv>, owner: string, id: string): Promise<Sandbox> {
+  const s = await c.var.services.sandboxes.get(owner, id)
   if (s.state === 'errored')
     throw new AppError('SANDBOX_ERRORED', `sandbox ${id} errored: ${s.errorMessage ?? s.errorReason}`, {
       reason: s.errorReason,
@@ -136,11 +136,11 @@ const connect: Handler = async (c, owner) => {
   const id = c.req.param('id') as string
   const req = await jsonBody(c, ConnectBody)
   const sandboxes = c.var.services.sandboxes
-  const before = live(c, owner, id)
+  const before = await live(c, owner, id)
   if (before.state === 'hibernated') await sandboxes.onSandbox(owner, id, async () => {})
-  let s = sandboxes.get(owner, id)
+  let s = await sandboxes.get(owner, id)
   if (req.timeout && Date.now() + req.timeout * 1000 > Date.parse(s.expiresAt))
-    s = sandboxes.setTimeout(owner, id, req.timeout)
+    s = await sandboxes.setTimeout(owner, id, req.timeout)
   return c.json(connection(c, s), before.state === 'hibernated' ? 201 : 200)
 }
 
@@ -155,12 +155,11 @@ function metadataFilter(query: string | undefined): Record<string, string> {
   return out
 }
 
-function listed(c: Context<AppEnv>, owner: string): Sandbox[] {
+async function listed(c: Context<AppEnv>, owner: string): Promise<Sandbox[]> {
   const states = new Set((c.req.query('state') ?? 'running,paused').split(','))
   const template = c.req.query('template')
   const after = Date.parse(c.req.query('startedAfter') ?? '') || 0
-  return c.var.services.sandboxes
-    .list(owner, { metadata: metadataFilter(c.req.query('metadata')) })
+  return (await c.var.services.sandboxes.list(owner, { metadata: metadataFilter(c.req.query('metadata')) }))
     .filter(
       (s) => (s.state === 'running' && states.has('running')) || (s.state === 'hibernated' && states.has('paused')),
     )
@@ -170,7 +169,7 @@ function listed(c: Context<AppEnv>, owner: string): Sandbox[] {
 }
 
 const listV2: Handler = async (c, owner) => {
-  const all = listed(c, owner)
+  const all = await listed(c, owner)
   const limit = Math.min(Math.max(Number(c.req.query('limit')) || 100, 1), 100)
   const offset = decodeToken(c.req.query('nextToken'))
   const page = all.slice(offset, offset + limit)
@@ -178,34 +177,34 @@ const listV2: Handler = async (c, owner) => {
   return c.json(page.map(info), 200)
 }
 
-const list: Handler = async (c, owner) => c.json(listed(c, owner).map(info), 200)
+const list: Handler = async (c, owner) => c.json((await listed(c, owner)).map(info), 200)
 
 const get: Handler = async (c, owner) => {
-  const s = live(c, owner, c.req.param('id') as string)
+  const s = await live(c, owner, c.req.param('id') as string)
   return c.json({ ...info(s), envdAccessToken: accessToken(c, s.id), domain: null }, 200)
 }
 
 const kill: Handler = async (c, owner) => {
-  const s = live(c, owner, c.req.param('id') as string)
-  c.var.services.sandboxes.kill(owner, s.id)
+  const s = await live(c, owner, c.req.param('id') as string)
+  await c.var.services.sandboxes.kill(owner, s.id)
   return c.body(null, 204)
 }
 
 const setTimeout: Handler = async (c, owner) => {
-  const s = live(c, owner, c.req.param('id') as string)
+  const s = await live(c, owner, c.req.param('id') as string)
   c.var.services.sandboxes.setTimeout(owner, s.id, (await jsonBody(c, SetTimeout)).timeout)
   return c.body(null, 204)
 }
 
 /** Pause is forkbox's hibernate (memory, processes and disk kept); 409 when already paused. */
 const pause: Handler = async (c, owner) => {
-  const s = live(c, owner, c.req.param('id') as string)
+  const s = await live(c, owner, c.req.param('id') as string)
   await c.var.services.sandboxes.hibernate(owner, s.id)
   return c.body(null, 204)
 }
 
 const fork: Handler = async (c, owner) => {
-  const s = live(c, owner, c.req.param('id') as string)
+  const s = await live(c, owner, c.req.param('id') as string)
   const req = await jsonBody(c, ForkBody)
   const forks = await c.var.services.sandboxes.fork(owner, s.id, {
     count: req.count,
@@ -221,7 +220,7 @@ const MiB = 1024 * 1024
 
 /** forkbox's usage samples (every 5 s, cumulative CPU seconds) as E2B's metrics (CPU % of the sandbox's vCPUs). */
 const metrics: Handler = async (c, owner) => {
-  const s = live(c, owner, c.req.param('id') as string)
+  const s = await live(c, owner, c.req.param('id') as string)
   const diskUsed = s.state === 'running' ? await c.var.services.sandboxes.diskUsage(owner, s.id) : 0
   const from = (Number(c.req.query('start')) || 0) * 1000
   const to = (Number(c.req.query('end')) || Number.POSITIVE_INFINITY) * 1000
@@ -251,7 +250,7 @@ const metrics: Handler = async (c, owner) => {
 
 /** E2B replaces the whole egress configuration: what is left out is cleared (open internet). */
 const updateNetwork: Handler = async (c, owner) => {
-  const s = live(c, owner, c.req.param('id') as string)
+  const s = await live(c, owner, c.req.param('id') as string)
   const req = await jsonBody(c, NetworkUpdate)
   const policy = toForkbox(req.allow_internet_access, req) ?? { internet: true, allowOut: [], denyOut: [] }
   const parsed = NetworkOptions.safeParse(policy)
@@ -261,14 +260,16 @@ const updateNetwork: Handler = async (c, owner) => {
 }
 
 const createSnapshot: Handler = async (c, owner) => {
-  const s = live(c, owner, c.req.param('id') as string)
+  const s = await live(c, owner, c.req.param('id') as string)
   const snap = await c.var.services.sandboxes.snapshot(owner, s.id)
   return c.json({ snapshotID: snap.id, names: [snap.id] }, 201)
 }
 
 const listSnapshots: Handler = async (c, owner) => {
   const sandboxId = c.req.query('sandboxID')
-  const snaps = c.var.services.sandboxes.listSnapshots(owner).filter((s) => !sandboxId || s.sandboxId === sandboxId)
+  const snaps = (await c.var.services.sandboxes.listSnapshots(owner)).filter(
+    (s) => !sandboxId || s.sandboxId === sandboxId,
+  )
   return c.json(
     snaps.map((s) => ({ snapshotID: s.id, names: [s.id] })),
     200,

@@ -18,7 +18,7 @@ function userOf(c: Context<AppEnv>, call: SandboxCall): string | undefined {
 const written = (e: FileEntry) => ({ name: e.name, type: 'file', path: e.path })
 
 async function read(c: Context<AppEnv>): Promise<Response> {
-  const call = sandboxCall(c)
+  const call = await sandboxCall(c)
   const path = pathOf(c.req.query('path'))
   const file = await call.services.sandboxes.readFile(call.owner, call.sandboxId, path, userOf(c, call))
   return new Response(file.stream, {
@@ -48,7 +48,7 @@ function bodyOf(c: Context<AppEnv>, maxBytes: number): Readable {
 }
 
 async function write(c: Context<AppEnv>, maxBytes: number): Promise<Response> {
-  const call = sandboxCall(c)
+  const call = await sandboxCall(c)
   const user = userOf(c, call)
   const queryPath = c.req.query('path')
   const put = (path: string, body: AsyncIterable<Uint8Array>) =>
@@ -74,9 +74,9 @@ async function write(c: Context<AppEnv>, maxBytes: number): Promise<Response> {
 
 /** 204 running; 502 for anything else, an unknown sandbox included (what E2B's proxy answers). */
 async function health(c: Context<AppEnv>): Promise<Response> {
-  const call = sandboxCall(c)
+  const call = await sandboxCall(c)
   try {
-    const s = call.services.sandboxes.get(call.owner, call.sandboxId)
+    const s = await call.services.sandboxes.get(call.owner, call.sandboxId)
     return s.state === 'running' ? c.body(null, 204) : c.text(`sandbox ${s.id} is ${s.state}`, 502)
   } catch (err) {
     if (err instanceof AppError && err.code === 'SANDBOX_NOT_FOUND') return c.text(err.message, 502)

@@ -54,7 +54,7 @@ async function execute(c: Context<AppEnv>, call: SandboxCall): Promise<Response>
   })
   if (!parsed.success) throw validationError(parsed.error)
   // what fails before the first line is an HTTP error the client can read
-  call.services.sandboxes.check(call.owner, call.sandboxId)
+  await call.services.sandboxes.check(call.owner, call.sandboxId)
   c.header('content-type', 'application/x-ndjson')
   return stream(c, async (s) => {
     const aborted = new AbortController()
@@ -111,8 +111,8 @@ async function removeContext(c: Context<AppEnv>, call: SandboxCall): Promise<Res
 }
 
 /** An interpreter handler (what it throws goes out E2B-shaped: the layer's onError). */
-const handle = (fn: (c: Context<AppEnv>, call: SandboxCall) => Promise<Response>) => (c: Context<AppEnv>) =>
-  fn(c, sandboxCall(c, INTERPRETER_PORT))
+const handle = (fn: (c: Context<AppEnv>, call: SandboxCall) => Promise<Response>) => async (c: Context<AppEnv>) =>
+  fn(c, await sandboxCall(c, INTERPRETER_PORT))
 
 export function registerInterpreter(app: Hono<AppEnv>): void {
   app.post('/execute', handle(execute))

@@ -272,7 +272,7 @@ function streaming<T extends z.ZodType>(
 ) {
   return (c: Context<AppEnv>) =>
     serverStream(c, KEEPALIVE, async (out) => {
-      const call = sandboxCall(c)
+      const call = await sandboxCall(c)
       return fn(c, call, await streamRequest(c, schema), out)
     })
 }

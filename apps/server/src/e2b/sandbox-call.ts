@@ -26,12 +26,12 @@ function basicUser(header: string | undefined): string | undefined {
 }
 
 /** The sandbox and caller of an envd or interpreter call, checked. */
-export function sandboxCall(c: Context<AppEnv>, port = ENVD_PORT): SandboxCall {
+export async function sandboxCall(c: Context<AppEnv>, port = ENVD_PORT): Promise<SandboxCall> {
   const sandboxId = c.req.header('e2b-sandbox-id')
   if (!sandboxId) throw new AppError('VALIDATION_FAILED', 'the E2b-Sandbox-Id header is required')
   const asked = Number(c.req.header('e2b-sandbox-port') ?? port)
   if (asked !== port)
     throw new AppError('NOT_FOUND', `nothing serves ${c.req.method} ${c.req.path} on port ${asked} of the sandbox`)
-  const owner = requireSandboxAccess(c, sandboxId)
+  const owner = await requireSandboxAccess(c, sandboxId)
   return { services: c.var.services, owner, sandboxId, user: basicUser(c.req.header('authorization')) }
 }

@@ -116,7 +116,7 @@ export class E2bTemplateBuilds {
       const t = translateBuild(req, this.templateName)
       const base = { name: b.name, description: 'built with the E2B Template builder', resources: b.resources }
       // kept as the key's login for that registry, as PUT /v1/registries does
-      if (login && req.fromImage) this.templates.setRegistryLogin(owner, req.fromImage, login)
+      if (login && req.fromImage) await this.templates.setRegistryLogin(owner, req.fromImage, login)
       if (t.kind === 'image') {
         b.build = (await this.templates.create(owner, this.createRequest({ ...base, image: t.image }))).build.id
         return
@@ -157,15 +157,15 @@ export class E2bTemplateBuilds {
   }
 
   /** GET /templates/{templateID}/builds/{buildID}/status: E2B's status, log from `offset`, and a failure's reason. */
-  status(owner: string, templateID: string, buildID: string, offset: number) {
+  async status(owner: string, templateID: string, buildID: string, offset: number) {
     const b = this.get(owner, templateID, buildID)
     const head = { templateID: b.name, buildID, logs: [] as string[] }
     if (!b.build) return { ...head, status: 'waiting' as const, logEntries: [] }
-    const build = this.templates.getBuild(owner, b.build)
-    const logEntries = this.templates.logs(owner, b.build, offset).map((e) => this.entry(b, e))
+    const build = await this.templates.getBuild(owner, b.build)
+    const logEntries = (await this.templates.logs(owner, b.build, offset)).map((e) => this.entry(b, e))
     const status = b.lost ? 'error' : statusOf[build.status]
     if (status !== 'error') return { ...head, status, logEntries }
-    const all = this.templates.logs(owner, b.build, 0)
+    const all = await this.templates.logs(owner, b.build, 0)
     const step = [...all].reverse().find((e) => e.step !== null)
     return {
       ...head,
@@ -180,8 +180,8 @@ export class E2bTemplateBuilds {
   }
 
   /** GET /templates/aliases/{alias}: whether the caller has (or sees) a template of that name. */
-  alias(owner: string, name: string): { templateID: string; public: boolean } {
-    const t = this.templates.get(owner, name)
+  async alias(owner: string, name: string): Promise<{ templateID: string; public: boolean }> {
+    const t = await this.templates.get(owner, name)
     return { templateID: t.name, public: t.public }
   }
 

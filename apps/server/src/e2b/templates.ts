@@ -63,7 +63,7 @@ const upload = async (c: Context<AppEnv>) => {
   const owner = c.req.query('owner') ?? ''
   const expires = Number(c.req.query('expires'))
   const token = c.req.query('token') ?? ''
-  if (!(expires * 1000 > Date.now()) || !auth.verify('upload', uploadId(owner, hash, expires), owner, token))
+  if (!(expires * 1000 > Date.now()) || !(await auth.verify('upload', uploadId(owner, hash, expires), owner, token)))
     throw new AppError('UNAUTHENTICATED', 'the upload URL is not valid (or has expired): build again')
   await e2bTemplates.files.put(owner, hash, uploadBody(c.req.raw, config.maxContextBytes, 'template files upload'))
   return c.body(null, 200)
@@ -78,12 +78,12 @@ const startBuild: Handler = async (c, owner) => {
 
 const buildStatus: Handler = async (c, owner) => {
   const offset = Math.max(0, Math.floor(Number(c.req.query('logsOffset')) || 0))
-  const status = c.var.services.e2bTemplates.status(owner, param(c, 'templateID'), param(c, 'buildID'), offset)
+  const status = await c.var.services.e2bTemplates.status(owner, param(c, 'templateID'), param(c, 'buildID'), offset)
   return c.json(status, 200)
 }
 
 const aliasExists: Handler = async (c, owner) =>
-  c.json(c.var.services.e2bTemplates.alias(owner, param(c, 'alias')), 200)
+  c.json(await c.var.services.e2bTemplates.alias(owner, param(c, 'alias')), 200)
 
 export function registerTemplates(app: Hono<AppEnv>): void {
   app.post('/v3/templates', rest(requestBuild))

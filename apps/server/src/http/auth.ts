@@ -26,7 +26,7 @@ export class Authenticator {
   ) {}
 
   /** The key behind `secret`; null when there is none or it is revoked. */
-  principal(secret: string | null | undefined): Principal | null {
+  async principal(secret: string | null | undefined): Promise<Principal | null> {
     return secret ? this.keys.authenticate(secret) : null
   }
 
@@ -39,10 +39,10 @@ export class Authenticator {
   }
 
   /** Whether `given` is the sandbox's token for `purpose` and its owner's key is still active. */
-  verify(purpose: TokenPurpose, sandboxId: string, owner: string, given: string): boolean {
+  async verify(purpose: TokenPurpose, sandboxId: string, owner: string, given: string): Promise<boolean> {
     const expected = Buffer.from(this.token(purpose, sandboxId))
     const got = Buffer.from(given)
-    return expected.length === got.length && timingSafeEqual(expected, got) && this.keys.active(owner)
+    return expected.length === got.length && timingSafeEqual(expected, got) && (await this.keys.active(owner))
   }
 
   private mac(purpose: TokenPurpose, sandboxId: string): string {

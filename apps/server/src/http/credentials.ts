@@ -33,13 +33,13 @@ const WANTED: Record<CredentialSource, string> = {
   portToken: "the sandbox's access token",
 }
 
-function caller(c: Context<AppEnv>, source: CredentialSource): Caller | 'refused' | null {
+async function caller(c: Context<AppEnv>, source: CredentialSource): Promise<Caller | 'refused' | null> {
   switch (source) {
     case 'apiKey':
     case 'apiKeyQuery': {
       const secret = source === 'apiKey' ? apiKeyIn((name) => c.req.header(name)) : c.req.query('key')
       if (!secret) return null
-      const principal = c.var.services.auth.principal(secret)
+      const principal = await c.var.services.auth.principal(secret)
       return principal ? { kind: 'key', principal } : 'refused'
     }
     case 'accessToken': {
@@ -59,10 +59,10 @@ function caller(c: Context<AppEnv>, source: CredentialSource): Caller | 'refused
 }
 
 /** The caller by the first of `sources` that carries a good credential; UNAUTHENTICATED if none does. */
-export function authenticate(c: Context<AppEnv>, sources: readonly CredentialSource[]): Caller {
+export async function authenticate(c: Context<AppEnv>, sources: readonly CredentialSource[]): Promise<Caller> {
   let refused = false
   for (const source of sources) {
-    const found = caller(c, source)
+    const found = await caller(c, source)
     if (found === 'refused') refused = true
     else if (found) return found
   }
@@ -74,7 +74,7 @@ export function authenticate(c: Context<AppEnv>, sources: readonly CredentialSou
 /** Middleware: authenticates the request from `sources` (`c.var.caller`; `c.var.principal` for a key). */
 export function credentials(...sources: CredentialSource[]): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    const who = authenticate(c, sources)
+    const who = await authenticate(c, sources)
     c.set('caller', who)
     if (who.kind === 'key') c.set('principal', who.principal)
     await next()

@@ -42,10 +42,10 @@ export function register(app: App): void {
     const q = c.req.valid('query')
     const filter = { since: q.since, sandboxId: q.sandboxId, types: q.type?.split(',').filter(Boolean), limit: q.limit }
     const sandboxes = c.var.services.sandboxes
-    if (!wantsEvents(c)) return c.json({ events: sandboxes.feed(owner, filter).past }, 200)
+    if (!wantsEvents(c)) return c.json({ events: (await sandboxes.feed(owner, filter)).past }, 200)
     const queue: SandboxEvent[] = []
     let wake: (() => void) | null = null
-    const { past, stop } = sandboxes.feed(owner, filter, (e) => {
+    const { past, stop } = await sandboxes.feed(owner, filter, (e) => {
       queue.push(e)
       wake?.()
     })

@@ -74,11 +74,11 @@ export class ExecService {
     run: () => Promise<T>,
   ): Promise<T> {
     const cmd = Array.isArray(req.cmd) ? req.cmd.join(' ') : req.cmd
-    this.sandboxes.record(id, 'exec-started', cmd.slice(0, 200))
+    await this.sandboxes.record(id, 'exec-started', cmd.slice(0, 200))
     const started = performance.now()
     const out = await run()
     this.metrics?.execSeconds.observe({ kind: 'exec' }, (performance.now() - started) / 1000)
-    this.sandboxes.record(id, 'exec-ended', `exit ${out.exitCode}`)
+    await this.sandboxes.record(id, 'exec-ended', `exit ${out.exitCode}`)
     return out
   }
 
@@ -128,7 +128,7 @@ export class ExecService {
       this.agent.startProcess(id, guestRequest(req, req.timeoutSeconds ?? 0, 0)),
     )
     const cmd = Array.isArray(req.cmd) ? req.cmd.join(' ') : req.cmd
-    this.sandboxes.record(id, 'exec-started', `pid ${started.pid}: ${cmd.slice(0, 200)}`)
+    await this.sandboxes.record(id, 'exec-started', `pid ${started.pid}: ${cmd.slice(0, 200)}`)
     return started
   }
 
@@ -162,7 +162,7 @@ export class ExecService {
     return this.sandboxes.onSandbox(owner, id, async () => {
       const session = await this.agent.openPty(id, spec, onData)
       ready(session)
-      this.sandboxes.record(id, 'pty-opened', spec.cmd ?? spec.argv?.join(' ') ?? 'bash -l')
+      await this.sandboxes.record(id, 'pty-opened', spec.cmd ?? spec.argv?.join(' ') ?? 'bash -l')
       return session.exited
     })
   }

@@ -38,27 +38,27 @@ export class Launcher {
     private readonly log: Logger,
     private readonly maxSandboxes: number,
     /** The API's view of a sandbox of `owner`. */
-    private readonly view: (owner: string, id: string) => Sandbox,
+    private readonly view: (owner: string, id: string) => Promise<Sandbox>,
     private readonly metrics?: Metrics,
   ) {}
 
   /** Records a new sandbox and has the agent start it; a failure leaves it `errored`, never half there. */
   async launch(owner: string, req: LaunchInput, signal?: AbortSignal): Promise<Sandbox> {
-    if (this.store.countActive() >= this.maxSandboxes)
+    if ((await this.store.countActive()) >= this.maxSandboxes)
       throw new AppError('NO_CAPACITY', `this host runs at most ${this.maxSandboxes} sandboxes`)
     const id = newSandboxId()
-    this.insert(owner, id, req)
+    await this.insert(owner, id, req)
     const started = performance.now()
     try {
       await this.agent.start({ ...this.startSpec(id, req), snapshot: req.snapshot }, signal)
     } catch (err) {
-      throw this.startFailed(id, err)
+      throw await this.startFailed(id, err)
     }
     return this.started(owner, id, req.template, req.snapshot ? 'snapshot' : 'template', started)
   }
 
-  private insert(owner: string, id: string, req: LaunchInput): void {
-    this.store.insert({
+  private async insert(owner: string, id: string, req: LaunchInput): Promise<void> {
+    await this.store.insert({
       id,
       owner,
       template: req.template,
@@ -75,9 +75,9 @@ export class Launcher {
   }
 
   /** The agent could not start sandbox `id`: it is errored, and this is what the caller is told. */
-  private startFailed(id: string, err: unknown): AppError {
+  private async startFailed(id: string, err: unknown): Promise<AppError> {
     const message = err instanceof Error ? err.message : String(err)
-    this.store.transition(id, ['starting'], 'errored', 'errored', {
+    await this.store.transition(id, ['starting'], 'errored', 'errored', {
       errorReason: 'runtime_failed',
       errorMessage: message,
     })
@@ -93,7 +93,7 @@ export class Launcher {
     from: 'snapshot' | 'template',
     since: number,
   ): Promise<Sandbox> {
-    if (!this.store.transition(id, ['starting'], 'running', 'started')) {
+    if (!(await this.store.transition(id, ['starting'], 'running', 'started'))) {
       // killed or expired while it was starting
       await this.agent.stop(id)
     }
@@ -107,9 +107,14 @@ export class Launcher {
    * `count` new sandboxes from the live state of `id` (which keeps running). All or nothing: if
    * one fails to start, those already started are killed.
    */
-  async fork(owner: string, src: SandboxRecord, req: ForkInput, kill: (id: string) => void): Promise<Sandbox[]> {
+  async fork(
+    owner: string,
+    src: SandboxRecord,
+    req: ForkInput,
+    kill: (id: string) => Promise<void>,
+  ): Promise<Sandbox[]> {
     const { id } = src
-    if (this.store.countActive() + req.count > this.maxSandboxes)
+    if ((await this.store.countActive()) + req.count > this.maxSandboxes)
       throw new AppError('NO_CAPACITY', `this host runs at most ${this.maxSandboxes} sandboxes`)
     const forkStarted = performance.now()
     const input: LaunchInput = {
@@ -133,16 +138,17 @@ export class Launcher {
         ids.map((child) => this.startSpec(child, input)),
         {
           // the forks are recorded once the source's checkpoint is written, as they start
-          onCheckpointed: () => {
+          onCheckpointed: async () => {
             checkpointed = performance.now()
-            for (const child of ids) this.insert(owner, child, input)
+            for (const child of ids) await this.insert(owner, child, input)
           },
         },
       )
     } catch (err) {
       if (checkpointed === null) throw err
       // the forks were recorded and the agent gave up on them: none is left starting
-      const failures = ids.map((child) => this.startFailed(child, err))
+      const failures: AppError[] = []
+      for (const child of ids) failures.push(await this.startFailed(child, err))
       for (const child of ids) await this.agent.stop(child)
       throw failures[0] ?? err
     }
@@ -152,16 +158,16 @@ export class Launcher {
     for (const o of outcomes) {
       if (!o.error) forks.push(await this.started(owner, o.id, input.template, 'snapshot', since))
       else {
-        const err = this.startFailed(o.id, o.error)
+        const err = await this.startFailed(o.id, o.error)
         failure ??= err
       }
     }
     if (failure) {
-      for (const f of forks) kill(f.id)
+      for (const f of forks) await kill(f.id)
       throw failure
     }
-    for (const f of forks) this.store.event(f.id, 'forked-from', id)
-    this.store.event(id, 'forked', forks.map((f) => f.id).join(','))
+    for (const f of forks) await this.store.event(f.id, 'forked-from', id)
+    await this.store.event(id, 'forked', forks.map((f) => f.id).join(','))
     this.metrics?.forkSeconds.observe({ count: String(req.count) }, (performance.now() - forkStarted) / 1000)
     return forks
   }

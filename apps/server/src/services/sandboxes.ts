@@ -56,18 +56,16 @@ export class SandboxService {
     /** What the agent calls the template a create names (a user's template, a version, a built-in). */
     private readonly resolveTemplate: (owner: string, ref: string) => Promise<string> = async (_owner, ref) => ref,
     /** How a template (the agent's name) is shown: a user's as `name@version`. */
-    private readonly templateLabel: (agentName: string) => string = (name) => name,
+    private readonly templateLabel: (agentName: string) => Promise<string> = async (name) => name,
   ) {
     this.launcher = new Launcher(store, agent, log, limits.maxSandboxes, (owner, id) => this.get(owner, id), metrics)
     agent.onExit((id, reason, message) => {
       if (!reason) return
-      if (
-        this.store.transition(id, ['starting', 'running'], 'errored', 'errored', {
-          errorReason: reason,
-          errorMessage: message ?? undefined,
-        })
-      )
-        this.log.warn({ sandboxId: id, reason }, 'sandbox errored')
+      const extra = { errorReason: reason, errorMessage: message ?? undefined }
+      this.store
+        .transition(id, ['starting', 'running'], 'errored', 'errored', extra)
+        .then((changed) => changed && this.log.warn({ sandboxId: id, reason }, 'sandbox errored'))
+        .catch((err: unknown) => this.log.error({ sandboxId: id, err }, 'recording an exit failed'))
     })
   }
 
@@ -79,17 +77,17 @@ export class SandboxService {
    */
   async recover(): Promise<void> {
     // hibernated sandboxes outlive a restart: their images are kept with the snapshots
-    await this.agent.pruneSnapshots([...this.snapshots.ids(), ...this.store.hibernateSnapshots()])
+    await this.agent.pruneSnapshots([...(await this.snapshots.ids()), ...(await this.store.hibernateSnapshots())])
     const live = new Set(await this.agent.liveIds())
-    for (const id of this.store.active()) {
-      const s = this.store.get(id)
+    for (const id of await this.store.active()) {
+      const s = await this.store.get(id)
       if (s?.state === 'running' && live.has(id)) {
-        this.store.event(id, 're-attached')
+        await this.store.event(id, 're-attached')
         live.delete(id)
         continue
       }
       const starting = s?.state === 'starting'
-      this.store.transition(id, ['starting', 'running'], 'errored', 'errored', {
+      await this.store.transition(id, ['starting', 'running'], 'errored', 'errored', {
         errorReason: starting ? 'runtime_failed' : 'lost',
         errorMessage: starting
           ? 'the control plane restarted while the sandbox was starting'
@@ -137,7 +135,7 @@ export class SandboxService {
       if (req.network.ports === undefined && info.exposedPorts) network.ports = [...info.exposedPorts]
       return this.launcher.launch(owner, { ...req, template, resources, snapshot: undefined, network }, signal)
     }
-    const snap = this.ownSnapshot(owner, req.snapshot)
+    const snap = await this.ownSnapshot(owner, req.snapshot)
     if (Object.keys(req.resources).length > 0)
       throw new AppError('VALIDATION_FAILED', 'a sandbox started from a snapshot has the resources of the snapshot')
     return this.launcher.launch(
@@ -147,8 +145,8 @@ export class SandboxService {
     )
   }
 
-  private ownSnapshot(owner: string, id: string): SnapshotRecord {
-    const snap = this.snapshots.get(id)
+  private async ownSnapshot(owner: string, id: string): Promise<SnapshotRecord> {
+    const snap = await this.snapshots.get(id)
     if (!snap || snap.owner !== owner) throw new AppError('SNAPSHOT_NOT_FOUND', `no snapshot ${id}`)
     return snap
   }
@@ -158,7 +156,7 @@ export class SandboxService {
     const src = await this.awake(owner, id)
     const snapshotId = `snap-${randomBytes(10).toString('hex')}`
     const { sizeBytes } = await this.agent.snapshot(id, snapshotId)
-    const snap = this.snapshots.insert({
+    const snap = await this.snapshots.insert({
       id: snapshotId,
       owner,
       sandboxId: id,
@@ -166,18 +164,18 @@ export class SandboxService {
       resources: src.resources,
       sizeBytes,
     })
-    this.store.event(id, 'snapshotted', snapshotId)
+    await this.store.event(id, 'snapshotted', snapshotId)
     const { owner: _owner, ...rest } = snap
     return rest
   }
 
-  listSnapshots(owner: string): Snapshot[] {
-    return this.snapshots.list(owner).map(({ owner: _owner, ...rest }) => rest)
+  async listSnapshots(owner: string): Promise<Snapshot[]> {
+    return (await this.snapshots.list(owner)).map(({ owner: _owner, ...rest }) => rest)
   }
 
   async deleteSnapshot(owner: string, id: string): Promise<void> {
-    this.ownSnapshot(owner, id)
-    this.snapshots.delete(id)
+    await this.ownSnapshot(owner, id)
+    await this.snapshots.delete(id)
     await this.agent.deleteSnapshot(id)
   }
 
@@ -191,43 +189,46 @@ export class SandboxService {
   }
 
   /** Throws what a call on the sandbox would: not this owner's, or neither running nor hibernated. */
-  check(owner: string, id: string): void {
-    const s = this.own(owner, id)
+  async check(owner: string, id: string): Promise<void> {
+    const s = await this.own(owner, id)
     if (s.state !== 'hibernated') this.mustRun(s)
   }
 
   /** The API's view of a sandbox, with its exposed-port token (derived, never stored). */
-  private public(s: SandboxRecord): Sandbox {
+  private async public(s: SandboxRecord): Promise<Sandbox> {
     return {
       ...toPublic(s),
-      template: this.templateLabel(s.template),
+      template: await this.templateLabel(s.template),
       accessToken: this.auth.token('port', s.id),
       domain: this.limits.portsDomain,
     }
   }
 
   /** The key that owns sandbox `id`, or null when there is no such sandbox. */
-  ownerOf(id: string): string | null {
-    return this.store.get(id)?.owner ?? null
+  async ownerOf(id: string): Promise<string | null> {
+    return (await this.store.get(id))?.owner ?? null
   }
 
-  private own(owner: string, id: string): SandboxRecord {
-    const s = this.store.get(id)
+  private async own(owner: string, id: string): Promise<SandboxRecord> {
+    const s = await this.store.get(id)
     if (!s || s.owner !== owner) throw new AppError('SANDBOX_NOT_FOUND', `no sandbox ${id}`)
     return s
   }
 
-  get(owner: string, id: string): Sandbox {
-    return this.public(this.own(owner, id))
+  async get(owner: string, id: string): Promise<Sandbox> {
+    return this.public(await this.own(owner, id))
   }
 
   /** `owner` null: every key's (an admin's view). */
-  list(owner: string | null, filter: { state?: SandboxState; metadata?: Record<string, string> }): Sandbox[] {
-    return this.store.list(owner, filter).map((s) => this.public(s))
+  async list(
+    owner: string | null,
+    filter: { state?: SandboxState; metadata?: Record<string, string> },
+  ): Promise<Sandbox[]> {
+    return Promise.all((await this.store.list(owner, filter)).map((s) => this.public(s)))
   }
 
-  private running(owner: string, id: string): SandboxRecord {
-    return this.mustRun(this.own(owner, id))
+  private async running(owner: string, id: string): Promise<SandboxRecord> {
+    return this.mustRun(await this.own(owner, id))
   }
 
   private mustRun(s: SandboxRecord): SandboxRecord {
@@ -240,22 +241,22 @@ export class SandboxService {
   }
 
   /** Ends a sandbox now; the runtime's teardown finishes in the background. */
-  kill(owner: string, id: string): void {
-    this.own(owner, id)
-    this.end(id, 'killed')
+  async kill(owner: string, id: string): Promise<void> {
+    await this.own(owner, id)
+    await this.end(id, 'killed')
   }
 
   /** Kills every sandbox of `owner` still alive (its key was revoked); ended ones stay as they are. */
-  killAll(owner: string): void {
-    for (const s of this.store.list(owner, {})) this.end(s.id, 'killed')
+  async killAll(owner: string): Promise<void> {
+    for (const s of await this.store.list(owner, {})) await this.end(s.id, 'killed')
   }
 
-  private end(id: string, event: 'killed' | 'expired' | 'idle-killed'): void {
+  private async end(id: string, event: 'killed' | 'expired' | 'idle-killed'): Promise<void> {
     this.idle.forget(id)
-    const hibernated = this.store.get(id)?.hibernateSnapshot
-    if (!this.store.transition(id, ['starting', 'running', 'hibernated'], 'killed', event)) return
+    const hibernated = (await this.store.get(id))?.hibernateSnapshot
+    if (!(await this.store.transition(id, ['starting', 'running', 'hibernated'], 'killed', event))) return
     if (hibernated) {
-      this.store.setHibernateSnapshot(id, null)
+      await this.store.setHibernateSnapshot(id, null)
       void this.agent.deleteSnapshot(hibernated)
       return
     }
@@ -264,23 +265,23 @@ export class SandboxService {
     p.finally(() => this.stopping.delete(p))
   }
 
-  setTimeout(owner: string, id: string, ttlSeconds: number): Sandbox {
-    const s = this.own(owner, id)
-    if (s.state !== 'hibernated') this.running(owner, id)
-    this.store.setExpiry(id, new Date(Date.now() + ttlSeconds * 1000))
+  async setTimeout(owner: string, id: string, ttlSeconds: number): Promise<Sandbox> {
+    const s = await this.own(owner, id)
+    if (s.state !== 'hibernated') this.mustRun(s)
+    await this.store.setExpiry(id, new Date(Date.now() + ttlSeconds * 1000))
     return this.get(owner, id)
   }
 
-  reap(now = new Date()): string[] {
-    const ids = this.store.expired(now)
-    for (const id of ids) this.end(id, 'expired')
-    this.reapIdle(now.getTime())
+  async reap(now = new Date()): Promise<string[]> {
+    const ids = await this.store.expired(now)
+    for (const id of ids) await this.end(id, 'expired')
+    await this.reapIdle(now.getTime())
     return ids
   }
 
   /** Checkpoints the sandbox and stops it; the next call that needs it wakes it. */
   async hibernate(owner: string, id: string): Promise<Sandbox> {
-    this.running(owner, id)
+    await this.running(owner, id)
     let p = this.hibernating.get(id)
     if (!p) {
       p = this.checkpointAndStop(id).finally(() => this.hibernating.delete(id))
@@ -297,10 +298,10 @@ export class SandboxService {
   private async checkpointAndStop(id: string): Promise<void> {
     const snapshotId = `hib-${randomBytes(10).toString('hex')}`
     await this.agent.snapshot(id, snapshotId)
-    this.store.setHibernateSnapshot(id, snapshotId)
-    if (!this.store.transition(id, ['running'], 'hibernated', 'hibernated')) {
+    await this.store.setHibernateSnapshot(id, snapshotId)
+    if (!(await this.store.transition(id, ['running'], 'hibernated', 'hibernated'))) {
       // killed while it was being written
-      this.store.setHibernateSnapshot(id, null)
+      await this.store.setHibernateSnapshot(id, null)
       await this.agent.deleteSnapshot(snapshotId)
       return
     }
@@ -313,7 +314,7 @@ export class SandboxService {
     // a request that arrives while the sandbox is being hibernated wakes it once that is done
     const hibernating = this.hibernating.get(id)
     if (hibernating) await hibernating.catch(() => {})
-    const s = this.own(owner, id)
+    const s = await this.own(owner, id)
     // one read of the record on the hot path (exec, files); a second only after a wake
     if (s.state !== 'hibernated') return this.mustRun(s)
     let wake = this.waking.get(id)
@@ -340,17 +341,17 @@ export class SandboxService {
       })
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err)
-      this.store.transition(s.id, ['hibernated'], 'errored', 'errored', {
+      await this.store.transition(s.id, ['hibernated'], 'errored', 'errored', {
         errorReason: 'runtime_failed',
         errorMessage: message,
       })
       throw err instanceof AppError ? err : new AppError('INTERNAL', 'the sandbox failed to wake')
     }
-    if (!this.store.transition(s.id, ['hibernated'], 'running', 'woke')) {
+    if (!(await this.store.transition(s.id, ['hibernated'], 'running', 'woke'))) {
       await this.agent.stop(s.id) // killed while waking
       return
     }
-    this.store.setHibernateSnapshot(s.id, null)
+    await this.store.setHibernateSnapshot(s.id, null)
     await this.agent.deleteSnapshot(snapshotId)
     this.metrics?.wakeSeconds.observe((performance.now() - started) / 1000)
     this.log.info({ sandboxId: s.id, ms: Math.round(performance.now() - started) }, 'sandbox woke')
@@ -364,7 +365,7 @@ export class SandboxService {
       return await fn()
     } catch (err) {
       if (err instanceof AppError && (err.code === 'SANDBOX_NOT_RUNNING' || err.code === 'SANDBOX_ERRORED'))
-        this.running(owner, id)
+        await this.running(owner, id)
       throw err
     } finally {
       release()
@@ -372,17 +373,17 @@ export class SandboxService {
   }
 
   /** Hibernates (or kills) running, non-persistent sandboxes no request has touched for the idle timeout. */
-  private reapIdle(now: number): void {
+  private async reapIdle(now: number): Promise<void> {
     const timeout = this.limits.idleTimeoutMs ?? 0
     if (timeout <= 0) return
-    for (const { sandbox, idleMs } of this.idle.idle(this.store.running(), now, timeout)) {
+    for (const { sandbox, idleMs } of this.idle.idle(await this.store.running(), now, timeout)) {
       const { id, owner } = sandbox
       this.log.info({ sandboxId: id, idleMs }, `idle sandbox: ${this.limits.idleAction ?? 'hibernate'}`)
       if (this.limits.idleAction === 'kill') {
-        this.end(id, 'idle-killed')
+        await this.end(id, 'idle-killed')
         continue
       }
-      this.store.event(id, 'idle', `${Math.round(idleMs / 1000)}s without a request`)
+      await this.store.event(id, 'idle', `${Math.round(idleMs / 1000)}s without a request`)
       const done = this.hibernate(owner, id).catch((err) =>
         this.log.warn({ sandboxId: id, err: String(err) }, 'idle hibernate failed'),
       )
@@ -395,14 +396,14 @@ export class SandboxService {
    * in force when this returns; a hibernated one wakes with it.
    */
   async updateNetwork(owner: string, id: string, asked: NetworkOptions): Promise<Sandbox> {
-    const s = this.own(owner, id)
+    const s = await this.own(owner, id)
     if (s.state !== 'hibernated') this.mustRun(s)
     const next = resolveNetwork(asked, s.network)
     const hibernating = this.hibernating.get(id)
     if (hibernating) await hibernating.catch(() => {})
-    if (this.store.get(id)?.state === 'running') await this.agent.setNetwork(id, egressOf(next))
-    this.store.setNetwork(id, next)
-    this.store.event(id, 'network-updated', JSON.stringify(next))
+    if ((await this.store.get(id))?.state === 'running') await this.agent.setNetwork(id, egressOf(next))
+    await this.store.setNetwork(id, next)
+    await this.store.event(id, 'network-updated', JSON.stringify(next))
     return this.get(owner, id)
   }
 
@@ -417,12 +418,12 @@ export class SandboxService {
     id: string,
     port: number,
   ): Promise<{ host: string; port: number; done: () => void }> {
-    const s = this.store.get(id)
+    const s = await this.store.get(id)
     const allowed =
       s &&
       ('owner' in credential
         ? s.owner === credential.owner
-        : this.auth.verify('port', id, s.owner, credential.accessToken))
+        : await this.auth.verify('port', id, s.owner, credential.accessToken))
     if (!s || !allowed) throw new AppError('SANDBOX_NOT_FOUND', `no sandbox ${id}`)
     if (!s.network.ports.includes(port))
       throw new AppError('PORT_NOT_EXPOSED', `port ${port} of sandbox ${id} is not exposed (network.ports)`, { port })
@@ -454,44 +455,60 @@ export class SandboxService {
     return this.onSandbox(owner, id, () => this.agent.fileOp(id, req))
   }
 
-  events(owner: string, id: string) {
-    this.own(owner, id)
+  async events(owner: string, id: string) {
+    await this.own(owner, id)
     return this.store.events(id)
   }
 
   /** Bytes used on the sandbox's writable filesystems (/work, /home, /tmp). */
   async diskUsage(owner: string, id: string): Promise<number> {
-    this.running(owner, id)
+    await this.running(owner, id)
     const { usedBytes } = await this.agent.fileOp(id, { op: 'usage' })
     return usedBytes
   }
 
   /** Records an event on a sandbox of `owner` (e.g. an exec starting or ending). */
-  record(id: string, type: SandboxEventType, detail?: string): void {
-    this.store.event(id, type, detail)
+  async record(id: string, type: SandboxEventType, detail?: string): Promise<void> {
+    await this.store.event(id, type, detail)
   }
 
   /** Past events of `owner`'s sandboxes (after `since`) and, with `onLive`, each new one as it happens. */
-  feed(
+  async feed(
     owner: string,
     filter: { since?: number; sandboxId?: string; types?: string[]; limit: number },
     onLive?: (e: SandboxEvent) => void,
-  ): { past: SandboxEvent[]; stop: () => void } {
-    if (filter.sandboxId) this.own(owner, filter.sandboxId)
-    const past = this.store.eventsOf(owner, filter)
-    if (!onLive) return { past, stop: () => {} }
-    // the read above and this subscription happen in one turn: no event falls between them
+  ): Promise<{ past: SandboxEvent[]; stop: () => void }> {
+    if (filter.sandboxId) await this.own(owner, filter.sandboxId)
+    if (!onLive) return { past: await this.store.eventsOf(owner, filter), stop: () => {} }
+    // subscribed before the read: what happens meanwhile is held, then passed on after the past
+    // (skipping what the read already returned), so no event falls between them
+    let held: SandboxEvent[] | null = []
+    let last = filter.since ?? 0
     const listener = (e: SandboxEvent) => {
       if (e.owner !== owner) return
       if (filter.sandboxId && e.sandboxId !== filter.sandboxId) return
       if (filter.types?.length && !filter.types.includes(e.type)) return
-      onLive(e)
+      if (held) held.push(e)
+      else if (e.id > last) onLive(e)
     }
     this.store.bus.on('event', listener)
-    return { past, stop: () => this.store.bus.off('event', listener) }
+    const stop = () => this.store.bus.off('event', listener)
+    try {
+      const past = await this.store.eventsOf(owner, filter)
+      last = past.at(-1)?.id ?? last
+      const pending = held
+      held = null
+      queueMicrotask(() => {
+        for (const e of pending) if (e.id > last) onLive(e)
+      })
+      return { past, stop }
+    } catch (err) {
+      stop()
+      throw err
+    }
   }
 
-  pruneEvents(before: Date): number {
+  pruneEvents(before: Date): Promise<number> {
     return this.store.pruneEvents(before)
   }
 

@@ -55,6 +55,8 @@ export class TemplateService {
   /** Live log lines and the final state of builds in progress, by build id. */
   private readonly events = new EventEmitter()
   private readonly seqs = new Map<string, number>()
+  /** Each running build's log writes, chained: lines land in order. */
+  private readonly writes = new Map<string, Promise<void>>()
 
   constructor(
     private readonly store: TemplateStore,
@@ -62,7 +64,7 @@ export class TemplateService {
     private readonly log: Logger,
     private readonly limits: TemplateLimits,
     /** Templates (agent names) running or hibernated sandboxes and snapshots still start from. */
-    private readonly inUse: () => Set<string> = () => new Set(),
+    private readonly inUse: () => Promise<Set<string>> = async () => new Set(),
     /** Each key's registry logins, passed to its builds' pulls. */
     private readonly registries?: RegistryCredentialStore,
   ) {
@@ -71,12 +73,12 @@ export class TemplateService {
 
   /** After a restart: unfinished builds failed with a reason, ready ones made known to the agent again. */
   async recover(): Promise<void> {
-    for (const id of this.store.unfinished())
-      this.store.transition(id, ['waiting', 'queued', 'building'], 'failed', {
+    for (const id of await this.store.unfinished())
+      await this.store.transition(id, ['waiting', 'queued', 'building'], 'failed', {
         error: { code: 'INTERNAL', message: 'the control plane restarted during the build' },
       })
     rmSync(this.limits.contextsDir, { recursive: true, force: true })
-    await this.agent.registerTemplates(this.store.readySpecs().map((b) => b.spec))
+    await this.agent.registerTemplates((await this.store.readySpecs()).map((b) => b.spec))
     await this.collect()
   }
 
@@ -87,33 +89,35 @@ export class TemplateService {
    */
   async collect(): Promise<void> {
     // a build whose context never came (the client went away) does not wait for ever
-    for (const id of this.store.waitingSince(new Date(Date.now() - CONTEXT_WAIT_MS).toISOString()))
-      this.store.transition(id, ['waiting'], 'failed', {
+    for (const id of await this.store.waitingSince(new Date(Date.now() - CONTEXT_WAIT_MS).toISOString()))
+      await this.store.transition(id, ['waiting'], 'failed', {
         error: { code: 'CANCELLED', message: `no context was uploaded within ${CONTEXT_WAIT_MS / 60_000} minutes` },
       })
-    const used = this.inUse()
-    for (const b of this.store.readySpecs()) {
+    const used = await this.inUse()
+    for (const b of await this.store.readySpecs()) {
       if (!b.deleted || used.has(b.spec.name)) continue
       await this.agent.removeTemplate(b.spec.name)
-      this.store.markRemoved(b.id)
+      await this.store.markRemoved(b.id)
     }
   }
 
-  private ownTemplate(owner: string, name: string): TemplateRecord {
-    const t = this.store.byName(owner, name)
+  private async ownTemplate(owner: string, name: string): Promise<TemplateRecord> {
+    const t = await this.store.byName(owner, name)
     if (!t) throw new AppError('TEMPLATE_NOT_FOUND', `no template named ${name}`)
     return t
   }
 
-  private ownBuild(owner: string, id: string): BuildRecord {
-    const b = this.store.getBuild(id)
-    const t = b && this.store.get(b.templateId)
+  private async ownBuild(owner: string, id: string): Promise<BuildRecord> {
+    const b = await this.store.getBuild(id)
+    const t = b && (await this.store.get(b.templateId))
     if (!b || !t || (t.owner !== owner && !t.public)) throw new AppError('NOT_FOUND', `no build ${id}`)
     return b
   }
 
   private async builtIns(): Promise<TemplateInfo[]> {
-    return (await this.agent.templates()).filter((t) => !this.store.isAgentName(t.name))
+    const all = await this.agent.templates()
+    const users = await Promise.all(all.map((t) => this.store.isAgentName(t.name)))
+    return all.filter((_, i) => !users[i])
   }
 
   /**
@@ -126,9 +130,9 @@ export class TemplateService {
     const version = at > 0 ? Number(ref.slice(at + 1)) : undefined
     if (version !== undefined && !(Number.isInteger(version) && version > 0))
       throw new AppError('VALIDATION_FAILED', `${ref}: a version is a positive integer (name@3)`)
-    const t = this.store.byName(owner, name) ?? this.store.publicByName(name)
+    const t = (await this.store.byName(owner, name)) ?? (await this.store.publicByName(name))
     if (t) {
-      const b = this.store.readyBuild(t, version)
+      const b = await this.store.readyBuild(t, version)
       if (!b)
         throw new AppError(
           'TEMPLATE_NOT_FOUND',
@@ -138,55 +142,54 @@ export class TemplateService {
         )
       return b.spec.name
     }
-    if (version === undefined && !this.store.isAgentName(name)) return name
+    if (version === undefined && !(await this.store.isAgentName(name))) return name
     throw new AppError('TEMPLATE_NOT_FOUND', `no template named ${ref}`)
   }
 
   /** What a sandbox's template is shown as: `name@version` for a user's, the name for a built-in. */
-  label(agentName: string): string {
-    return this.store.labelOf(agentName) ?? agentName
+  async label(agentName: string): Promise<string> {
+    return (await this.store.labelOf(agentName)) ?? agentName
   }
 
   async list(owner: string): Promise<TemplateListing[]> {
     const agentInfo = new Map((await this.agent.templates()).map((t) => [t.name, t]))
-    const builtIn = [...agentInfo.values()]
-      .filter((t) => !this.store.isAgentName(t.name))
-      .map((t) => ({ ...t, id: null, version: null, public: true }))
-    const users = this.store.visible(owner).flatMap((t) => {
-      const b = this.store.readyBuild(t)
+    const builtIn = (await this.builtIns()).map((t) => ({ ...t, id: null, version: null, public: true }))
+    const users: TemplateListing[] = []
+    for (const t of await this.store.visible(owner)) {
+      const b = await this.store.readyBuild(t)
       const info = b && agentInfo.get(b.spec.name)
-      if (!b || !info) return []
-      return [{ ...info, name: t.name, description: t.description, id: t.id, version: b.version, public: t.public }]
-    })
+      if (!b || !info) continue
+      users.push({ ...info, name: t.name, description: t.description, id: t.id, version: b.version, public: t.public })
+    }
     return [...builtIn, ...users]
   }
 
   /** The templates `FROM forkbox:NAME` may name in this key's builds: its own and public ones, at their newest ready version. */
-  private ownTemplates(owner: string): Record<string, string> {
+  private async ownTemplates(owner: string): Promise<Record<string, string>> {
     const out: Record<string, string> = {}
-    for (const t of this.store.visible(owner)) {
-      const b = this.store.readyBuild(t)
+    for (const t of await this.store.visible(owner)) {
+      const b = await this.store.readyBuild(t)
       // its own name wins over a public one of the same name
       if (b && (t.owner === owner || !(t.name in out))) out[t.name] = b.spec.name
     }
     return out
   }
 
-  get(owner: string, name: string): UserTemplate {
-    const t = this.store.byName(owner, name) ?? this.store.publicByName(name)
+  async get(owner: string, name: string): Promise<UserTemplate> {
+    const t = (await this.store.byName(owner, name)) ?? (await this.store.publicByName(name))
     if (!t) throw new AppError('TEMPLATE_NOT_FOUND', `no template named ${name}`)
     return this.view(t)
   }
 
-  private view(t: TemplateRecord): UserTemplate {
+  private async view(t: TemplateRecord): Promise<UserTemplate> {
     return {
       id: t.id,
       name: t.name,
       description: t.description,
       public: t.public,
-      version: this.store.readyBuild(t)?.version ?? null,
+      version: (await this.store.readyBuild(t))?.version ?? null,
       createdAt: t.createdAt,
-      builds: this.store.builds(t).map(publicBuild),
+      builds: (await this.store.builds(t)).map(publicBuild),
     }
   }
 
@@ -209,17 +212,17 @@ export class TemplateService {
           },
         )
     const t =
-      this.store.byName(owner, req.name) ??
-      this.store.insertTemplate({
+      (await this.store.byName(owner, req.name)) ??
+      (await this.store.insertTemplate({
         id: `tpl-${randomBytes(6).toString('hex')}`,
         owner,
         name: req.name,
         description: req.description ?? '',
-      })
+      }))
     if (req.registryAuth) {
       if (!req.image)
         throw new AppError('VALIDATION_FAILED', 'registryAuth goes with an image (or set logins at /v1/registries)')
-      this.setRegistryLogin(owner, req.image, req.registryAuth)
+      await this.setRegistryLogin(owner, req.image, req.registryAuth)
     }
     const source: TemplateBuildSpec['source'] = req.image
       ? { kind: 'image', image: req.image }
@@ -229,9 +232,9 @@ export class TemplateService {
             kind: 'dockerfile',
             dockerfile: req.dockerfile ?? '',
             buildArgs: req.buildArgs ?? {},
-            templates: this.ownTemplates(owner),
+            templates: await this.ownTemplates(owner),
           }
-    const build = this.store.insertBuild(
+    const build = await this.store.insertBuild(
       t,
       `bld-${randomBytes(10).toString('hex')}`,
       req.context || req.archive ? 'waiting' : 'queued',
@@ -245,19 +248,19 @@ export class TemplateService {
       }),
     )
     if (build.status === 'queued') this.enqueue(build.id)
-    return { template: this.view(t), build: publicBuild(build) }
+    return { template: await this.view(t), build: publicBuild(build) }
   }
 
   /** Keeps `login` (sealed) as the key's for the registry `image` pulls from. */
-  setRegistryLogin(owner: string, image: string, login: { username: string; password: string }): void {
+  async setRegistryLogin(owner: string, image: string, login: { username: string; password: string }): Promise<void> {
     if (!this.registries) throw new AppError('NOT_IMPLEMENTED', 'this server keeps no registry logins')
-    this.registries.put(owner, registryOf(image), login.username, login.password)
+    await this.registries.put(owner, registryOf(image), login.username, login.password)
   }
 
   /** Takes a waiting build's context tarball or image archive (capped), then queues the build. */
   async uploadContext(owner: string, buildId: string, body: Readable): Promise<TemplateBuild> {
-    const b = this.ownBuild(owner, buildId)
-    if (this.store.get(b.templateId)?.owner !== owner) throw new AppError('NOT_FOUND', `no build ${buildId}`)
+    const b = await this.ownBuild(owner, buildId)
+    if ((await this.store.get(b.templateId))?.owner !== owner) throw new AppError('NOT_FOUND', `no build ${buildId}`)
     const { source } = b.spec
     if (b.status !== 'waiting' || source.kind === 'image')
       throw new AppError('TEMPLATE_CONFLICT', `build ${buildId} is ${b.status}: it takes no context`)
@@ -273,20 +276,20 @@ export class TemplateService {
       ...b.spec,
       source: source.kind === 'archive' ? { ...source, archiveTar: path } : { ...source, contextTar: path },
     }
-    if (!this.store.transition(buildId, ['waiting'], 'queued', { spec })) {
+    if (!(await this.store.transition(buildId, ['waiting'], 'queued', { spec }))) {
       rmSync(path, { force: true })
       throw new AppError('TEMPLATE_CONFLICT', `build ${buildId} is no longer waiting for its context`)
     }
     this.enqueue(buildId)
-    return publicBuild(this.store.getBuild(buildId) as BuildRecord)
+    return publicBuild((await this.store.getBuild(buildId)) as BuildRecord)
   }
 
-  getBuild(owner: string, id: string): TemplateBuild {
-    return publicBuild(this.ownBuild(owner, id))
+  async getBuild(owner: string, id: string): Promise<TemplateBuild> {
+    return publicBuild(await this.ownBuild(owner, id))
   }
 
-  logs(owner: string, id: string, from = 0): BuildLogEntry[] {
-    this.ownBuild(owner, id)
+  async logs(owner: string, id: string, from = 0): Promise<BuildLogEntry[]> {
+    await this.ownBuild(owner, id)
     return this.store.logs(id, from)
   }
 
@@ -301,21 +304,25 @@ export class TemplateService {
     onEntry: (e: BuildLogEntry) => Promise<void>,
     signal: AbortSignal,
   ): Promise<TemplateBuild> {
-    this.ownBuild(owner, id)
+    await this.ownBuild(owner, id)
     const pending: BuildLogEntry[] = []
     let wake: (() => void) | null = null
+    let ended = false
     const onLine = (e: BuildLogEntry) => {
       pending.push(e)
       wake?.()
     }
-    const onDone = () => wake?.()
+    const onDone = () => {
+      ended = true
+      wake?.()
+    }
     this.events.on(`log:${id}`, onLine)
     this.events.on(`done:${id}`, onDone)
     const onAbort = () => wake?.()
     signal.addEventListener('abort', onAbort)
     try {
       let next = from
-      for (const e of this.store.logs(id, next)) {
+      for (const e of await this.store.logs(id, next)) {
         await onEntry(e)
         next = e.seq + 1
       }
@@ -326,14 +333,17 @@ export class TemplateService {
           await onEntry(e)
           next = e.seq + 1
         }
-        // no await from this read to the wait below: an end or a line meanwhile wakes it
-        const b = this.store.getBuild(id) as BuildRecord
+        const b = (await this.store.getBuild(id)) as BuildRecord
         if (b.status === 'ready' || b.status === 'failed' || signal.aborted) {
           // lines written between the last read and the end
-          for (const e of this.store.logs(id, next)) await onEntry(e)
+          for (const e of await this.store.logs(id, next)) await onEntry(e)
           return publicBuild(b)
         }
-        if (pending.length > 0) continue
+        // a line or the end that came during the read above: look again rather than wait
+        if (pending.length > 0 || ended) {
+          ended = false
+          continue
+        }
         await new Promise<void>((r) => {
           wake = r
         })
@@ -348,11 +358,11 @@ export class TemplateService {
 
   /** Deletes the template: its builds stop, its versions go (sandboxes running from them carry on). */
   async delete(owner: string, name: string): Promise<void> {
-    const t = this.ownTemplate(owner, name)
-    this.store.markDeleted(t.id)
-    for (const b of this.store.builds(t)) {
+    const t = await this.ownTemplate(owner, name)
+    await this.store.markDeleted(t.id)
+    for (const b of await this.store.builds(t)) {
       this.running.get(b.id)?.abort()
-      this.store.transition(b.id, ['waiting', 'queued', 'building'], 'failed', {
+      await this.store.transition(b.id, ['waiting', 'queued', 'building'], 'failed', {
         error: { code: 'CANCELLED', message: 'the template was deleted' },
       })
     }
@@ -360,15 +370,15 @@ export class TemplateService {
   }
 
   /** The admin key's switch: a public template is listed for, and creatable by, every key. */
-  setPublic(id: string, value: boolean): UserTemplate {
-    const t = this.store.get(id)
+  async setPublic(id: string, value: boolean): Promise<UserTemplate> {
+    const t = await this.store.get(id)
     if (!t) throw new AppError('TEMPLATE_NOT_FOUND', `no template ${id}`)
     if (value) {
-      const other = this.store.publicByName(t.name)
+      const other = await this.store.publicByName(t.name)
       if (other && other.id !== t.id)
         throw new AppError('TEMPLATE_CONFLICT', `another public template is named ${t.name}`)
     }
-    this.store.setPublic(t.id, value)
+    await this.store.setPublic(t.id, value)
     return this.view({ ...t, public: value })
   }
 
@@ -382,29 +392,46 @@ export class TemplateService {
       const id = this.queue.shift() as string
       const ctl = new AbortController()
       this.running.set(id, ctl)
-      void this.run(id, ctl.signal).finally(() => {
+      void this.run(id, ctl.signal).finally(async () => {
+        await this.flush(id)
         this.running.delete(id)
         this.seqs.delete(id)
+        this.writes.delete(id)
         this.events.emit(`done:${id}`)
         this.pump()
       })
     }
   }
 
+  /**
+   * Adds a line to the build's log: numbered now (the agent's lines come in order), written in
+   * that order (one write after the other), then told to followers.
+   */
   private append(id: string, line: BuildLogLine): void {
-    const seq = this.seqs.get(id) ?? this.store.logCount(id)
+    const seq = this.seqs.get(id) ?? 0
     this.seqs.set(id, seq + 1)
-    this.events.emit(`log:${id}`, this.store.appendLog(id, seq, line))
+    const written = (this.writes.get(id) ?? Promise.resolve())
+      .then(async () => {
+        this.events.emit(`log:${id}`, await this.store.appendLog(id, seq, line))
+      })
+      .catch((err: unknown) => this.log.error({ err, buildId: id }, 'writing a build log line failed'))
+    this.writes.set(id, written)
+  }
+
+  /** Every log line appended so far is written. */
+  private async flush(id: string): Promise<void> {
+    await this.writes.get(id)
   }
 
   private async run(id: string, signal: AbortSignal): Promise<void> {
-    const b = this.store.getBuild(id)
-    if (!b || !this.store.transition(id, ['queued'], 'building')) return
+    const b = await this.store.getBuild(id)
+    if (!b || !(await this.store.transition(id, ['queued'], 'building'))) return
+    this.seqs.set(id, await this.store.logCount(id))
     const started = performance.now()
     this.append(id, { stream: 'system', message: `build ${id}: version ${b.version} of ${b.template}` })
     try {
-      const owner = this.store.get(b.templateId)?.owner
-      const auth = owner && this.registries ? this.registries.auth(owner) : {}
+      const owner = (await this.store.get(b.templateId))?.owner
+      const auth = owner && this.registries ? await this.registries.auth(owner) : {}
       const { pinned } = await this.agent.buildTemplate(b.spec, (line) => this.append(id, line), signal, auth)
       const seconds = ((performance.now() - started) / 1000).toFixed(1)
       this.append(id, { stream: 'system', message: `ready in ${seconds} s` })
@@ -412,15 +439,17 @@ export class TemplateService {
       this.agent
         .pruneTemplates({ layersOnly: true })
         .catch((err: unknown) => this.log.warn({ err }, 'pruning the template store failed'))
-      if (!this.store.transition(id, ['building'], 'ready', { spec: pinned })) {
+      await this.flush(id)
+      if (!(await this.store.transition(id, ['building'], 'ready', { spec: pinned }))) {
         await this.agent.removeTemplate(b.spec.name) // deleted meanwhile
-        this.store.markRemoved(id)
+        await this.store.markRemoved(id)
       }
     } catch (err) {
       const code = err instanceof AppError ? err.code : 'INTERNAL'
       const message = err instanceof Error ? err.message : String(err)
       this.append(id, { stream: 'system', message: `failed: ${message}` })
-      this.store.transition(id, ['building'], 'failed', {
+      await this.flush(id)
+      await this.store.transition(id, ['building'], 'failed', {
         error: { code: isErrorCode(code) ? code : 'INTERNAL', message },
       })
       if (!(err instanceof AppError)) this.log.error({ err, buildId: id }, 'template build failed')

@@ -6,9 +6,9 @@ import type { AppEnv } from '../../http/env.ts'
  * Whose sandbox `sandboxId` is, as far as the caller may act on it: an admin acts on any tenant's
  * (to list, inspect and kill what a revoked or runaway key left); anyone else on their own only.
  */
-export function actingOwner(c: Context<AppEnv>, sandboxId: string): string {
+export async function actingOwner(c: Context<AppEnv>, sandboxId: string): Promise<string> {
   const { keyId, admin } = c.var.principal
-  return (admin && c.var.services.sandboxes.ownerOf(sandboxId)) || keyId
+  return (admin && (await c.var.services.sandboxes.ownerOf(sandboxId))) || keyId
 }
 
 export function requireAdmin(c: Context<AppEnv>, what = 'manage keys'): void {

@@ -17,9 +17,9 @@ const route = createRoute({
 })
 
 export function register(app: App): void {
-  app.openapi(route, (c) => {
+  app.openapi(route, async (c) => {
     requireAdmin(c)
     const body = c.req.valid('json')
-    return c.json(c.var.services.keys.create(body.name, false, body.format), 201)
+    return c.json(await c.var.services.keys.create(body.name, false, body.format), 201)
   })
 }

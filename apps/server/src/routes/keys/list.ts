@@ -16,8 +16,8 @@ const route = createRoute({
 })
 
 export function register(app: App): void {
-  app.openapi(route, (c) => {
+  app.openapi(route, async (c) => {
     requireAdmin(c)
-    return c.json({ keys: c.var.services.keys.list() }, 200)
+    return c.json({ keys: await c.var.services.keys.list() }, 200)
   })
 }

@@ -18,12 +18,12 @@ const route = createRoute({
 })
 
 export function register(app: App): void {
-  app.openapi(route, (c) => {
+  app.openapi(route, async (c) => {
     requireAdmin(c)
     const { id } = c.req.valid('param')
     if (id === c.var.principal.keyId) throw new AppError('VALIDATION_FAILED', 'a key cannot revoke itself')
-    if (!c.var.services.keys.revoke(id)) throw new AppError('KEY_NOT_FOUND', `no active key ${id}`)
-    if (c.req.valid('query').killSandboxes === 'true') c.var.services.sandboxes.killAll(id)
+    if (!(await c.var.services.keys.revoke(id))) throw new AppError('KEY_NOT_FOUND', `no active key ${id}`)
+    if (c.req.valid('query').killSandboxes === 'true') await c.var.services.sandboxes.killAll(id)
     return c.body(null, 204)
   })
 }

@@ -98,7 +98,7 @@ export function register(app: App): void {
     if (!r) return next()
     if (r.port < 1 || r.port > 65535) throw new AppError('VALIDATION_FAILED', `port ${r.port} is not a TCP port`)
     c.set('portCookie', r.cookie)
-    const who = authenticate(c, SOURCES)
+    const who = await authenticate(c, SOURCES)
     const credential = who.kind === 'key' ? { owner: who.principal.keyId } : { accessToken: who.token }
     const target = await c.var.services.sandboxes.portTarget(credential, r.id, r.port).catch((err: unknown) => {
       throw unreachable(err)

@@ -25,7 +25,7 @@ export function register(app: App): void {
     const owner = c.var.principal.keyId
     const { id, pid } = c.req.valid('param')
     const { offset, encoding } = c.req.valid('query')
-    c.var.services.sandboxes.check(owner, id)
+    await c.var.services.sandboxes.check(owner, id)
     return sseResponse(c, async (emit, signal) => {
       const exit = await c.var.services.exec.attach(
         owner,

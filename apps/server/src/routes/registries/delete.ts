@@ -14,9 +14,9 @@ const route = createRoute({
 })
 
 export function register(app: App): void {
-  app.openapi(route, (c) => {
+  app.openapi(route, async (c) => {
     const { registry } = c.req.valid('param')
-    if (!c.var.services.registries.delete(c.var.principal.keyId, registry))
+    if (!(await c.var.services.registries.delete(c.var.principal.keyId, registry)))
       throw new AppError('NOT_FOUND', `no login for ${registry}`)
     return c.body(null, 204)
   })

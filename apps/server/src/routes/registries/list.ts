@@ -18,5 +18,7 @@ const route = createRoute({
 })
 
 export function register(app: App): void {
-  app.openapi(route, (c) => c.json({ registries: c.var.services.registries.list(c.var.principal.keyId) }, 200))
+  app.openapi(route, async (c) =>
+    c.json({ registries: await c.var.services.registries.list(c.var.principal.keyId) }, 200),
+  )
 }

@@ -27,9 +27,9 @@ const route = createRoute({
 })
 
 export function register(app: App): void {
-  app.openapi(route, (c) => {
+  app.openapi(route, async (c) => {
     const { username, password } = c.req.valid('json')
-    const login = c.var.services.registries.put(
+    const login = await c.var.services.registries.put(
       c.var.principal.keyId,
       c.req.valid('param').registry,
       username,

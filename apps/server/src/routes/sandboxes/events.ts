@@ -17,7 +17,7 @@ const route = createRoute({
 })
 
 export function register(app: App): void {
-  app.openapi(route, (c) =>
-    c.json({ events: c.var.services.sandboxes.events(c.var.principal.keyId, c.req.valid('param').id) }, 200),
+  app.openapi(route, async (c) =>
+    c.json({ events: await c.var.services.sandboxes.events(c.var.principal.keyId, c.req.valid('param').id) }, 200),
   )
 }

@@ -42,7 +42,7 @@ export function register(app: App): void {
     const exec = c.var.services.exec
     if (body.background) return c.json(await exec.start(owner, id, body), 200)
     if (!wantsEvents(c)) return c.json(await exec.exec(owner, id, body, c.req.raw.signal), 200)
-    c.var.services.sandboxes.check(owner, id)
+    await c.var.services.sandboxes.check(owner, id)
     return sseResponse(c, async (emit, signal) => {
       const end = await exec.stream(
         owner,

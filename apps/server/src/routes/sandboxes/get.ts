@@ -17,7 +17,8 @@ const route = createRoute({
 })
 
 export function register(app: App): void {
-  app.openapi(route, (c) =>
-    c.json(c.var.services.sandboxes.get(actingOwner(c, c.req.valid('param').id), c.req.valid('param').id), 200),
-  )
+  app.openapi(route, async (c) => {
+    const { id } = c.req.valid('param')
+    return c.json(await c.var.services.sandboxes.get(await actingOwner(c, id), id), 200)
+  })
 }

@@ -13,9 +13,9 @@ const route = createRoute({
 })
 
 export function register(app: App): void {
-  app.openapi(route, (c) => {
+  app.openapi(route, async (c) => {
     const { id } = c.req.valid('param')
-    c.var.services.sandboxes.kill(actingOwner(c, id), id)
+    await c.var.services.sandboxes.kill(await actingOwner(c, id), id)
     return c.body(null, 204)
   })
 }

@@ -26,12 +26,12 @@ const route = createRoute({
 })
 
 export function register(app: App): void {
-  app.openapi(route, (c) => {
+  app.openapi(route, async (c) => {
     const metadata: Record<string, string> = {}
     for (const [k, v] of Object.entries(c.req.query())) if (k.startsWith('metadata.')) metadata[k.slice(9)] = v
     const { state, owner } = c.req.valid('query')
     if (owner !== undefined) requireAdmin(c, "list other keys' sandboxes")
-    const sandboxes = c.var.services.sandboxes.list(owner === '*' ? null : (owner ?? c.var.principal.keyId), {
+    const sandboxes = await c.var.services.sandboxes.list(owner === '*' ? null : (owner ?? c.var.principal.keyId), {
       state,
       metadata,
     })

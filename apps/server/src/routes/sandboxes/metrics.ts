@@ -34,7 +34,7 @@ export function register(app: App): void {
   app.openapi(route, async (c) => {
     const owner = c.var.principal.keyId
     const { id } = c.req.valid('param')
-    const info = c.var.services.sandboxes.get(owner, id)
+    const info = await c.var.services.sandboxes.get(owner, id)
     const diskBytes = info.state === 'running' ? await c.var.services.sandboxes.diskUsage(owner, id) : null
     return c.json(
       {

@@ -19,9 +19,9 @@ const route = createRoute({
 })
 
 export function register(app: App): void {
-  app.openapi(route, (c) =>
+  app.openapi(route, async (c) =>
     c.json(
-      c.var.services.sandboxes.setTimeout(
+      await c.var.services.sandboxes.setTimeout(
         c.var.principal.keyId,
         c.req.valid('param').id,
         c.req.valid('json').ttlSeconds,

@@ -15,5 +15,7 @@ const route = createRoute({
 })
 
 export function register(app: App): void {
-  app.openapi(route, (c) => c.json({ snapshots: c.var.services.sandboxes.listSnapshots(c.var.principal.keyId) }, 200))
+  app.openapi(route, async (c) =>
+    c.json({ snapshots: await c.var.services.sandboxes.listSnapshots(c.var.principal.keyId) }, 200),
+  )
 }

@@ -24,11 +24,11 @@ const route = createRoute({
 })
 
 export function register(app: App): void {
-  app.openapi(route, (c) => {
+  app.openapi(route, async (c) => {
     const owner = c.var.principal.keyId
     const { id } = c.req.valid('param')
-    const build = c.var.services.templates.getBuild(owner, id)
-    const logs = c.var.services.templates.logs(owner, id, c.req.valid('query').logsOffset ?? 0)
+    const build = await c.var.services.templates.getBuild(owner, id)
+    const logs = await c.var.services.templates.logs(owner, id, c.req.valid('query').logsOffset ?? 0)
     return c.json({ ...build, logs }, 200)
   })
 }

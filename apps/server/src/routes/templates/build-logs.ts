@@ -24,13 +24,13 @@ const route = createRoute({
 })
 
 export function register(app: App): void {
-  app.openapi(route, (c) => {
+  app.openapi(route, async (c) => {
     const owner = c.var.principal.keyId
     const { id } = c.req.valid('param')
     const templates = c.var.services.templates
     const lastId = Number(c.req.header('last-event-id'))
     const from = Number.isInteger(lastId) && lastId >= 0 ? lastId + 1 : (c.req.valid('query').offset ?? 0)
-    templates.getBuild(owner, id)
+    await templates.getBuild(owner, id)
     return sseResponse(c, async (emit, signal) => {
       const end = await templates.follow(owner, id, from, (e) => emit('log', e, String(e.seq)), signal)
       return { event: 'end', data: end }

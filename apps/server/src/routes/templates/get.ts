@@ -16,5 +16,7 @@ const route = createRoute({
 })
 
 export function register(app: App): void {
-  app.openapi(route, (c) => c.json(c.var.services.templates.get(c.var.principal.keyId, c.req.valid('param').name), 200))
+  app.openapi(route, async (c) =>
+    c.json(await c.var.services.templates.get(c.var.principal.keyId, c.req.valid('param').name), 200),
+  )
 }

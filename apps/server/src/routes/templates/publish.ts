@@ -20,8 +20,8 @@ const route = createRoute({
 })
 
 export function register(app: App): void {
-  app.openapi(route, (c) => {
+  app.openapi(route, async (c) => {
     requireAdmin(c, 'make a template public')
-    return c.json(c.var.services.templates.setPublic(c.req.valid('param').id, c.req.valid('json').public), 200)
+    return c.json(await c.var.services.templates.setPublic(c.req.valid('param').id, c.req.valid('json').public), 200)
   })
 }
