@@ -189,24 +189,24 @@ describe('forkbox keys', () => {
     assert.match(h.stderr(), /created key key_/)
     assert.deepEqual(body(h.requests[0]), { name: 'ci' })
     const secret = h.stdout().trim()
-    assert.equal(h.server.cp.keys.list().find((k) => k.name === 'ci')?.prefix, secret.slice(0, 12))
+    assert.equal((await h.server.cp.keys.list()).find((k) => k.name === 'ci')?.prefix, secret.slice(0, 12))
   })
 
   it('list and revoke', async () => {
     const h = harness()
-    const ci = h.server.cp.keys.create('ci', false)
+    const ci = await h.server.cp.keys.create('ci', false)
     assert.equal(await h.run('keys', 'list'), 0)
     const rows = h.stdout().trimEnd().split('\n')
     assert.match(rows[0] ?? '', /^ID\s+NAME\s+PREFIX\s+CREATED\s+REVOKED$/)
     assert.match(rows[2] ?? '', new RegExp(`^${ci.id}\\s+ci\\s+${ci.prefix}\\s+1m ago\\s+-$`))
     assert.equal(await h.run('keys', 'revoke', ci.id), 0)
     assert.deepEqual(lines(h.requests), ['GET /v1/keys', `DELETE /v1/keys/${ci.id}`])
-    assert.ok(h.server.cp.keys.list().find((k) => k.id === ci.id)?.revokedAt)
+    assert.ok((await h.server.cp.keys.list()).find((k) => k.id === ci.id)?.revokedAt)
   })
 
   it("a non-admin key gets the server's error", async () => {
     const h = harness()
-    h.ctx.connection = { ...h.ctx.connection, apiKey: h.server.cp.keys.create('tenant', false).key }
+    h.ctx.connection = { ...h.ctx.connection, apiKey: (await h.server.cp.keys.create('tenant', false)).key }
     assert.equal(await h.run('keys', 'list'), 1)
     assert.match(h.stderr(), /^forkbox: FORBIDDEN: only an admin key can .*\n$/)
   })

@@ -20,7 +20,7 @@ beforeEach(async () => {
     agent: new FakeAgent(),
     config: { dbPath: join(dir, 'db.sqlite'), logLevel: 'silent', reaperIntervalMs: 60_000 },
   })
-  key = cp.keys.create('e2b', false, 'e2b').key
+  key = (await cp.keys.create('e2b', false, 'e2b')).key
 })
 
 afterEach(async () => {
@@ -157,8 +157,8 @@ describe('e2b compatibility layer', () => {
     await cp.app.request(`/sandboxes/${a.sandboxID}`, { method: 'DELETE', headers: { 'X-API-KEY': key } })
     assert.equal(await health(a.sandboxID, a.envdAccessToken), 502)
     // a revoked key takes its sandboxes' tokens with it
-    const keyId = cp.keys.list().find((k) => key.startsWith(k.prefix))?.id as string
-    cp.keys.revoke(keyId)
+    const keyId = (await cp.keys.list()).find((k) => key.startsWith(k.prefix))?.id as string
+    await cp.keys.revoke(keyId)
     assert.equal(await health(b.sandboxID, b.envdAccessToken), 401)
   })
 

@@ -119,7 +119,7 @@ describe('exposed ports', () => {
     const port = await sandboxAnswering('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok')
     await start()
     const admin = cp.bootstrapKey as string
-    const other = cp.keys.create('other', false)
+    const other = await cp.keys.create('other', false)
     const mine = await createSandbox(other.key, port)
     const theirs = await createSandbox(admin, port)
     const host = (id: string) => `${port}-${id}.localhost:${frontPort}`
@@ -128,7 +128,7 @@ describe('exposed ports', () => {
     // the query token once, then the host-only cookie it set
     const first = await get(host(mine.id), `/?forkbox_token=${mine.accessToken}`)
     assert.match(String(first.headers['set-cookie']), /^forkbox_token=fbt_[0-9a-f]{40}; Path=\/; HttpOnly/)
-    cp.keys.revoke(other.id)
+    await cp.keys.revoke(other.id)
     assert.equal((await get(host(mine.id), '/', { 'x-forkbox-access-token': mine.accessToken })).status, 404)
   })
 

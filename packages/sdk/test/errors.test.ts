@@ -123,7 +123,7 @@ describe('errors the server makes on its own', () => {
 
   it('a tenant key at an admin route: PermissionDeniedError', async () => {
     const s = server()
-    const tenant = s.cp.keys.create('tenant', false).key
+    const tenant = (await s.cp.keys.create('tenant', false)).key
     const err = await rejection(new ForkboxClient({ ...s.conn(), apiKey: tenant }).keys.list())
     assertClass(err, PermissionDeniedError)
     assert.equal(err.code, 'FORBIDDEN')
