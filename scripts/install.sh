@@ -36,9 +36,13 @@ if [[ $for_tests -eq 1 ]]; then
   # the OCI tests push an image of only a static busybox (no Python, no libc)
   if [[ ! -x /bin/busybox ]] || ldd /bin/busybox >/dev/null 2>&1; then need_apt+=(busybox-static); fi
 fi
-# the OCI template tests start their own registry (on a free port) from this package's binary
-need_registry=0
-[[ $for_tests -eq 1 && ! -x /usr/bin/docker-registry ]] && need_registry=1
+# packages whose binaries tests run on their own (temp dirs, free ports): their services stay off.
+# The OCI template tests start a registry; the store tests a PostgreSQL cluster.
+need_quiet=()
+if [[ $for_tests -eq 1 ]]; then
+  [[ -x /usr/bin/docker-registry ]] || need_quiet+=(docker-registry)
+  [[ -x /usr/lib/postgresql/15/bin/postgres ]] || need_quiet+=(postgresql-15)
+fi
 have_runsc=0
 if command -v runsc >/dev/null; then
   installed=$(runsc --version 2>/dev/null || true)
@@ -67,23 +71,23 @@ if [[ ${#need_apt[@]} -gt 0 ]]; then
   say "installing ${need_apt[*]}"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >&2
 fi
-if [[ $need_registry -eq 1 ]]; then
+if [[ ${#need_quiet[@]} -gt 0 ]]; then
   apt_update
-  say "installing docker-registry (its binary only: no registry service is left running on port 5000)"
-  # policy-rc.d forbids the package's maintainer scripts to start the service (with or without systemd)
+  say "installing ${need_quiet[*]} (their binaries only: no service of theirs is left running)"
+  # policy-rc.d forbids the packages' maintainer scripts to start their services (with or without systemd)
   own_policy=0
   if [[ ! -e /usr/sbin/policy-rc.d ]]; then
     printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
     chmod 755 /usr/sbin/policy-rc.d
     own_policy=1
   fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-registry >&2 || {
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_quiet[@]}" >&2 || {
     [[ $own_policy -eq 1 ]] && rm -f /usr/sbin/policy-rc.d
     exit 1
   }
   [[ $own_policy -eq 1 ]] && rm -f /usr/sbin/policy-rc.d
   if [[ -d /run/systemd/system ]]; then
-    systemctl disable --now docker-registry.service >/dev/null 2>&1 || true
+    systemctl disable --now docker-registry.service postgresql.service >/dev/null 2>&1 || true
   fi
 fi
 

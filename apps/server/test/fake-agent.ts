@@ -222,7 +222,7 @@ export class FakeAgent implements AgentApi {
     const snapshotId = `fork-${this.snapshots.size}-${Date.now()}`
     await this.snapshot(sourceId, snapshotId)
     try {
-      opts.onCheckpointed?.()
+      await opts.onCheckpointed?.()
       return await Promise.all(
         children.map((c) =>
           this.start({ ...c, snapshot: snapshotId }).then(

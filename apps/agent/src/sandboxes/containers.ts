@@ -300,7 +300,7 @@ export class Containers {
 
   private track(p: Promise<void>): void {
     this.cleanups.add(p)
-    p.finally(() => this.cleanups.delete(p))
+    void p.finally(() => this.cleanups.delete(p))
   }
 
   private async cleanup(sbx: LiveSandbox): Promise<void> {
@@ -338,7 +338,7 @@ export class Containers {
           .map((p) => p.pid),
       )
     }, 5_000)
-    sbx.exited.finally(() => clearTimeout(forced))
+    void sbx.exited.finally(() => clearTimeout(forced))
     await runscKill(this.runsc, sbx.container)
   }
 

@@ -50,7 +50,7 @@ export class IdleTracker {
   /** The sandbox is being put away for idleness until `done` settles. */
   putAway(id: string, done: Promise<unknown>): void {
     this.idling.add(id)
-    done.finally(() => {
+    void done.finally(() => {
       this.idling.delete(id)
       this.activity.delete(id)
     })

@@ -262,7 +262,7 @@ export class SandboxService {
     }
     const p = this.agent.stop(id).catch((err) => this.log.error({ sandboxId: id, err: String(err) }, 'stop failed'))
     this.stopping.add(p)
-    p.finally(() => this.stopping.delete(p))
+    void p.finally(() => this.stopping.delete(p))
   }
 
   async setTimeout(owner: string, id: string, ttlSeconds: number): Promise<Sandbox> {

@@ -19,7 +19,7 @@ export interface Store {
  * The SQLite migrations of the releases before kysely, frozen: they only bring a database those
  * releases made up to the schema `0001-initial` describes, which is then recorded as applied.
  */
-const LEGACY_SQLITE_MIGRATIONS = [
+export const LEGACY_SQLITE_MIGRATIONS = [
   `create table api_keys (
      id text primary key, name text not null, prefix text not null, hash text not null unique,
      admin integer not null default 0, created_at text not null, revoked_at text);
@@ -79,22 +79,20 @@ class InCode implements MigrationProvider {
   }
 }
 
-/** A SQLite database an older release made: its own migrations finished, then adopted as `0001-initial`. */
-async function adoptLegacy(sqlite: Database.Database, db: Db, migrator: Migrator): Promise<void> {
+/**
+ * A SQLite database an older release made: its own migrations finished. Its schema is then what
+ * `0001-initial` makes, so that migration is recorded as run without running it.
+ */
+function adoptLegacy(sqlite: Database.Database, all: Record<string, Migration>): Record<string, Migration> {
   const version = sqlite.pragma('user_version', { simple: true }) as number
-  if (version === 0) return
+  if (version === 0) return all
   for (let v = version; v < LEGACY_SQLITE_MIGRATIONS.length; v++) {
     sqlite.transaction(() => {
       sqlite.exec(LEGACY_SQLITE_MIGRATIONS[v] as string)
       sqlite.pragma(`user_version = ${v + 1}`)
     })()
   }
-  // the migrator's own tables exist once it has listed its migrations
-  const applied = await migrator.getMigrations()
-  if (!applied.some((m) => m.name === '0001-initial' && m.executedAt))
-    await sql`insert into kysely_migration (name, timestamp) values ('0001-initial', ${new Date().toISOString()})`.execute(
-      db,
-    )
+  return { ...all, '0001-initial': { up: async () => {} } }
 }
 
 /** Opens the store: Postgres when `url` is given, else the SQLite file at `path`; migrated to the latest schema. */
@@ -117,10 +115,9 @@ export async function openStore(opts: { path: string; url?: string }): Promise<S
     sqlite.pragma('busy_timeout = 5000')
     db = new Kysely<Schema>({ dialect: new SqliteDialect({ database: sqlite }) })
   }
-  const migrator = new Migrator({ db, provider: new InCode(migrations(dialect)) })
   try {
-    if (sqlite) await adoptLegacy(sqlite, db, migrator)
-    const { error } = await migrator.migrateToLatest()
+    const all = sqlite ? adoptLegacy(sqlite, migrations(dialect)) : migrations(dialect)
+    const { error } = await new Migrator({ db, provider: new InCode(all) }).migrateToLatest()
     if (error) throw error
   } catch (err) {
     await db.destroy()
