@@ -33,6 +33,7 @@ export const HostConfig = z.object({
     idleAction: true,
     portsDomain: true,
     portsPathRoute: true,
+    databaseUrl: true,
   }).shape,
 })
 export type HostConfig = z.infer<typeof HostConfig>
@@ -64,6 +65,7 @@ const ENV: Record<string, [keyof HostConfig, EnvKind]> = {
   FORKBOX_LAYER_CACHE_MB: ['layerCacheMB', 'number'],
   FORKBOX_PORTS_DOMAIN: ['portsDomain', 'text'],
   FORKBOX_PORTS_PATH_ROUTE: ['portsPathRoute', 'flag'],
+  FORKBOX_DATABASE_URL: ['databaseUrl', 'text'],
 }
 
 function fromText(text: string, kind: EnvKind): string | number | boolean | string[] {

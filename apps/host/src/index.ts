@@ -50,6 +50,7 @@ export async function startHost(
     agent,
     config: {
       dbPath: join(config.dataDir, 'forkbox.db'),
+      databaseUrl: config.databaseUrl,
       logLevel: config.logLevel,
       maxSandboxes: config.maxSandboxes,
       idleTimeoutSeconds: config.idleTimeoutSeconds,
