@@ -14,6 +14,7 @@ import {
   type BuildLogLine,
   type CreateTemplateRequest,
   isErrorCode,
+  type PruneOptions,
   type ResolvedResources,
   type TemplateBuild,
   type TemplateBuildSpec,
@@ -462,7 +463,7 @@ export class TemplateService {
   }
 
   /** Removes what of the agent's template store nothing uses (see AgentApi.pruneTemplates). */
-  prune(opts: { layerCacheBytes?: number }): Promise<TemplatePruneResult> {
+  prune(opts: PruneOptions): Promise<TemplatePruneResult> {
     return this.agent.pruneTemplates(opts)
   }
 

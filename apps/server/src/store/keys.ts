@@ -1,16 +1,12 @@
 // API keys: only a SHA-256 of each secret is stored (the secrets are 160 random bits).
 import { createHash, randomBytes } from 'node:crypto'
 import type { ApiKeyInfo } from '@forkbox/protocol'
+import type { Selectable } from 'kysely'
 import type { Db } from './db.ts'
+import type { ApiKeysTable } from './schema.ts'
 
-interface KeyRow {
-  id: string
-  name: string
-  prefix: string
-  admin: number
-  created_at: string
-  revoked_at: string | null
-}
+/** A key's row as read back: its hash stays in the database. */
+type KeyRow = Omit<Selectable<ApiKeysTable>, 'hash'>
 
 export interface Principal {
   keyId: string

@@ -1,16 +1,10 @@
 // Snapshots a key made: the agent holds the images, this holds who owns what.
 import type { ResolvedResources, Snapshot } from '@forkbox/protocol'
+import type { Selectable } from 'kysely'
 import type { Db } from './db.ts'
+import type { SnapshotsTable } from './schema.ts'
 
-interface SnapshotRow {
-  id: string
-  owner: string
-  sandbox_id: string
-  template: string
-  resources: string
-  size_bytes: number
-  created_at: string
-}
+type SnapshotRow = Selectable<SnapshotsTable>
 
 export interface SnapshotRecord extends Snapshot {
   owner: string
