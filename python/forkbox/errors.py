@@ -141,6 +141,7 @@ def _status_of(code: str) -> int:
         "SANDBOX_ERRORED": 410,
         "RATE_LIMITED": 429,
         "NO_CAPACITY": 503,
+        "HOST_UNREACHABLE": 503,
     }.get(code, 500)
 
 

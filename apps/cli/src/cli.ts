@@ -3,6 +3,7 @@ import { Command, CommanderError } from 'commander'
 import pkg from '../package.json' with { type: 'json' }
 import { formatError } from './cli-error.ts'
 import { registerExec } from './commands/exec.ts'
+import { registerFleet } from './commands/fleet.ts'
 import { registerFork } from './commands/fork.ts'
 import { registerHibernate } from './commands/hibernate.ts'
 import { registerKeys } from './commands/keys.ts'
@@ -34,6 +35,7 @@ export function buildProgram(ctx: CliContext): Command {
       outputError: (s, write) => write(usageLine(s)),
     })
   registerUp(program, ctx)
+  registerFleet(program, ctx)
   registerRun(program, ctx)
   registerExec(program, ctx)
   registerShell(program, ctx)

@@ -1,5 +1,9 @@
 // Loads @forkbox/host for `forkbox up`, the one place the CLI reaches past the SDK.
-import type { startHost as realStartHost } from '@forkbox/host'
+import type {
+  startAgentHost as realStartAgentHost,
+  startHost as realStartHost,
+  startServerHost as realStartServerHost,
+} from '@forkbox/host'
 import { CliError } from './cli-error.ts'
 
 export interface TemplateProgress {
@@ -23,14 +27,28 @@ export interface RunningHost {
   close(): Promise<void>
 }
 
-/** The part of @forkbox/host `up` uses; declared here so the CLI type-checks without the host. */
+export interface RunningAgentHost {
+  url: string
+  hostId: string
+  close(): Promise<void>
+}
+
+/** The part of @forkbox/host `up`, `server` and `agent` use; declared here so the CLI type-checks without the host. */
 export interface HostModule {
   startHost(options?: StartHostOptions): Promise<RunningHost>
+  startServerHost?(options?: { port?: number; host?: string }): Promise<RunningHost>
+  startAgentHost?(options?: StartHostOptions): Promise<RunningAgentHost>
 }
 
 // Compile-time only: fails when the real startHost stops fitting the shape `up` relies on.
 type Fits<T extends true> = T
 export type HostModuleFits = Fits<typeof realStartHost extends HostModule['startHost'] ? true : false>
+export type ServerModuleFits = Fits<
+  typeof realStartServerHost extends NonNullable<HostModule['startServerHost']> ? true : false
+>
+export type AgentModuleFits = Fits<
+  typeof realStartAgentHost extends NonNullable<HostModule['startAgentHost']> ? true : false
+>
 
 // A variable specifier keeps bundlers and loaders from pulling the host in for other commands.
 const HOST_MODULE = '@forkbox/host'
@@ -42,7 +60,9 @@ export async function importHost(): Promise<HostModule> {
   } catch (err) {
     throw new CliError('HOST_UNAVAILABLE', `cannot load ${HOST_MODULE}: ${(err as Error).message}`)
   }
-  const startHost = (mod as Partial<HostModule> | null)?.startHost
-  if (typeof startHost !== 'function') throw new CliError('HOST_UNAVAILABLE', `${HOST_MODULE} has no startHost()`)
-  return { startHost }
+  const m = (mod ?? {}) as Partial<HostModule>
+  const { startHost, startServerHost, startAgentHost } = m
+  if (typeof startHost !== 'function' || typeof startServerHost !== 'function' || typeof startAgentHost !== 'function')
+    throw new CliError('HOST_UNAVAILABLE', `${HOST_MODULE} lacks startHost, startServerHost or startAgentHost`)
+  return { startHost, startServerHost, startAgentHost }
 }

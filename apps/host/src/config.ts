@@ -5,27 +5,37 @@ import { AgentSettings } from '@forkbox/agent'
 import { ServerConfig } from '@forkbox/server'
 import { z } from 'zod'
 
+/** The agent's settings a host passes through (one box and a fleet's host alike). */
+const AGENT_FIELDS = {
+  dataDir: true,
+  templatesDir: true,
+  runscPath: true,
+  runscStateDir: true,
+  runscDebugDir: true,
+  cgroupParent: true,
+  poolSize: true,
+  networkSubnet: true,
+  networkAllowPrivate: true,
+  dnsUpstreams: true,
+  definitionsDir: true,
+  insecureRegistries: true,
+  buildCaBundle: true,
+  layerCacheMB: true,
+} as const
+
+/** The agent's part of a host's settings, as the agent takes them. */
+export function agentSettingsOf(config: z.infer<ReturnType<typeof AgentSettings.pick<typeof AGENT_FIELDS>>>) {
+  const out: Record<string, unknown> = {}
+  for (const k of Object.keys(AGENT_FIELDS)) out[k] = config[k as keyof typeof AGENT_FIELDS]
+  return out as z.infer<ReturnType<typeof AgentSettings.pick<typeof AGENT_FIELDS>>>
+}
+
 export const HostConfig = z.object({
   port: z.number().int().min(0).max(65535).default(7411),
   host: z.string().default('127.0.0.1'),
   /** Templates built (if missing) before the server starts answering. */
   prebuild: z.array(z.string()).default(['base', 'code-interpreter']),
-  ...AgentSettings.pick({
-    dataDir: true,
-    templatesDir: true,
-    runscPath: true,
-    runscStateDir: true,
-    runscDebugDir: true,
-    cgroupParent: true,
-    poolSize: true,
-    networkSubnet: true,
-    networkAllowPrivate: true,
-    dnsUpstreams: true,
-    definitionsDir: true,
-    insecureRegistries: true,
-    buildCaBundle: true,
-    layerCacheMB: true,
-  }).shape,
+  ...AgentSettings.pick(AGENT_FIELDS).shape,
   ...ServerConfig.pick({
     logLevel: true,
     maxSandboxes: true,
@@ -39,10 +49,58 @@ export const HostConfig = z.object({
 export type HostConfig = z.infer<typeof HostConfig>
 export type HostOptions = z.input<typeof HostConfig>
 
+/** `forkbox agent`: one host of a fleet, serving its sandboxes to the control plane it joins. */
+export const AgentHostConfig = z.object({
+  port: z.number().int().min(0).max(65535).default(7412),
+  host: z.string().default('0.0.0.0'),
+  /** Where the control plane reaches this agent (default: `http://{host}:{port}`, loopback for 0.0.0.0). */
+  advertiseUrl: z.string().url().optional(),
+  /** The control plane to join (any replica, or the load balancer in front of them). */
+  controlPlaneUrl: z.string().url(),
+  joinToken: z.string().min(16),
+  /** Stable across restarts: a restarted agent takes its sandboxes back under it. */
+  hostId: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9.-]{0,62}$/)
+    .optional(),
+  /** The most sandboxes this host runs at once. */
+  maxSandboxes: z.number().int().positive().default(150),
+  prebuild: z.array(z.string()).default(['base', 'code-interpreter']),
+  logLevel: ServerConfig.shape.logLevel,
+  ...AgentSettings.pick(AGENT_FIELDS).shape,
+})
+export type AgentHostConfig = z.infer<typeof AgentHostConfig>
+export type AgentHostOptions = z.input<typeof AgentHostConfig>
+
+/** `forkbox server`: a control-plane replica with no agent of its own; hosts join it. */
+export const ServerHostConfig = z.object({
+  port: z.number().int().min(0).max(65535).default(7411),
+  host: z.string().default('127.0.0.1'),
+  /** The SQLite file's dir without a database URL; build scratch space either way. */
+  dataDir: HostConfig.shape.dataDir,
+  /** The fleet's cap across hosts (each host has its own). */
+  maxSandboxes: z.number().int().positive().default(100_000),
+  ...ServerConfig.pick({
+    logLevel: true,
+    idleTimeoutSeconds: true,
+    idleAction: true,
+    portsDomain: true,
+    portsPathRoute: true,
+    databaseUrl: true,
+    joinToken: true,
+    secretPath: true,
+    hostGraceSeconds: true,
+  }).shape,
+})
+export type ServerHostConfig = z.infer<typeof ServerHostConfig>
+export type ServerHostOptions = z.input<typeof ServerHostConfig>
+
 /** How an env var's text becomes the value the schema checks. */
 type EnvKind = 'text' | 'number' | 'flag' | 'list'
 
-const ENV: Record<string, [keyof HostConfig, EnvKind]> = {
+type AnyKey = keyof HostConfig | keyof AgentHostConfig | keyof ServerHostConfig
+
+const ENV: Record<string, [AnyKey, EnvKind]> = {
   FORKBOX_PORT: ['port', 'number'],
   FORKBOX_HOST: ['host', 'text'],
   FORKBOX_DATA_DIR: ['dataDir', 'text'],
@@ -66,6 +124,12 @@ const ENV: Record<string, [keyof HostConfig, EnvKind]> = {
   FORKBOX_PORTS_DOMAIN: ['portsDomain', 'text'],
   FORKBOX_PORTS_PATH_ROUTE: ['portsPathRoute', 'flag'],
   FORKBOX_DATABASE_URL: ['databaseUrl', 'text'],
+  FORKBOX_JOIN_TOKEN: ['joinToken', 'text'],
+  FORKBOX_CONTROL_PLANE_URL: ['controlPlaneUrl', 'text'],
+  FORKBOX_ADVERTISE_URL: ['advertiseUrl', 'text'],
+  FORKBOX_HOST_ID: ['hostId', 'text'],
+  FORKBOX_SECRET_FILE: ['secretPath', 'text'],
+  FORKBOX_HOST_GRACE_SECONDS: ['hostGraceSeconds', 'number'],
 }
 
 function fromText(text: string, kind: EnvKind): string | number | boolean | string[] {
@@ -85,13 +149,31 @@ function fromText(text: string, kind: EnvKind): string | number | boolean | stri
   }
 }
 
-/** Explicit options win over env vars, which win over defaults. */
-export function loadHostConfig(opts: HostOptions = {}, env: NodeJS.ProcessEnv = process.env): HostConfig {
+/** Explicit options win over env vars, which win over defaults; a variable the schema lacks is left out. */
+function load<S extends z.ZodObject>(schema: S, opts: object, env: NodeJS.ProcessEnv): z.infer<S> {
   const fromEnv: Record<string, unknown> = {}
   for (const [name, [key, kind]] of Object.entries(ENV)) {
     const text = env[name]
-    if (text !== undefined && text !== '') fromEnv[key] = fromText(text, kind)
+    if (text !== undefined && text !== '' && key in schema.shape) fromEnv[key] = fromText(text, kind)
   }
   const defined = Object.fromEntries(Object.entries(opts).filter(([, v]) => v !== undefined))
-  return HostConfig.parse({ ...fromEnv, ...defined })
+  return schema.parse({ ...fromEnv, ...defined })
+}
+
+export function loadHostConfig(opts: HostOptions = {}, env: NodeJS.ProcessEnv = process.env): HostConfig {
+  return load(HostConfig, opts, env)
+}
+
+export function loadAgentHostConfig(
+  opts: Partial<AgentHostOptions> = {},
+  env: NodeJS.ProcessEnv = process.env,
+): AgentHostConfig {
+  return load(AgentHostConfig, opts, env)
+}
+
+export function loadServerHostConfig(
+  opts: ServerHostOptions = {},
+  env: NodeJS.ProcessEnv = process.env,
+): ServerHostConfig {
+  return load(ServerHostConfig, opts, env)
 }

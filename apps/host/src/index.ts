@@ -7,7 +7,8 @@ import { defaultAgentConfig, LocalAgent } from '@forkbox/agent'
 import type { TemplateProgress } from '@forkbox/protocol'
 import { createControlPlane } from '@forkbox/server'
 import { getRequestListener } from '@hono/node-server'
-import { type HostConfig, type HostOptions, loadHostConfig } from './config.ts'
+import { agentSettingsOf, type HostConfig, type HostOptions, loadHostConfig } from './config.ts'
+import { listen } from './listen.ts'
 
 export interface Host {
   url: string
@@ -25,24 +26,7 @@ export async function startHost(
   // the owner's only: the database, the server secret, snapshots and hibernated sandboxes' memory
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 })
   chmodSync(config.dataDir, 0o700)
-  const agent = new LocalAgent(
-    defaultAgentConfig({
-      dataDir: config.dataDir,
-      templatesDir: config.templatesDir,
-      runscPath: config.runscPath,
-      runscStateDir: config.runscStateDir,
-      runscDebugDir: config.runscDebugDir,
-      cgroupParent: config.cgroupParent,
-      poolSize: config.poolSize,
-      networkSubnet: config.networkSubnet,
-      networkAllowPrivate: config.networkAllowPrivate,
-      dnsUpstreams: config.dnsUpstreams,
-      definitionsDir: config.definitionsDir,
-      insecureRegistries: config.insecureRegistries,
-      buildCaBundle: config.buildCaBundle,
-      layerCacheMB: config.layerCacheMB,
-    }),
-  )
+  const agent = new LocalAgent(defaultAgentConfig(agentSettingsOf(config)))
   // first, before anything of ours exists: remove what a previous process left
   await agent.reconcile()
   for (const t of config.prebuild) await agent.ensureTemplate(t, onTemplateProgress)
@@ -60,18 +44,10 @@ export async function startHost(
     },
   })
   const server = createServer(getRequestListener(cp.app.fetch))
-  server.listen(config.port, config.host)
   server.on('upgrade', cp.upgrade)
-  const port = await new Promise<number>((resolve, reject) => {
-    server.once('listening', () => {
-      const addr = server.address()
-      resolve(typeof addr === 'object' && addr ? addr.port : config.port)
-    })
-    server.once('error', reject)
-  })
-  const shownHost = config.host === '0.0.0.0' ? '127.0.0.1' : config.host
+  const { port, url } = await listen(server, config.port, config.host)
   return {
-    url: `http://${shownHost}:${port}`,
+    url,
     port,
     bootstrapKey: cp.bootstrapKey,
     config,
@@ -83,4 +59,12 @@ export async function startHost(
   }
 }
 
-export { type HostConfig, type HostOptions, loadHostConfig } from './config.ts'
+export { type AgentHost, startAgentHost } from './agent-host.ts'
+export {
+  type AgentHostOptions,
+  type HostConfig,
+  type HostOptions,
+  loadHostConfig,
+  type ServerHostOptions,
+} from './config.ts'
+export { type ServerHost, startServerHost } from './server-host.ts'

@@ -49,6 +49,10 @@ export const ServerConfig = z.object({
     .number()
     .positive()
     .default(7 * 24),
+  /** Hosts join with this (`forkbox server`); unset: no host can join. */
+  joinToken: z.string().min(16).optional(),
+  /** A host with no heartbeat for this long is unreachable: it takes no new sandboxes. */
+  hostGraceSeconds: z.number().positive().default(10),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 })
 export type ServerConfig = z.infer<typeof ServerConfig>

@@ -8,6 +8,9 @@ import { ServerConfig, type ServerConfigInput } from './config.ts'
 import { E2B_TEMPLATE_IDS, forkboxTemplate } from './e2b/control-plane.ts'
 import { E2bTemplateBuilds } from './e2b/template-builds.ts'
 import { TemplateFiles } from './e2b/template-files.ts'
+import { Fleet } from './fleet/fleet.ts'
+import { HostService } from './fleet/hosts-service.ts'
+import { HostStore } from './fleet/hosts-store.ts'
 import { createApp } from './http/app.ts'
 import { Authenticator } from './http/auth.ts'
 import type { App } from './http/env.ts'
@@ -36,9 +39,13 @@ export interface ControlPlane {
   close(): Promise<void>
 }
 
+/**
+ * With `agent`, the control plane drives that one agent (`forkbox up`); without, it drives the
+ * fleet of hosts that join it (`forkbox server`), any number of replicas sharing one store.
+ */
 export async function createControlPlane(opts: {
   config: ServerConfigInput
-  agent: AgentApi
+  agent?: AgentApi
   log?: Logger
 }): Promise<ControlPlane> {
   const config = ServerConfig.parse(opts.config)
@@ -46,12 +53,16 @@ export async function createControlPlane(opts: {
   const { db, dialect, close: closeStore } = await openStore({ path: config.dbPath, url: config.databaseUrl })
   const keys = new KeyStore(db)
   const secret = loadServerSecret(config.secretPath ?? join(dirname(config.dbPath), 'server.secret'))
+  const hostStore = new HostStore(db)
+  const fleet = opts.agent ? null : new Fleet(hostStore, secret, { graceMs: config.hostGraceSeconds * 1000, log })
+  const agent: AgentApi = opts.agent ?? (fleet as Fleet)
+  const hosts = fleet ? new HostService(hostStore, fleet, secret, config.joinToken, log) : null
   const auth = new Authenticator(keys, secret)
   const registries = new RegistryCredentialStore(db, secret)
   const store = new SandboxStore(db, dialect)
   const templates = new TemplateService(
     new TemplateStore(db),
-    opts.agent,
+    agent,
     log,
     {
       maxConcurrentBuilds: config.maxConcurrentBuilds,
@@ -70,10 +81,10 @@ export async function createControlPlane(opts: {
     forkboxTemplate,
     E2B_TEMPLATE_IDS,
   )
-  const metrics = new Metrics(store, opts.agent)
+  const metrics = new Metrics(store, agent)
   const sandboxes = new SandboxService(
     store,
-    opts.agent,
+    agent,
     log,
     {
       maxSandboxes: config.maxSandboxes,
@@ -87,10 +98,23 @@ export async function createControlPlane(opts: {
     (owner, ref) => templates.resolve(owner, ref),
     (name) => templates.label(name),
   )
-  await sandboxes.recover()
+  // a fleet's hosts reconcile as each joins (a replica starting finds others mid-create)
+  if (!fleet) await sandboxes.recover()
+  if (fleet && hosts)
+    hosts.onJoined = async (hostId) => {
+      const remote = await fleet.agentOf(hostId)
+      await remote.registerTemplates(await templates.readySpecs())
+      const lost = await sandboxes.reconcileHost(
+        hostId,
+        await hostStore.placedOn(hostId, 'sandbox'),
+        await remote.liveIds(),
+        remote,
+      )
+      for (const id of lost) await hostStore.unplace(id)
+    }
   const bootstrapKey = (await keys.count()) === 0 ? (await keys.create('admin', true)).key : null
-  const code = new CodeService(sandboxes, opts.agent, metrics)
-  const exec = new ExecService(sandboxes, opts.agent, metrics)
+  const code = new CodeService(sandboxes, agent, metrics)
+  const exec = new ExecService(sandboxes, agent, metrics)
   const app = createApp({
     sandboxes,
     code,
@@ -103,6 +127,7 @@ export async function createControlPlane(opts: {
     templates,
     registries,
     e2bTemplates,
+    hosts,
   })
   const sampler = setInterval(() => {
     metrics.sample().catch((err: unknown) => log.error({ err }, 'metrics sampling failed'))
@@ -141,6 +166,7 @@ export async function createControlPlane(opts: {
       clearInterval(sampler)
       await templates.drain()
       await sandboxes.drain()
+      await fleet?.close()
       await closeStore()
     },
   }

@@ -10,6 +10,7 @@ import { sql } from 'kysely'
 import { type ControlPlane, createControlPlane } from '../src/index.ts'
 import { LEGACY_SQLITE_MIGRATIONS, openStore } from '../src/store/db.ts'
 import { hashKey, KeyStore } from '../src/store/keys.ts'
+import { migrations } from '../src/store/schema.ts'
 import { FakeAgent } from './fake-agent.ts'
 import { startPostgres, type TestPostgres } from './postgres.ts'
 
@@ -55,7 +56,7 @@ describe('the store', () => {
     const { rows } = await sql<{ name: string }>`select name from kysely_migration`.execute(stores[0]?.db as never)
     assert.deepEqual(
       rows.map((r) => r.name),
-      ['0001-initial'],
+      Object.keys(migrations('postgres')),
     )
     for (const s of stores) assert.equal(s.dialect, 'postgres')
     await Promise.all(stores.map((s) => s.close()))
@@ -138,7 +139,7 @@ describe('the store', () => {
       const { rows } = await sql<{ name: string }>`select name from kysely_migration`.execute(store.db)
       assert.deepEqual(
         rows.map((r) => r.name),
-        ['0001-initial'],
+        Object.keys(migrations('sqlite')),
       )
       // the last legacy migration ran: its table is there
       await sql`select owner from registry_credentials`.execute(store.db)

@@ -309,3 +309,38 @@ export interface AgentApi {
   onExit(listener: SandboxExitListener): void
   close(): Promise<void>
 }
+
+/** The `AgentApi` methods a remote agent serves over the wire (`onExit` is an event, `close` stays local). */
+export const agentRemoteMethods = [
+  'templates',
+  'ensureTemplate',
+  'buildTemplate',
+  'registerTemplates',
+  'removeTemplate',
+  'pruneTemplates',
+  'start',
+  'exec',
+  'startProcess',
+  'attachProcess',
+  'processOp',
+  'openPty',
+  'readFile',
+  'writeFile',
+  'fileOp',
+  'runCode',
+  'codeContext',
+  'snapshot',
+  'fork',
+  'deleteSnapshot',
+  'pruneSnapshots',
+  'stop',
+  'usage',
+  'setNetwork',
+  'sandboxAddress',
+  'poolSizes',
+  'liveIds',
+] as const satisfies readonly (keyof AgentApi)[]
+
+/** Fails to compile when `AgentApi` gains a method the list above does not carry. */
+type Unlisted = Exclude<keyof AgentApi, (typeof agentRemoteMethods)[number] | 'onExit' | 'close'>
+export const agentRemoteMethodsComplete: [Unlisted] extends [never] ? true : never = true

@@ -24,6 +24,7 @@ export type {
   TemplateProgress,
   TemplatePruneResult,
 } from './agent.ts'
+export { agentRemoteMethods } from './agent.ts'
 export { BuildLogEvent, BuildPhase, BuildStepFinished, BuildStepOutput, BuildStepStarted } from './builds.ts'
 export {
   AppError,
@@ -75,6 +76,8 @@ export {
   type OpRequest,
   type OpResults,
 } from './guest-ops.ts'
+export { Host, HostCapacity, HostHeartbeat, HostState, JoinHostRequest, JoinHostResponse } from './hosts.ts'
+export { decodeFrame, encodeFrame, type RpcChannel, RpcPeer, type RpcTarget } from './rpc.ts'
 export {
   ApiKeyInfo,
   CODE_LANGUAGES,

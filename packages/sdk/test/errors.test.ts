@@ -58,6 +58,7 @@ const expected = {
   SANDBOX_ERRORED: SandboxErroredError,
   RATE_LIMITED: RateLimitError,
   NO_CAPACITY: ServiceUnavailableError,
+  HOST_UNREACHABLE: ServiceUnavailableError,
   NO_SPACE: InternalServerError,
   GUEST_ERROR: InternalServerError,
   PORT_UNREACHABLE: InternalServerError,

@@ -56,6 +56,7 @@ const connectCodeOf = {
   NO_SPACE: 'internal',
   RATE_LIMITED: 'resource_exhausted',
   NO_CAPACITY: 'unavailable',
+  HOST_UNREACHABLE: 'unavailable',
   GUEST_ERROR: 'internal',
   PORT_UNREACHABLE: 'unavailable',
   CODE_RUNTIME_MISSING: 'failed_precondition',

@@ -5,6 +5,7 @@ import type { OpenAPIHono } from '@hono/zod-openapi'
 import type { Logger } from 'pino'
 import type { ServerConfig } from '../config.ts'
 import type { E2bTemplateBuilds } from '../e2b/template-builds.ts'
+import type { HostService } from '../fleet/hosts-service.ts'
 import type { Metrics } from '../metrics.ts'
 import type { CodeService } from '../services/code.ts'
 import type { ExecService } from '../services/exec.ts'
@@ -29,6 +30,8 @@ export interface Services {
   registries: RegistryCredentialStore
   /** E2B's template builder over `templates`. */
   e2bTemplates: E2bTemplateBuilds
+  /** The fleet's hosts (`forkbox server`); null when the control plane runs its own agent. */
+  hosts: HostService | null
 }
 
 /**

@@ -15,6 +15,10 @@ import * as filesRename from './files/rename.ts'
 import * as filesStat from './files/stat.ts'
 import * as filesWrite from './files/write.ts'
 import * as health from './health.ts'
+import * as hostCordon from './hosts/cordon.ts'
+import * as hostHeartbeat from './hosts/heartbeat.ts'
+import * as hostJoin from './hosts/join.ts'
+import * as hostList from './hosts/list.ts'
 import * as keysCreate from './keys/create.ts'
 import * as keysList from './keys/list.ts'
 import * as keysRevoke from './keys/revoke.ts'
@@ -59,9 +63,10 @@ export interface RouteModule {
 
 /**
  * Matched before anything else, each with its own credential sources: exposed ports (by host,
- * whatever the path, or `/s/...`) and terminals (WebSocket, `?key=` allowed).
+ * whatever the path, or `/s/...`), terminals (WebSocket, `?key=` allowed) and hosts joining
+ * and heartbeating (the join token, then the host's own credential).
  */
-export const EDGE_ROUTES: readonly RouteModule[] = [ports, ptyConnect]
+export const EDGE_ROUTES: readonly RouteModule[] = [ports, ptyConnect, hostJoin, hostHeartbeat]
 
 /** forkbox's REST routes, behind the API key, in the order they are matched. */
 export const ROUTES: readonly RouteModule[] = [
@@ -114,4 +119,6 @@ export const ROUTES: readonly RouteModule[] = [
   keysCreate,
   keysList,
   keysRevoke,
+  hostList,
+  hostCordon,
 ]

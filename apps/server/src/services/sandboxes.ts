@@ -97,6 +97,39 @@ export class SandboxService {
     for (const id of live) await this.agent.stop(id)
   }
 
+  /**
+   * A host (re)joined the fleet: of the sandboxes placed there, those it runs carry on and the
+   * rest are errored `lost`; what it runs that no record wants is stopped.
+   */
+  async reconcileHost(
+    host: string,
+    placed: string[],
+    liveIds: string[],
+    hostAgent: Pick<AgentApi, 'stop'>,
+  ): Promise<string[]> {
+    const live = new Set(liveIds)
+    const gone: string[] = []
+    for (const id of placed) {
+      const s = await this.store.get(id)
+      if (s && (s.state === 'running' || s.state === 'starting') && live.has(id)) {
+        if (s.state === 'running') await this.store.event(id, 're-attached', host)
+        live.delete(id)
+        continue
+      }
+      if (live.has(id)) continue
+      gone.push(id)
+      await this.store.transition(id, ['starting', 'running'], 'errored', 'errored', {
+        errorReason: 'lost',
+        errorMessage: `host ${host} restarted and the sandbox was not running any more`,
+      })
+    }
+    for (const id of live) {
+      const s = await this.store.get(id)
+      if (s?.state !== 'running' && s?.state !== 'starting') await hostAgent.stop(id)
+    }
+    return gone
+  }
+
   private async templateInfo(template: string): Promise<TemplateInfo> {
     const find = async () => (await this.agent.templates()).find((t) => t.name === template)
     const info = await find()

@@ -79,8 +79,13 @@ export class TemplateService {
         error: { code: 'INTERNAL', message: 'the control plane restarted during the build' },
       })
     rmSync(this.limits.contextsDir, { recursive: true, force: true })
-    await this.agent.registerTemplates((await this.store.readySpecs()).map((b) => b.spec))
+    await this.agent.registerTemplates(await this.readySpecs())
     await this.collect()
+  }
+
+  /** The specs of every ready user template version: what a host must know to start sandboxes of them. */
+  async readySpecs(): Promise<TemplateBuildSpec[]> {
+    return (await this.store.readySpecs()).map((b) => b.spec)
   }
 
   /**

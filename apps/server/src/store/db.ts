@@ -3,7 +3,7 @@
 // lock (an advisory lock on Postgres), so replicas starting together do not race.
 import { chmodSync, closeSync, existsSync, openSync } from 'node:fs'
 import Database from 'better-sqlite3'
-import { Kysely, type Migration, type MigrationProvider, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely'
+import { Kysely, type Migration, type MigrationProvider, Migrator, PostgresDialect, SqliteDialect } from 'kysely'
 import pg from 'pg'
 import { type Dialect, migrations, type Schema } from './schema.ts'
 
@@ -102,9 +102,11 @@ export async function openStore(opts: { path: string; url?: string }): Promise<S
   let sqlite: Database.Database | null = null
   if (opts.url) {
     dialect = 'postgres'
-    db = new Kysely<Schema>({
-      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: opts.url, max: 10 }) }),
-    })
+    const pool = new pg.Pool({ connectionString: opts.url, max: 10 })
+    // an idle connection that Postgres drops (a restart, a failover) is an 'error' event: without a
+    // listener it would end the process; the next query opens a new connection instead
+    pool.on('error', () => {})
+    db = new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) })
   } else {
     dialect = 'sqlite'
     restrict(opts.path)

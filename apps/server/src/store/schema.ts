@@ -88,6 +88,32 @@ export interface RegistryCredentialsTable {
   created_at: string
 }
 
+/** A host agent that joined the control plane (fleet mode). */
+export interface HostsTable {
+  id: string
+  /** Where the control plane reaches its agent (`http://addr:port`). */
+  url: string
+  /** Changes at each join: the host's credential is derived from it, so an old one stops working. */
+  nonce: string
+  /** `ready`, or `cordoned` (takes no new sandboxes). */
+  state: string
+  joined_at: string
+  heartbeat_at: string
+  /** The last heartbeat's `HostCapacity`, as JSON. */
+  capacity: string
+  version: string
+}
+
+/** Which host holds a sandbox or snapshot (fleet mode), and what it reserves there. */
+export interface PlacementsTable {
+  id: string
+  kind: string
+  host: string
+  vcpus: number
+  memory_mb: number
+  created_at: string
+}
+
 export interface Schema {
   api_keys: ApiKeysTable
   sandboxes: SandboxesTable
@@ -97,6 +123,8 @@ export interface Schema {
   template_builds: TemplateBuildsTable
   build_logs: BuildLogsTable
   registry_credentials: RegistryCredentialsTable
+  hosts: HostsTable
+  placements: PlacementsTable
 }
 
 export type Dialect = 'sqlite' | 'postgres'
@@ -224,6 +252,31 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .addColumn('created_at', 'text', (c) => c.notNull())
           .addPrimaryKeyConstraint('registry_credentials_pk', ['owner', 'registry'])
           .execute()
+      },
+    },
+    '0002-hosts': {
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .createTable('hosts')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('url', 'text', (c) => c.notNull())
+          .addColumn('nonce', 'text', (c) => c.notNull())
+          .addColumn('state', 'text', (c) => c.notNull())
+          .addColumn('joined_at', 'text', (c) => c.notNull())
+          .addColumn('heartbeat_at', 'text', (c) => c.notNull())
+          .addColumn('capacity', 'text', (c) => c.notNull())
+          .addColumn('version', 'text', (c) => c.notNull())
+          .execute()
+        await db.schema
+          .createTable('placements')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('kind', 'text', (c) => c.notNull())
+          .addColumn('host', 'text', (c) => c.notNull())
+          .addColumn('vcpus', 'real', (c) => c.notNull())
+          .addColumn('memory_mb', 'integer', (c) => c.notNull())
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .execute()
+        await db.schema.createIndex('placements_host').on('placements').columns(['host', 'kind']).execute()
       },
     },
   }

@@ -1,0 +1,265 @@
+// A fleet control plane (no agent of its own) over agents served on loopback through the real
+// WebSocket transport: joins, heartbeats, placement, routing, cordon, NO_CAPACITY. Fake agents:
+// runsc fleets are tested in tests/e2e.
+import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer, type Server } from 'node:http'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, it } from 'node:test'
+import { agentRpcServer } from '@forkbox/agent'
+import type { HostCapacity } from '@forkbox/protocol'
+import { type ControlPlane, createControlPlane } from '@forkbox/server'
+import { FakeAgent } from '../../server/test/fake-agent.ts'
+
+const TOKEN = 'join-token-for-tests-0123'
+
+interface TestHost {
+  id: string
+  agent: FakeAgent
+  server: Server
+  url: string
+  credential: string | null
+}
+
+let dir: string
+let cp: ControlPlane
+let key: string
+let hosts: TestHost[]
+
+async function call(method: string, path: string, body?: unknown, auth: string | null = key) {
+  const headers: Record<string, string> = { 'content-type': 'application/json' }
+  if (auth) headers.authorization = `Bearer ${auth}`
+  const res = await cp.app.request(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  })
+  const text = await res.text()
+  return { status: res.status, body: text ? JSON.parse(text) : null }
+}
+
+function capacity(over: Partial<HostCapacity> = {}): HostCapacity {
+  return {
+    vcpus: 2,
+    memoryBytes: 8 * 1024 ** 3,
+    diskFreeBytes: 10 * 1024 ** 3,
+    maxSandboxes: 10,
+    sandboxes: 0,
+    templates: ['base'],
+    pool: {},
+    ...over,
+  }
+}
+
+async function serveHost(id: string): Promise<TestHost> {
+  const agent = new FakeAgent()
+  const host: TestHost = { id, agent, server: createServer(), url: '', credential: null }
+  const rpc = agentRpcServer(agent, { credential: () => host.credential })
+  host.server.on('upgrade', rpc.upgrade)
+  host.server.on('close', () => rpc.close())
+  await new Promise<void>((r) => host.server.listen(0, '127.0.0.1', () => r()))
+  const addr = host.server.address()
+  host.url = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`
+  return host
+}
+
+async function joinHost(h: TestHost, cap = capacity()) {
+  const r = await call('POST', '/v1/hosts/join', { id: h.id, url: h.url, version: 'test', capacity: cap }, TOKEN)
+  assert.equal(r.status, 200, JSON.stringify(r.body))
+  h.credential = r.body.credential
+  return r
+}
+
+async function create(body: Record<string, unknown> = {}) {
+  return call('POST', '/v1/sandboxes', { template: 'base', ...body })
+}
+
+const hostOf = (id: string) => hosts.find((h) => h.agent.live.has(id))?.id
+
+beforeEach(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'fbx-fleet-'))
+  cp = await createControlPlane({
+    config: { dbPath: join(dir, 'db.sqlite'), logLevel: 'silent', reaperIntervalMs: 60_000, joinToken: TOKEN },
+  })
+  key = cp.bootstrapKey as string
+  hosts = [await serveHost('h1'), await serveHost('h2')]
+  for (const h of hosts) await joinHost(h)
+})
+
+afterEach(async () => {
+  await cp.close()
+  for (const h of hosts) {
+    h.server.closeAllConnections()
+    await new Promise((r) => h.server.close(r))
+  }
+  rmSync(dir, { recursive: true, force: true })
+})
+
+describe('fleet', () => {
+  it('joins only with the join token; heartbeats only with the host credential', async () => {
+    const h = hosts[0] as TestHost
+    const bad = await call(
+      'POST',
+      '/v1/hosts/join',
+      { id: 'x', url: h.url, version: 't', capacity: capacity() },
+      'wrong-token-0123456789',
+    )
+    assert.equal(bad.status, 401)
+    assert.equal(bad.body.error.code, 'UNAUTHENTICATED')
+    const none = await call('POST', '/v1/hosts/join', { id: 'x', url: h.url, version: 't', capacity: capacity() }, null)
+    assert.equal(none.status, 401)
+    const beat = await call(
+      'POST',
+      `/v1/hosts/${h.id}/heartbeat`,
+      { capacity: capacity({ sandboxes: 1 }) },
+      h.credential,
+    )
+    assert.equal(beat.status, 204)
+    const forged = await call('POST', `/v1/hosts/${h.id}/heartbeat`, { capacity: capacity() }, key)
+    assert.equal(forged.status, 401)
+    // a join again makes the old credential stale
+    const old = h.credential
+    await joinHost(h)
+    assert.notEqual(h.credential, old)
+    assert.equal((await call('POST', `/v1/hosts/${h.id}/heartbeat`, { capacity: capacity() }, old)).status, 401)
+    // the hosts list is the admin's
+    const list = await call('GET', '/v1/hosts')
+    assert.equal(list.status, 200)
+    assert.deepEqual(
+      list.body.hosts.map((x: { id: string; state: string }) => [x.id, x.state]),
+      [
+        ['h1', 'ready'],
+        ['h2', 'ready'],
+      ],
+    )
+  })
+
+  it('spreads creates over the hosts and sends each call to the sandbox host', async () => {
+    const ids: string[] = []
+    for (let i = 0; i < 4; i++) {
+      const r = await create()
+      assert.equal(r.status, 201, JSON.stringify(r.body))
+      ids.push(r.body.id)
+    }
+    assert.deepEqual(
+      hosts.map((h) => h.agent.live.size),
+      [2, 2],
+    )
+    for (const id of ids) {
+      const r = await call('POST', `/v1/sandboxes/${id}/exec`, { cmd: 'echo hi' })
+      assert.equal(r.status, 200, JSON.stringify(r.body))
+      assert.equal(r.body.stdout, 'ran echo hi')
+    }
+    const list = await call('GET', '/v1/hosts')
+    assert.deepEqual(
+      list.body.hosts.map((h: { placed: { sandboxes: number } }) => h.placed.sandboxes),
+      [2, 2],
+    )
+    const victim = ids[0] as string
+    const on = hostOf(victim)
+    assert.equal((await call('DELETE', `/v1/sandboxes/${victim}`)).status, 204)
+    // the stop runs on after the answer
+    await cp.sandboxes.drain()
+    assert.ok(hosts.find((h) => h.id === on)?.agent.stopped.includes(victim))
+    const after = await call('GET', '/v1/hosts')
+    assert.equal(
+      after.body.hosts.reduce((n: number, h: { placed: { sandboxes: number } }) => n + h.placed.sandboxes, 0),
+      3,
+    )
+  })
+
+  it('streams a command through the remote agent', async () => {
+    const { body } = await create()
+    const res = await cp.app.request(`/v1/sandboxes/${body.id}/exec`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ cmd: 'x' }),
+    })
+    const text = await res.text()
+    assert.match(text, /ran /)
+    assert.match(text, /exit/)
+  })
+
+  it('a cordoned host takes no new sandboxes; none with room fails fast with NO_CAPACITY', async () => {
+    assert.equal((await call('POST', '/v1/hosts/h1/cordon')).body.state, 'cordoned')
+    for (let i = 0; i < 3; i++) assert.equal((await create()).status, 201)
+    assert.deepEqual(
+      hosts.map((h) => h.agent.live.size),
+      [0, 3],
+    )
+    await call('POST', '/v1/hosts/h2/cordon')
+    const full = await create()
+    assert.equal(full.status, 503)
+    assert.equal(full.body.error.code, 'NO_CAPACITY')
+    assert.equal((await call('POST', '/v1/hosts/h1/uncordon')).body.state, 'ready')
+    assert.equal((await create()).status, 201)
+    assert.equal(hosts[0]?.agent.live.size, 1)
+    assert.equal((await call('POST', '/v1/hosts/nope/cordon')).status, 404)
+  })
+
+  it('a host whose heartbeats stopped takes no new sandboxes', async () => {
+    await cp.close()
+    cp = await createControlPlane({
+      config: {
+        dbPath: join(dir, 'db.sqlite'),
+        logLevel: 'silent',
+        reaperIntervalMs: 60_000,
+        joinToken: TOKEN,
+        hostGraceSeconds: 0.3,
+      },
+    })
+    await new Promise((r) => setTimeout(r, 400))
+    const h2 = hosts[1] as TestHost
+    assert.equal(
+      (await call('POST', `/v1/hosts/${h2.id}/heartbeat`, { capacity: capacity() }, h2.credential)).status,
+      204,
+    )
+    await new Promise((r) => setTimeout(r, 1100))
+    await call('POST', `/v1/hosts/${h2.id}/heartbeat`, { capacity: capacity() }, h2.credential)
+    assert.equal((await create()).status, 201)
+    assert.equal(h2.agent.live.size, 1)
+    const states = (await call('GET', '/v1/hosts')).body.hosts.map((h: { state: string }) => h.state)
+    assert.deepEqual(states, ['unreachable', 'ready'])
+  })
+
+  it('a snapshot is started from on the host that holds it; a fork lands beside its source', async () => {
+    const { body } = await create()
+    const snap = await call('POST', `/v1/sandboxes/${body.id}/snapshots`)
+    assert.equal(snap.status, 201, JSON.stringify(snap.body))
+    const holder = hostOf(body.id)
+    for (let i = 0; i < 3; i++) {
+      const r = await create({ snapshot: snap.body.id })
+      assert.equal(r.status, 201, JSON.stringify(r.body))
+      assert.equal(hostOf(r.body.id), holder)
+    }
+    const forks = await call('POST', `/v1/sandboxes/${body.id}/fork`, { count: 2 })
+    assert.equal(forks.status, 201, JSON.stringify(forks.body))
+    for (const f of forks.body.sandboxes) assert.equal(hostOf(f.id), holder)
+  })
+
+  it('an exit a host reports errors its sandbox', async () => {
+    const { body } = await create()
+    const h = hosts.find((x) => x.agent.live.has(body.id)) as TestHost
+    for (const l of h.agent.listeners) l(body.id, 'out_of_memory', 'killed')
+    await new Promise((r) => setTimeout(r, 100))
+    const got = await call('GET', `/v1/sandboxes/${body.id}`)
+    assert.equal(got.body.state, 'errored')
+    assert.equal(got.body.errorReason, 'out_of_memory')
+  })
+
+  it('a control plane with its own agent has no hosts', async () => {
+    const own = mkdtempSync(join(tmpdir(), 'fbx-own-'))
+    const single = await createControlPlane({
+      agent: new FakeAgent(),
+      config: { dbPath: join(own, 'db.sqlite'), logLevel: 'silent', joinToken: TOKEN },
+    })
+    try {
+      const r = await single.app.request('/v1/hosts', { headers: { authorization: `Bearer ${single.bootstrapKey}` } })
+      assert.equal(r.status, 404)
+    } finally {
+      await single.close()
+      rmSync(own, { recursive: true, force: true })
+    }
+  })
+})

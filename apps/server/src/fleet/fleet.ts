@@ -1,0 +1,388 @@
+// Many hosts as one agent: the control plane's services call this `AgentApi`, and it places new
+// sandboxes on a host and sends every other call to the host the sandbox (or snapshot) is on.
+import { createHmac } from 'node:crypto'
+import type {
+  AgentApi,
+  BuildLogLine,
+  EgressPolicy,
+  FileEntry,
+  ForkOptions,
+  ForkOutcome,
+  GuestContextOp,
+  GuestContextOps,
+  GuestExecOutput,
+  GuestExecRequest,
+  GuestFileOp,
+  GuestFileOps,
+  GuestProcessOp,
+  GuestProcessOps,
+  GuestRunCodeOutput,
+  GuestRunCodeRequest,
+  HostCapacity,
+  ProcessExit,
+  PruneOptions,
+  PtySession,
+  PtySpec,
+  RegistryAuth,
+  RunCodeHandlers,
+  SandboxExitListener,
+  SandboxUsage,
+  StartSandboxSpec,
+  StreamHandlers,
+  TemplateBuildResult,
+  TemplateBuildSpec,
+  TemplateInfo,
+  TemplateProgress,
+  TemplatePruneResult,
+} from '@forkbox/protocol'
+import { AppError } from '@forkbox/protocol'
+import type { Logger } from 'pino'
+import type { HostRow, HostStore } from './hosts-store.ts'
+import { type Candidate, rankHosts } from './placement.ts'
+import { RemoteAgent } from './remote-agent.ts'
+
+/** A host's secret, derived from the server secret and its join's nonce: every replica knows it, nothing stores it. */
+export function hostCredential(secret: Buffer, id: string, nonce: string): string {
+  return createHmac('sha256', secret).update(`forkbox-host\0${id}\0${nonce}`).digest('base64url')
+}
+
+export interface FleetOptions {
+  /** A host with no heartbeat for this long takes no new sandboxes and counts as unreachable. */
+  graceMs: number
+  log: Logger
+}
+
+const HOSTS_CACHE_MS = 1_000
+
+export class Fleet implements AgentApi {
+  private readonly remotes = new Map<string, { key: string; agent: RemoteAgent }>()
+  private readonly exitListeners: SandboxExitListener[] = []
+  private hostsCache: { at: number; rows: Promise<HostRow[]> } | null = null
+  private closed = false
+
+  constructor(
+    private readonly hosts: HostStore,
+    private readonly secret: Buffer,
+    private readonly opts: FleetOptions,
+  ) {}
+
+  // ---- hosts ----
+
+  private rows(): Promise<HostRow[]> {
+    const now = Date.now()
+    if (!this.hostsCache || now - this.hostsCache.at > HOSTS_CACHE_MS) {
+      const rows = this.hosts.list()
+      rows.catch(() => {
+        if (this.hostsCache?.rows === rows) this.hostsCache = null
+      })
+      this.hostsCache = { at: now, rows }
+    }
+    return this.hostsCache.rows
+  }
+
+  /** The next read sees the store as it is now (after a join, a cordon). */
+  forgetHosts(): void {
+    this.hostsCache = null
+  }
+
+  isFresh(row: HostRow): boolean {
+    return Date.now() - Date.parse(row.heartbeat_at) <= this.opts.graceMs
+  }
+
+  /** Hosts that answer heartbeats (cordoned ones included: they still serve what they hold). */
+  private async reachable(): Promise<HostRow[]> {
+    return (await this.rows()).filter((r) => this.isFresh(r))
+  }
+
+  private remote(row: HostRow): RemoteAgent {
+    const key = `${row.url}\0${row.nonce}`
+    const known = this.remotes.get(row.id)
+    if (known?.key === key) return known.agent
+    known?.agent.close().catch(() => {})
+    const agent = new RemoteAgent({
+      url: row.url,
+      name: row.id,
+      credential: async () => hostCredential(this.secret, row.id, row.nonce),
+    })
+    agent.onExit((id, reason, message) => {
+      this.hosts.unplace(id).catch((err: unknown) => this.opts.log.error({ err, sandboxId: id }, 'unplacing failed'))
+      for (const l of this.exitListeners) l(id, reason, message)
+    })
+    this.remotes.set(row.id, { key, agent })
+    return agent
+  }
+
+  /** The agent of host `id` (as the store has it now). */
+  async agentOf(hostId: string): Promise<RemoteAgent> {
+    const row = (await this.rows()).find((r) => r.id === hostId) ?? (await this.hosts.get(hostId))
+    if (!row) throw new AppError('HOST_UNREACHABLE', `no host ${hostId}`, { host: hostId })
+    return this.remote(row)
+  }
+
+  /** The agent holding sandbox or snapshot `id`. */
+  private async holder(id: string, missing: () => AppError): Promise<RemoteAgent> {
+    const host = await this.hosts.hostOf(id)
+    if (!host) throw missing()
+    return this.agentOf(host)
+  }
+
+  private onSandbox(id: string): Promise<RemoteAgent> {
+    return this.holder(id, () => new AppError('SANDBOX_NOT_RUNNING', `sandbox ${id} is not running`))
+  }
+
+  /** Every reachable host's agent, each call's failure logged and left out. */
+  private async each<T>(what: string, fn: (a: RemoteAgent, host: string) => Promise<T>): Promise<T[]> {
+    const rows = await this.reachable()
+    const settled = await Promise.allSettled(rows.map((r) => fn(this.remote(r), r.id)))
+    const out: T[] = []
+    settled.forEach((s, i) => {
+      if (s.status === 'fulfilled') out.push(s.value)
+      else this.opts.log.warn({ host: rows[i]?.id, err: s.reason }, `${what} failed on a host`)
+    })
+    return out
+  }
+
+  /** Hosts that can take a sandboxes like `spec`, best first. */
+  private async rank(spec: { template: string; resources: { vcpus: number; memoryMB: number } }): Promise<string[]> {
+    const placed = await this.hosts.placed()
+    const candidates: Candidate[] = (await this.reachable())
+      .filter((r) => r.state === 'ready')
+      .map((r) => ({
+        id: r.id,
+        capacity: JSON.parse(r.capacity) as HostCapacity,
+        placed: placed.get(r.id) ?? { sandboxes: 0, snapshots: 0, vcpus: 0, memoryMB: 0 },
+      }))
+    return rankHosts(candidates, { ...spec.resources, template: spec.template })
+  }
+
+  // ---- templates ----
+
+  async templates(): Promise<TemplateInfo[]> {
+    const byName = new Map<string, TemplateInfo>()
+    for (const list of await this.each('listing templates', (a) => a.templates()))
+      for (const t of list) {
+        const seen = byName.get(t.name)
+        if (!seen || (!seen.ready && t.ready)) byName.set(t.name, t)
+      }
+    return [...byName.values()]
+  }
+
+  async ensureTemplate(name: string, onProgress?: (p: TemplateProgress) => void): Promise<void> {
+    const rows = (await this.reachable()).filter((r) => r.state === 'ready')
+    await Promise.all(rows.map((r) => this.remote(r).ensureTemplate(name, onProgress)))
+  }
+
+  async buildTemplate(
+    spec: TemplateBuildSpec,
+    onLog: (line: BuildLogLine) => void,
+    signal?: AbortSignal,
+    registryAuth?: RegistryAuth,
+  ): Promise<TemplateBuildResult> {
+    const [host] = await this.rank({ template: spec.name, resources: spec.resources.defaults })
+    if (!host) throw new AppError('NO_CAPACITY', 'no host can take a build now')
+    const result = await (await this.agentOf(host)).buildTemplate(spec, onLog, signal, registryAuth)
+    // the others build it from the pinned spec when a sandbox of it lands there
+    await this.each('registering a template', (a, h) =>
+      h === host ? Promise.resolve() : a.registerTemplates([result.pinned]),
+    )
+    return result
+  }
+
+  async registerTemplates(specs: TemplateBuildSpec[]): Promise<void> {
+    await this.each('registering templates', (a) => a.registerTemplates(specs))
+  }
+
+  async removeTemplate(name: string): Promise<void> {
+    await this.each('removing a template', (a) => a.removeTemplate(name))
+  }
+
+  async pruneTemplates(opts?: PruneOptions): Promise<TemplatePruneResult> {
+    const all = await this.each('pruning templates', async (a, host) => {
+      const r = await a.pruneTemplates(opts)
+      return { removed: r.removed.map((p) => `${host}:${p}`), freedBytes: r.freedBytes }
+    })
+    return { removed: all.flatMap((r) => r.removed), freedBytes: all.reduce((n, r) => n + r.freedBytes, 0) }
+  }
+
+  // ---- sandboxes ----
+
+  async start(spec: StartSandboxSpec, signal?: AbortSignal): Promise<void> {
+    const reserve = { vcpus: spec.resources.vcpus, memoryMB: spec.resources.memoryMB }
+    if (spec.snapshot) {
+      // a snapshot's image is on the host that made it
+      const host = await this.hosts.hostOf(spec.snapshot)
+      if (!host) throw new AppError('SNAPSHOT_NOT_FOUND', `no image of snapshot ${spec.snapshot} on any host`)
+      await this.hosts.place(spec.id, 'sandbox', host, reserve)
+      try {
+        return await (await this.agentOf(host)).start(spec, signal)
+      } catch (err) {
+        await this.hosts.unplace(spec.id)
+        throw err
+      }
+    }
+    const ranked = await this.rank(spec)
+    if (ranked.length === 0)
+      throw new AppError('NO_CAPACITY', 'no host has room for this sandbox now', {
+        vcpus: spec.resources.vcpus,
+        memoryMB: spec.resources.memoryMB,
+      })
+    for (const [i, host] of ranked.entries()) {
+      await this.hosts.place(spec.id, 'sandbox', host, reserve)
+      try {
+        return await (await this.agentOf(host)).start(spec, signal)
+      } catch (err) {
+        await this.hosts.unplace(spec.id)
+        // a host that cannot be reached started nothing: the next one may
+        const unreachable = err instanceof AppError && err.code === 'HOST_UNREACHABLE'
+        if (!unreachable || i === ranked.length - 1 || signal?.aborted) throw err
+        this.opts.log.warn({ host, sandboxId: spec.id }, 'host unreachable at create; trying the next')
+      }
+    }
+  }
+
+  async exec(
+    id: string,
+    req: GuestExecRequest,
+    signal?: AbortSignal,
+    stream?: StreamHandlers,
+  ): Promise<GuestExecOutput> {
+    return (await this.onSandbox(id)).exec(id, req, signal, stream)
+  }
+  async startProcess(id: string, req: GuestExecRequest): Promise<{ pid: number }> {
+    return (await this.onSandbox(id)).startProcess(id, req)
+  }
+  async attachProcess(
+    id: string,
+    pid: number,
+    opts: { offset?: number; output?: boolean },
+    handlers: StreamHandlers,
+    signal?: AbortSignal,
+  ): Promise<ProcessExit | null> {
+    return (await this.onSandbox(id)).attachProcess(id, pid, opts, handlers, signal)
+  }
+  async processOp<R extends GuestProcessOp>(id: string, req: R): Promise<GuestProcessOps[R['op']]['res']> {
+    return (await this.onSandbox(id)).processOp(id, req)
+  }
+  async openPty(id: string, spec: PtySpec, onData: (chunk: Uint8Array) => void | Promise<void>): Promise<PtySession> {
+    return (await this.onSandbox(id)).openPty(id, spec, onData)
+  }
+  async readFile(id: string, path: string, user?: string) {
+    return (await this.onSandbox(id)).readFile(id, path, user)
+  }
+  async writeFile(
+    id: string,
+    path: string,
+    body: AsyncIterable<Uint8Array>,
+    opts?: { mode?: number; user?: string },
+  ): Promise<FileEntry> {
+    return (await this.onSandbox(id)).writeFile(id, path, body, opts)
+  }
+  async fileOp<R extends GuestFileOp>(id: string, req: R): Promise<GuestFileOps[R['op']]['res']> {
+    return (await this.onSandbox(id)).fileOp(id, req)
+  }
+  async runCode(
+    id: string,
+    req: GuestRunCodeRequest,
+    handlers?: RunCodeHandlers,
+    signal?: AbortSignal,
+  ): Promise<GuestRunCodeOutput> {
+    return (await this.onSandbox(id)).runCode(id, req, handlers, signal)
+  }
+  async codeContext<R extends GuestContextOp>(id: string, req: R): Promise<GuestContextOps[R['op']]['res']> {
+    return (await this.onSandbox(id)).codeContext(id, req)
+  }
+
+  async snapshot(id: string, snapshotId: string): Promise<{ sizeBytes: number }> {
+    const host = await this.hosts.hostOf(id)
+    if (!host) throw new AppError('SANDBOX_NOT_RUNNING', `sandbox ${id} is not running`)
+    await this.hosts.place(snapshotId, 'snapshot', host, { vcpus: 0, memoryMB: 0 })
+    try {
+      return await (await this.agentOf(host)).snapshot(id, snapshotId)
+    } catch (err) {
+      await this.hosts.unplace(snapshotId)
+      throw err
+    }
+  }
+
+  async fork(
+    sourceId: string,
+    children: Omit<StartSandboxSpec, 'snapshot'>[],
+    opts?: ForkOptions,
+  ): Promise<ForkOutcome[]> {
+    const host = await this.hosts.hostOf(sourceId)
+    if (!host) throw new AppError('SANDBOX_NOT_RUNNING', `sandbox ${sourceId} is not running`)
+    for (const c of children)
+      await this.hosts.place(c.id, 'sandbox', host, { vcpus: c.resources.vcpus, memoryMB: c.resources.memoryMB })
+    let outcomes: ForkOutcome[]
+    try {
+      outcomes = await (await this.agentOf(host)).fork(sourceId, children, opts)
+    } catch (err) {
+      for (const c of children) await this.hosts.unplace(c.id)
+      throw err
+    }
+    for (const o of outcomes) if (o.error) await this.hosts.unplace(o.id)
+    return outcomes
+  }
+
+  async deleteSnapshot(snapshotId: string): Promise<void> {
+    const host = await this.hosts.hostOf(snapshotId)
+    if (!host) return
+    await (await this.agentOf(host)).deleteSnapshot(snapshotId)
+    await this.hosts.unplace(snapshotId)
+  }
+
+  async pruneSnapshots(keep: string[]): Promise<void> {
+    await this.each('pruning snapshots', (a) => a.pruneSnapshots(keep))
+  }
+
+  async stop(id: string): Promise<void> {
+    const host = await this.hosts.hostOf(id)
+    if (!host) return
+    await (await this.agentOf(host)).stop(id)
+    await this.hosts.unplace(id)
+  }
+
+  async usage(): Promise<SandboxUsage[]> {
+    return (await this.each('reading usage', (a) => a.usage())).flat()
+  }
+
+  async setNetwork(id: string, policy: EgressPolicy): Promise<void> {
+    return (await this.onSandbox(id)).setNetwork(id, policy)
+  }
+
+  async sandboxAddress(id: string): Promise<string> {
+    return (await this.onSandbox(id)).sandboxAddress(id)
+  }
+
+  async poolSizes(): Promise<Record<string, number>> {
+    const out: Record<string, number> = {}
+    for (const sizes of await this.each('reading pools', (a) => a.poolSizes()))
+      for (const [t, n] of Object.entries(sizes)) out[t] = (out[t] ?? 0) + n
+    return out
+  }
+
+  /** Running sandboxes of every host; those placed on a host that does not answer now count as live (they may well be). */
+  async liveIds(): Promise<string[]> {
+    const ids = new Set<string>()
+    for (const row of await this.rows()) {
+      const live = this.isFresh(row)
+        ? await this.remote(row)
+            .liveIds()
+            .catch(() => null)
+        : null
+      for (const id of live ?? (await this.hosts.placedOn(row.id, 'sandbox'))) ids.add(id)
+    }
+    return [...ids]
+  }
+
+  onExit(listener: SandboxExitListener): void {
+    this.exitListeners.push(listener)
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    await Promise.all([...this.remotes.values()].map((r) => r.agent.close()))
+    this.remotes.clear()
+  }
+}

@@ -1,0 +1,86 @@
+// Hosts joining, heartbeating, listed and cordoned: the fleet's membership, over the shared store.
+import { randomBytes, timingSafeEqual } from 'node:crypto'
+import {
+  AppError,
+  type Host,
+  type HostCapacity,
+  type HostState,
+  type JoinHostRequest,
+  type JoinHostResponse,
+} from '@forkbox/protocol'
+import type { Logger } from 'pino'
+import { type Fleet, hostCredential } from './fleet.ts'
+import type { HostStore } from './hosts-store.ts'
+
+export const HEARTBEAT_INTERVAL_MS = 2_000
+
+function same(a: string, b: string): boolean {
+  const x = Buffer.from(a)
+  const y = Buffer.from(b)
+  return x.length === y.length && timingSafeEqual(x, y)
+}
+
+export class HostService {
+  /** Run after each join, in the background: make the host's templates known, reconcile its sandboxes. */
+  onJoined: (hostId: string) => Promise<void> = async () => {}
+
+  constructor(
+    private readonly store: HostStore,
+    readonly fleet: Fleet,
+    private readonly secret: Buffer,
+    private readonly joinToken: string | undefined,
+    private readonly log: Logger,
+  ) {}
+
+  async join(token: string | null, req: JoinHostRequest): Promise<JoinHostResponse> {
+    if (!this.joinToken)
+      throw new AppError('FORBIDDEN', 'this control plane takes no hosts (FORKBOX_JOIN_TOKEN is unset)')
+    if (!token || !same(token, this.joinToken)) throw new AppError('UNAUTHENTICATED', 'wrong join token')
+    const nonce = randomBytes(16).toString('hex')
+    await this.store.join(req, nonce)
+    this.fleet.forgetHosts()
+    this.log.info({ host: req.id, url: req.url, version: req.version }, 'host joined')
+    setImmediate(() => {
+      this.onJoined(req.id).catch((err: unknown) => this.log.error({ err, host: req.id }, 'after a join'))
+    })
+    return {
+      id: req.id,
+      credential: hostCredential(this.secret, req.id, nonce),
+      heartbeatIntervalMs: HEARTBEAT_INTERVAL_MS,
+    }
+  }
+
+  /** A heartbeat with the host's credential; an unknown host or a stale credential must join again. */
+  async heartbeat(id: string, credential: string | null, capacity: HostCapacity): Promise<void> {
+    const row = await this.store.get(id)
+    if (!row || !credential || !same(credential, hostCredential(this.secret, id, row.nonce)))
+      throw new AppError('UNAUTHENTICATED', `host ${id} must join again`)
+    await this.store.heartbeat(id, capacity)
+  }
+
+  async list(): Promise<Host[]> {
+    const placed = await this.store.placed()
+    return (await this.store.list()).map((r) => {
+      const state: HostState = this.fleet.isFresh(r) ? (r.state === 'cordoned' ? 'cordoned' : 'ready') : 'unreachable'
+      const p = placed.get(r.id) ?? { sandboxes: 0, snapshots: 0, vcpus: 0, memoryMB: 0 }
+      return {
+        id: r.id,
+        url: r.url,
+        state,
+        version: r.version,
+        joinedAt: r.joined_at,
+        lastHeartbeatAt: r.heartbeat_at,
+        capacity: JSON.parse(r.capacity) as HostCapacity,
+        placed: { ...p, memoryMB: Math.round(p.memoryMB) },
+      }
+    })
+  }
+
+  async setState(id: string, state: 'ready' | 'cordoned'): Promise<Host> {
+    if (!(await this.store.setState(id, state))) throw new AppError('NOT_FOUND', `no host ${id}`)
+    this.fleet.forgetHosts()
+    const host = (await this.list()).find((h) => h.id === id)
+    if (!host) throw new AppError('NOT_FOUND', `no host ${id}`)
+    return host
+  }
+}
