@@ -1,6 +1,7 @@
 // The local agent: runs each sandbox as a runsc container whose init is the guest daemon. A thin
 // front over its rooms: template baking, the warm pool, container lifecycle, checkpoints and the
 // guest client.
+
 import { existsSync, mkdirSync, rmSync } from 'node:fs'
 import { basename, join } from 'node:path'
 import type {
@@ -20,6 +21,7 @@ import type {
   GuestProcessOps,
   GuestRunCodeOutput,
   GuestRunCodeRequest,
+  PortConnection,
   ProcessExit,
   PruneOptions,
   PtySession,
@@ -42,6 +44,7 @@ import { readGuestBundle } from './guest/bundle.ts'
 import type { GuestClient } from './guest/client.ts'
 import { installGuest } from './guest/install.ts'
 import { NetworkManager } from './network/manager.ts'
+import { connectTcp } from './network/port-connection.ts'
 import { Checkpoints } from './sandboxes/checkpoints.ts'
 import { Containers } from './sandboxes/containers.ts'
 import { reconcile } from './sandboxes/recovery.ts'
@@ -364,6 +367,14 @@ export class LocalAgent implements AgentApi {
 
   async sandboxAddress(id: string): Promise<string> {
     return this.containers.live(id).slot.sandboxIp
+  }
+
+  async connectPort(
+    id: string,
+    port: number,
+    onData: (chunk: Uint8Array) => void | Promise<void>,
+  ): Promise<PortConnection> {
+    return connectTcp(this.containers.live(id).slot.sandboxIp, port, onData)
   }
 
   async poolSizes(): Promise<Record<string, number>> {

@@ -3,13 +3,14 @@
 // runsc fleets are tested in tests/e2e.
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'
-import { createServer, type Server } from 'node:http'
+import { createServer, request, type Server } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, it } from 'node:test'
 import { agentRpcServer } from '@forkbox/agent'
 import type { HostCapacity } from '@forkbox/protocol'
 import { type ControlPlane, createControlPlane } from '@forkbox/server'
+import { getRequestListener } from '@hono/node-server'
 import { FakeAgent } from '../../server/test/fake-agent.ts'
 
 const TOKEN = 'join-token-for-tests-0123'
@@ -246,6 +247,55 @@ describe('fleet', () => {
     const got = await call('GET', `/v1/sandboxes/${body.id}`)
     assert.equal(got.body.state, 'errored')
     assert.equal(got.body.errorReason, 'out_of_memory')
+  })
+
+  it('proxies an exposed port through the sandbox host agent (bytes both ways, large bodies)', async () => {
+    const big = Buffer.alloc(3 * 1024 * 1024, 'x')
+    const app = createServer((req, res) => {
+      let n = 0
+      req.on('data', (c: Buffer) => {
+        n += c.length
+      })
+      req.on('end', () => res.end(req.method === 'POST' ? `got ${n}` : big))
+    })
+    await new Promise<void>((r) => app.listen(0, '127.0.0.1', () => r()))
+    const appPort = (app.address() as { port: number }).port
+    const front = createServer(getRequestListener(cp.app.fetch))
+    front.on('upgrade', cp.upgrade)
+    await new Promise<void>((r) => front.listen(0, '127.0.0.1', () => r()))
+    const frontPort = (front.address() as { port: number }).port
+    try {
+      const { body } = await create({ network: { ports: [appPort] } })
+      const ask = (method: string, payload?: Buffer) =>
+        new Promise<{ status: number; body: Buffer }>((resolve, reject) => {
+          const req = request(
+            {
+              host: '127.0.0.1',
+              port: frontPort,
+              method,
+              path: '/',
+              headers: { host: `${appPort}-${body.id}.localhost`, authorization: `Bearer ${key}` },
+            },
+            (res) => {
+              const parts: Buffer[] = []
+              res.on('data', (c: Buffer) => parts.push(c))
+              res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(parts) }))
+            },
+          )
+          req.on('error', reject)
+          req.end(payload)
+        })
+      const got = await ask('GET')
+      assert.equal(got.status, 200)
+      assert.equal(got.body.length, big.length)
+      const sent = await ask('POST', big)
+      assert.equal(sent.body.toString(), `got ${big.length}`)
+    } finally {
+      front.closeAllConnections()
+      app.closeAllConnections()
+      await new Promise((r) => front.close(r))
+      await new Promise((r) => app.close(r))
+    }
   })
 
   it('a control plane with its own agent has no hosts', async () => {

@@ -28,6 +28,9 @@ import { loadServerSecret } from './store/secret.ts'
 import { SnapshotStore } from './store/snapshots.ts'
 import { TemplateStore } from './store/templates.ts'
 
+/** The advisory lock the replica running the reapers holds (any fixed number: it names the lock). */
+const REAPER_LOCK = 0x66627872
+
 export interface ControlPlane {
   app: App
   /** For the HTTP server's 'upgrade' event (terminals, exposed ports): the app's routes answer it. */
@@ -50,7 +53,16 @@ export async function createControlPlane(opts: {
 }): Promise<ControlPlane> {
   const config = ServerConfig.parse(opts.config)
   const log = opts.log ?? pino({ level: config.logLevel })
-  const { db, dialect, close: closeStore } = await openStore({ path: config.dbPath, url: config.databaseUrl })
+  const {
+    db,
+    dialect,
+    session,
+    close: closeStore,
+  } = await openStore({
+    path: config.dbPath,
+    url: config.databaseUrl,
+    log,
+  })
   const keys = new KeyStore(db)
   const secret = loadServerSecret(config.secretPath ?? join(dirname(config.dbPath), 'server.secret'))
   const hostStore = new HostStore(db)
@@ -59,7 +71,7 @@ export async function createControlPlane(opts: {
   const hosts = fleet ? new HostService(hostStore, fleet, secret, config.joinToken, log) : null
   const auth = new Authenticator(keys, secret)
   const registries = new RegistryCredentialStore(db, secret)
-  const store = new SandboxStore(db, dialect)
+  const store = new SandboxStore(db, dialect, session)
   const templates = new TemplateService(
     new TemplateStore(db),
     agent,
@@ -91,6 +103,7 @@ export async function createControlPlane(opts: {
       idleTimeoutMs: config.idleTimeoutSeconds * 1000,
       idleAction: config.idleAction,
       portsDomain: config.portsDomain,
+      portsThroughAgent: fleet !== null,
     },
     new SnapshotStore(db),
     auth,
@@ -136,10 +149,14 @@ export async function createControlPlane(opts: {
   let lastPrune = 0
   // one pass at a time: a slow store never stacks passes up
   let reaping = false
+  // replicas sharing a store take turns by a lock: one reaps at a time, and another takes over
+  // within a pass when it dies (its session, and so its lock, ends with it)
+  const leads = async () => (session ? session.lead(REAPER_LOCK) : true)
   const reaper = setInterval(() => {
     if (reaping) return
     reaping = true
     const pass = async () => {
+      if (!(await leads())) return
       await sandboxes.reap()
       if (Date.now() - lastPrune > 60_000) {
         lastPrune = Date.now()

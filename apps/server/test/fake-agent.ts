@@ -1,5 +1,6 @@
 // A stand-in for the agent at the control plane's edge: records calls, runs nothing.
 import { readFileSync } from 'node:fs'
+import { connect } from 'node:net'
 import {
   type AgentApi,
   AppError,
@@ -19,6 +20,7 @@ import {
   type GuestRunCodeOutput,
   type GuestRunCodeRequest,
   type OpResults,
+  type PortConnection,
   type ProcessExit,
   type PruneOptions,
   type PtySession,
@@ -261,6 +263,34 @@ export class FakeAgent implements AgentApi {
   }
   async sandboxAddress(_id: string): Promise<string> {
     return '127.0.0.1'
+  }
+  /** A real TCP connection to 127.0.0.1 (the fake's sandbox address). */
+  async connectPort(
+    _id: string,
+    port: number,
+    onData: (chunk: Uint8Array) => void | Promise<void>,
+  ): Promise<PortConnection> {
+    return new Promise((resolve, reject) => {
+      const socket = connect({ host: '127.0.0.1', port })
+      socket.once('error', reject)
+      socket.once('connect', () => {
+        socket.off('error', reject)
+        socket.on('error', () => {})
+        const closed = new Promise<void>((done) => {
+          socket.on('data', (c) => {
+            socket.pause()
+            Promise.resolve(onData(c)).then(() => socket.resume())
+          })
+          socket.once('close', () => done())
+        })
+        resolve({
+          write: (c: Uint8Array) => new Promise<void>((ok) => socket.write(c, () => ok())),
+          end: () => socket.end(),
+          destroy: () => socket.destroy(),
+          closed,
+        })
+      })
+    })
   }
   async poolSizes(): Promise<Record<string, number>> {
     return { base: 2 }

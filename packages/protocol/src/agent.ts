@@ -127,6 +127,17 @@ export interface PtySession {
   exited: Promise<{ exitCode: number; signal: string | null }>
 }
 
+/** A connection `AgentApi.connectPort` opened. */
+export interface PortConnection {
+  /** Resolves once the bytes are handed on (the sandbox side reading slowly holds it back). */
+  write(chunk: Uint8Array): Promise<void>
+  /** No more bytes from this side. */
+  end(): void
+  destroy(): void
+  /** Settles once the sandbox side has ended (every `onData` delivered) or the connection failed. */
+  closed: Promise<void>
+}
+
 /** One fork made by `AgentApi.fork`: running, or why it is not. */
 export type ForkOutcome = { id: string; error: null } | { id: string; error: Error }
 
@@ -300,8 +311,14 @@ export interface AgentApi {
   usage(): Promise<SandboxUsage[]>
   /** Replaces a running sandbox's egress policy; in force when this resolves (open flows it no longer allows are cut). */
   setNetwork(id: string, policy: EgressPolicy): Promise<void>
-  /** The address the control plane reaches the sandbox's ports on. */
+  /** The address the control plane reaches the sandbox's ports on (on the agent's host). */
   sandboxAddress(id: string): Promise<string>
+  /**
+   * A TCP connection from the agent's host to port `port` of the sandbox, as bytes both ways: how
+   * a control plane on another machine reaches exposed ports. Flow controlled: the agent reads no
+   * more while `onData` has not settled.
+   */
+  connectPort(id: string, port: number, onData: (chunk: Uint8Array) => void | Promise<void>): Promise<PortConnection>
   /** Restored, unclaimed sandboxes waiting in each template's pool. */
   poolSizes(): Promise<Record<string, number>>
   /** Sandboxes running now, including those re-attached after a restart. */
@@ -337,6 +354,7 @@ export const agentRemoteMethods = [
   'usage',
   'setNetwork',
   'sandboxAddress',
+  'connectPort',
   'poolSizes',
   'liveIds',
 ] as const satisfies readonly (keyof AgentApi)[]

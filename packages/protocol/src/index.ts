@@ -9,6 +9,7 @@ export type {
   GuestExecRequest,
   GuestRunCodeOutput,
   GuestRunCodeRequest,
+  PortConnection,
   ProcessExit,
   PruneOptions,
   PtySession,

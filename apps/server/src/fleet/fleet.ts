@@ -19,6 +19,7 @@ import type {
   GuestRunCodeOutput,
   GuestRunCodeRequest,
   HostCapacity,
+  PortConnection,
   ProcessExit,
   PruneOptions,
   PtySession,
@@ -105,7 +106,10 @@ export class Fleet implements AgentApi {
       credential: async () => hostCredential(this.secret, row.id, row.nonce),
     })
     agent.onExit((id, reason, message) => {
-      this.hosts.unplace(id).catch((err: unknown) => this.opts.log.error({ err, sandboxId: id }, 'unplacing failed'))
+      // a sandbox that died on its own frees its room; a stop's own exit is left to `stop` (the
+      // same id may already be starting again, woken)
+      if (reason)
+        this.hosts.unplace(id).catch((err: unknown) => this.opts.log.error({ err, sandboxId: id }, 'unplacing failed'))
       for (const l of this.exitListeners) l(id, reason, message)
     })
     this.remotes.set(row.id, { key, agent })
@@ -352,6 +356,14 @@ export class Fleet implements AgentApi {
 
   async sandboxAddress(id: string): Promise<string> {
     return (await this.onSandbox(id)).sandboxAddress(id)
+  }
+
+  async connectPort(
+    id: string,
+    port: number,
+    onData: (chunk: Uint8Array) => void | Promise<void>,
+  ): Promise<PortConnection> {
+    return (await this.onSandbox(id)).connectPort(id, port, onData)
   }
 
   async poolSizes(): Promise<Record<string, number>> {

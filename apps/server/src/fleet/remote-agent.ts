@@ -17,6 +17,7 @@ import type {
   GuestProcessOps,
   GuestRunCodeOutput,
   GuestRunCodeRequest,
+  PortConnection,
   ProcessExit,
   PruneOptions,
   PtySession,
@@ -233,6 +234,9 @@ export class RemoteAgent implements AgentApi {
   }
   sandboxAddress(id: string) {
     return this.call<string>('sandboxAddress', id)
+  }
+  connectPort(id: string, port: number, onData: (chunk: Uint8Array) => void | Promise<void>) {
+    return this.call<PortConnection>('connectPort', id, port, onData)
   }
   poolSizes() {
     return this.call<Record<string, number>>('poolSizes')

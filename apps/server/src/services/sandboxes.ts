@@ -1,5 +1,6 @@
 // Sandbox lifecycle and operations: ownership, state checks and limits here, the work in the agent.
 import { randomBytes } from 'node:crypto'
+import type { Agent as HttpAgent } from 'node:http'
 import {
   type AgentApi,
   AppError,
@@ -25,6 +26,7 @@ import type { SnapshotRecord, SnapshotStore } from '../store/snapshots.ts'
 import { IdleTracker } from './idle.ts'
 import { type ForkInput, Launcher } from './launch.ts'
 import { egressOf, resolveNetwork } from './network-policy.ts'
+import { tunnelAgent } from './port-tunnel.ts'
 
 type CreateInput = Required<Omit<CreateSandboxRequest, 'resources' | 'snapshot' | 'network'>> & {
   resources: Resources
@@ -49,6 +51,8 @@ export class SandboxService {
       idleAction?: 'hibernate' | 'kill'
       /** Exposed ports are served under it (see `Sandbox.domain`). */
       portsDomain: string
+      /** Sandboxes run on other machines: their ports are reached through their agents. */
+      portsThroughAgent?: boolean
     },
     private readonly snapshots: SnapshotStore,
     private readonly auth: Authenticator,
@@ -450,7 +454,7 @@ export class SandboxService {
     credential: { owner: string } | { accessToken: string },
     id: string,
     port: number,
-  ): Promise<{ host: string; port: number; done: () => void }> {
+  ): Promise<{ host: string; port: number; done: () => void; agent?: HttpAgent }> {
     const s = await this.store.get(id)
     const allowed =
       s &&
@@ -463,6 +467,8 @@ export class SandboxService {
     const done = this.idle.hold(id)
     try {
       await this.awake(s.owner, id)
+      if (this.limits.portsThroughAgent)
+        return { host: 'sandbox', port, done, agent: tunnelAgent((onData) => this.agent.connectPort(id, port, onData)) }
       return { host: await this.agent.sandboxAddress(id), port, done }
     } catch (err) {
       done()

@@ -5,6 +5,8 @@ import { chmodSync, closeSync, existsSync, openSync } from 'node:fs'
 import Database from 'better-sqlite3'
 import { Kysely, type Migration, type MigrationProvider, Migrator, PostgresDialect, SqliteDialect } from 'kysely'
 import pg from 'pg'
+import pino, { type Logger } from 'pino'
+import { PgSession } from './pg-session.ts'
 import { type Dialect, migrations, type Schema } from './schema.ts'
 
 export type Db = Kysely<Schema>
@@ -12,6 +14,8 @@ export type Db = Kysely<Schema>
 export interface Store {
   db: Db
   dialect: Dialect
+  /** Postgres only: the replica's own session (cross-replica events, the reapers' leader lock). */
+  session: PgSession | null
   close(): Promise<void>
 }
 
@@ -96,7 +100,7 @@ function adoptLegacy(sqlite: Database.Database, all: Record<string, Migration>):
 }
 
 /** Opens the store: Postgres when `url` is given, else the SQLite file at `path`; migrated to the latest schema. */
-export async function openStore(opts: { path: string; url?: string }): Promise<Store> {
+export async function openStore(opts: { path: string; url?: string; log?: Logger }): Promise<Store> {
   let db: Db
   let dialect: Dialect
   let sqlite: Database.Database | null = null
@@ -125,5 +129,14 @@ export async function openStore(opts: { path: string; url?: string }): Promise<S
     await db.destroy()
     throw err
   }
-  return { db, dialect, close: () => db.destroy() }
+  const session = opts.url ? new PgSession(opts.url, opts.log ?? pino({ level: 'silent' })) : null
+  return {
+    db,
+    dialect,
+    session,
+    async close() {
+      await session?.close()
+      await db.destroy()
+    },
+  }
 }

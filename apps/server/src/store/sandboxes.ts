@@ -12,6 +12,7 @@ import type {
 } from '@forkbox/protocol'
 import { sql } from 'kysely'
 import type { Db } from './db.ts'
+import type { PgSession } from './pg-session.ts'
 import type { Dialect } from './schema.ts'
 
 interface SandboxRow {
@@ -62,15 +63,46 @@ export function toPublic(r: SandboxRecord): Omit<Sandbox, 'accessToken' | 'domai
   return rest
 }
 
+const EVENTS_CHANNEL = 'forkbox_events'
+
 export class SandboxStore {
   /** Emits 'event' (a SandboxEvent) for every event recorded. */
   readonly bus = new EventEmitter()
 
+  /** Relayed events, in the order their notifications came. */
+  private relayed: Promise<void> = Promise.resolve()
+
   constructor(
     private readonly db: Db,
     private readonly dialect: Dialect,
+    /** Postgres: events reach `bus` through NOTIFY, so every replica hears every replica's. */
+    private readonly session: PgSession | null = null,
   ) {
     this.bus.setMaxListeners(0)
+    session?.listen(EVENTS_CHANNEL, (payload) => {
+      const id = Number(payload)
+      if (!Number.isSafeInteger(id)) return
+      this.relayed = this.relayed.then(() => this.relay(id)).catch(() => {})
+    })
+  }
+
+  private async relay(eventId: number): Promise<void> {
+    if (this.bus.listenerCount('event') === 0) return
+    const r = await this.db
+      .selectFrom('sandbox_events as e')
+      .innerJoin('sandboxes as s', 's.id', 'e.sandbox_id')
+      .select(['e.id', 'e.sandbox_id', 's.owner', 'e.type', 'e.at', 'e.detail'])
+      .where('e.id', '=', eventId)
+      .executeTakeFirst()
+    if (!r) return
+    this.bus.emit('event', {
+      id: Number(r.id),
+      sandboxId: r.sandbox_id,
+      owner: r.owner,
+      type: r.type as SandboxEventType,
+      at: r.at,
+      detail: r.detail,
+    } satisfies SandboxEvent)
   }
 
   async insert(s: {
@@ -242,6 +274,10 @@ export class SandboxStore {
       .values({ sandbox_id: id, type, at, detail: detail ?? null })
       .returning('id')
       .executeTakeFirstOrThrow()
+    if (this.session) {
+      await sql`select pg_notify(${EVENTS_CHANNEL}, ${String(row.id)})`.execute(this.db)
+      return
+    }
     if (this.bus.listenerCount('event') === 0) return
     const owner = (await this.db.selectFrom('sandboxes').select('owner').where('id', '=', id).executeTakeFirst())?.owner
     if (!owner) return

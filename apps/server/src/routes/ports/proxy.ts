@@ -106,7 +106,7 @@ export function register(app: App): void {
     const up = upstreamRequest(incoming.headers, r, who.kind === 'key')
     incoming.headers = up.headers
     incoming.url = up.path
-    const options = { target: { host: target.host, port: target.port } }
+    const options = { target: { host: target.host, port: target.port }, agent: target.agent }
     if (upgrade) {
       const { socket, head } = upgrade
       // over once either side is gone (a client that only half-closes counts as gone)
