@@ -1,0 +1,192 @@
+// A fleet on real runsc and a real Postgres: two control-plane replicas, three host agents each
+// in a network namespace of its own. Creates spread; a sandbox made through one replica is
+// served through the other (exec, streams, files, terminal, exposed port); events cross
+// replicas; a TTL expires once; nothing is left on any host afterwards.
+import assert from 'node:assert/strict'
+import { request } from 'node:http'
+import { after, before, describe, it } from 'node:test'
+import { ForkboxClient, type PtyHandle, Sandbox, type SandboxEvent } from '@forkbox/sdk'
+import { agentLeftovers, type Fleet, removeFleet, startFleet } from './fleet-harness.ts'
+
+let fleet: Fleet
+
+const conn = (replica: number) => ({ url: fleet.replicas[replica]?.url ?? '', apiKey: fleet.apiKey })
+
+async function hosts(replica = 0): Promise<{ id: string; state: string; placed: { sandboxes: number } }[]> {
+  const res = await fetch(`${conn(replica).url}/v1/hosts`, { headers: { authorization: `Bearer ${fleet.apiKey}` } })
+  assert.equal(res.status, 200)
+  return ((await res.json()) as { hosts: { id: string; state: string; placed: { sandboxes: number } }[] }).hosts
+}
+
+/** GET through replica `replica`'s exposed-port proxy (the sandbox's own origin, by Host header). */
+function viaPort(replica: number, id: string, port: number, path: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port: fleet.replicas[replica]?.port,
+        path,
+        headers: { host: `${port}-${id}.localhost`, authorization: `Bearer ${fleet.apiKey}` },
+      },
+      (res) => {
+        let body = ''
+        res.on('data', (c: Buffer) => {
+          body += c.toString()
+        })
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }))
+      },
+    )
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+before(async () => {
+  fleet = await startFleet({ replicas: 2, agents: 3 })
+})
+
+after(async () => {
+  if (!fleet) return
+  await fleet.stop()
+  try {
+    for (const a of fleet.agents) assert.deepEqual(agentLeftovers(a), {
+      containers: [],
+      dirs: [],
+      mounts: [],
+      cgroups: [],
+      procs: [],
+      netns: [],
+      ifaces: [],
+      rules: [],
+    })
+  } finally {
+    removeFleet(fleet)
+  }
+})
+
+describe('fleet', () => {
+  it('every host joined; creates through either replica spread over all three', async () => {
+    assert.deepEqual(
+      (await hosts(1)).map((h) => [h.id, h.state]),
+      [
+        ['h0', 'ready'],
+        ['h1', 'ready'],
+        ['h2', 'ready'],
+      ],
+    )
+    const boxes = await Promise.all([0, 1, 2, 3, 4, 5].map((i) => Sandbox.create({ ...conn(i % 2), ttlSeconds: 120 })))
+    try {
+      const placed = (await hosts(0)).map((h) => h.placed.sandboxes)
+      assert.equal(
+        placed.reduce((a, b) => a + b, 0),
+        6,
+      )
+      for (const n of placed) assert.ok(n >= 1, `every host got a sandbox: ${placed}`)
+      for (const [i, b] of boxes.entries()) {
+        const r = await b.exec(`echo ${i}`)
+        assert.equal(r.stdout, `${i}\n`)
+      }
+    } finally {
+      await Promise.all(boxes.map((b) => b.kill()))
+    }
+  })
+
+  it('a sandbox made through A is served through B: exec, streams, files, terminal, background process, exposed port', async () => {
+    const made = await Sandbox.create({ ...conn(0), network: { ports: [8080] } })
+    try {
+      const sbx = await Sandbox.connect(made.id, conn(1))
+      assert.equal((await sbx.exec('echo via B')).stdout, 'via B\n')
+      let streamed = ''
+      await sbx.exec('for i in 1 2 3; do echo line$i; sleep 0.1; done', {
+        onStdout: (s: string) => {
+          streamed += s
+        },
+      })
+      assert.equal(streamed, 'line1\nline2\nline3\n')
+      const blob = Buffer.alloc(2 * 1024 * 1024, 7)
+      await sbx.files.write('/tmp/blob.bin', blob)
+      const back = await made.files.read('/tmp/blob.bin', { format: 'bytes' })
+      assert.equal(Buffer.compare(Buffer.from(back), blob), 0)
+      let screen = ''
+      const term: PtyHandle = await sbx.pty.create({
+        cols: 80,
+        rows: 24,
+        onData: (d: Uint8Array) => {
+          screen += Buffer.from(d).toString()
+        },
+      })
+      term.sendInput('echo "tty-$((6*7))"\n')
+      for (let i = 0; i < 100 && !screen.includes('tty-42'); i++) await new Promise((r) => setTimeout(r, 100))
+      assert.match(screen, /tty-42/)
+      term.sendInput('exit 3\n')
+      assert.deepEqual(await term.wait(), { exitCode: 3, signal: null })
+      await made.exec('cd /tmp && echo served-from-the-sandbox > index.html && python3 -m http.server 8080', {
+        background: true,
+      })
+      let page = { status: 0, body: '' }
+      for (let i = 0; i < 100 && page.status !== 200; i++) {
+        page = await viaPort(1, made.id, 8080, '/index.html')
+        if (page.status !== 200) await new Promise((r) => setTimeout(r, 200))
+      }
+      assert.equal(page.status, 200, page.body)
+      assert.equal(page.body, 'served-from-the-sandbox\n')
+    } finally {
+      await made.kill()
+    }
+  })
+
+  it('an events stream on B sees what happens through A', async () => {
+    const seen: SandboxEvent[] = []
+    const ac = new AbortController()
+    const client = new ForkboxClient(conn(1))
+    const reading = (async () => {
+      try {
+        for await (const e of client.events({ signal: ac.signal })) seen.push(e)
+      } catch {}
+    })()
+    await new Promise((r) => setTimeout(r, 300))
+    const sbx = await Sandbox.create(conn(0))
+    await sbx.kill()
+    for (let i = 0; i < 100 && !seen.some((e) => e.sandboxId === sbx.id && e.type === 'killed'); i++)
+      await new Promise((r) => setTimeout(r, 100))
+    ac.abort()
+    await reading
+    const mine = seen.filter((e) => e.sandboxId === sbx.id).map((e) => e.type)
+    assert.deepEqual(mine.slice(0, 2), ['created', 'started'])
+    assert.ok(mine.includes('killed'), mine.join(','))
+  })
+
+  it('a TTL expires exactly once across the replicas', async () => {
+    const sbx = await Sandbox.create({ ...conn(1), ttlSeconds: 2 })
+    const viaA = await Sandbox.connect(sbx.id, conn(0))
+    for (let i = 0; i < 100 && (await viaA.getInfo()).state === 'running'; i++) await new Promise((r) => setTimeout(r, 200))
+    // a few more reaper passes on both replicas
+    await new Promise((r) => setTimeout(r, 3000))
+    const res = await fetch(`${conn(0).url}/v1/sandboxes/${sbx.id}/events`, {
+      headers: { authorization: `Bearer ${fleet.apiKey}` },
+    })
+    const { events } = (await res.json()) as { events: { type: string }[] }
+    const types = events.map((e) => e.type)
+    assert.equal(types.filter((t) => t === 'expired').length, 1, types.join(','))
+    assert.equal((await viaA.getInfo()).state, 'killed')
+  })
+
+  it('fork and hibernate/wake through the other replica', async () => {
+    const src = await Sandbox.create(conn(0))
+    try {
+      await src.files.write('/tmp/state.txt', 'before')
+      const viaB = await Sandbox.connect(src.id, conn(1))
+      const [child] = await viaB.fork({ count: 1 })
+      assert.ok(child)
+      await child.files.write('/tmp/state.txt', 'child')
+      assert.equal(await src.files.read('/tmp/state.txt'), 'before')
+      assert.equal(await child.files.read('/tmp/state.txt'), 'child')
+      await child.kill()
+      await viaB.hibernate()
+      assert.equal((await src.getInfo()).state, 'hibernated')
+      assert.equal((await src.exec('cat /tmp/state.txt')).stdout, 'before')
+    } finally {
+      await src.kill()
+    }
+  })
+})
