@@ -189,7 +189,11 @@ export function agentLeftovers(a: FleetAgent): Record<string, string[]> {
   }
 }
 
-export async function startFleet(opts: { replicas: number; agents: number; hostGraceSeconds?: number }): Promise<Fleet> {
+export async function startFleet(opts: {
+  replicas: number
+  agents: number
+  hostGraceSeconds?: number
+}): Promise<Fleet> {
   const dir = mkdtempSync(join(tmpdir(), 'fbx-fleet-'))
   const pg = await startPostgres()
   const databaseUrl = await pg.database('fleet')

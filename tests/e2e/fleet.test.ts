@@ -49,16 +49,17 @@ after(async () => {
   if (!fleet) return
   await fleet.stop()
   try {
-    for (const a of fleet.agents) assert.deepEqual(agentLeftovers(a), {
-      containers: [],
-      dirs: [],
-      mounts: [],
-      cgroups: [],
-      procs: [],
-      netns: [],
-      ifaces: [],
-      rules: [],
-    })
+    for (const a of fleet.agents)
+      assert.deepEqual(agentLeftovers(a), {
+        containers: [],
+        dirs: [],
+        mounts: [],
+        cgroups: [],
+        procs: [],
+        netns: [],
+        ifaces: [],
+        rules: [],
+      })
   } finally {
     removeFleet(fleet)
   }
@@ -159,7 +160,8 @@ describe('fleet', () => {
   it('a TTL expires exactly once across the replicas', async () => {
     const sbx = await Sandbox.create({ ...conn(1), ttlSeconds: 2 })
     const viaA = await Sandbox.connect(sbx.id, conn(0))
-    for (let i = 0; i < 100 && (await viaA.getInfo()).state === 'running'; i++) await new Promise((r) => setTimeout(r, 200))
+    for (let i = 0; i < 100 && (await viaA.getInfo()).state === 'running'; i++)
+      await new Promise((r) => setTimeout(r, 200))
     // a few more reaper passes on both replicas
     await new Promise((r) => setTimeout(r, 3000))
     const res = await fetch(`${conn(0).url}/v1/sandboxes/${sbx.id}/events`, {
@@ -187,6 +189,46 @@ describe('fleet', () => {
       assert.equal((await src.exec('cat /tmp/state.txt')).stdout, 'before')
     } finally {
       await src.kill()
+    }
+  })
+
+  it('kill -9 of an agent: its sandbox is lost, creates go elsewhere; restarted, the sandbox is back as it was', async () => {
+    const admin = (path: string) =>
+      fetch(`${conn(0).url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${fleet.apiKey}` } })
+    await admin('/v1/hosts/h0/cordon')
+    await admin('/v1/hosts/h1/cordon')
+    const sbx = await Sandbox.create({ ...conn(0), ttlSeconds: 300 })
+    await admin('/v1/hosts/h0/uncordon')
+    await admin('/v1/hosts/h1/uncordon')
+    const others: Sandbox[] = []
+    try {
+      await sbx.files.write('/tmp/kept.txt', 'kept')
+      await sbx.exec('sleep 1000', { background: true })
+      const h2 = fleet.agents[2]
+      assert.ok(h2)
+      assert.equal((await hosts()).find((h) => h.id === 'h2')?.placed.sandboxes, 1)
+      await h2.kill9()
+      let state = ''
+      for (let i = 0; i < 100 && state !== 'lost'; i++) {
+        state = (await sbx.getInfo()).state
+        if (state !== 'lost') await new Promise((r) => setTimeout(r, 200))
+      }
+      assert.equal(state, 'lost')
+      await assert.rejects(sbx.exec('true', { requestTimeoutMs: 10_000 } as never), { code: 'HOST_UNREACHABLE' })
+      for (let i = 0; i < 2; i++) others.push(await Sandbox.create(conn(i)))
+      assert.equal((await hosts()).find((h) => h.id === 'h2')?.placed.sandboxes, 1)
+      assert.equal((await hosts()).find((h) => h.id === 'h2')?.state, 'unreachable')
+      await h2.start(fleet.replicas[1]?.port ?? 0)
+      for (let i = 0; i < 100 && state !== 'running'; i++) {
+        state = (await sbx.getInfo()).state
+        if (state !== 'running') await new Promise((r) => setTimeout(r, 200))
+      }
+      assert.equal(state, 'running')
+      assert.equal(await sbx.files.read('/tmp/kept.txt'), 'kept')
+      assert.match((await sbx.exec('ps -eo args')).stdout, /sleep 1000/)
+      assert.equal((await hosts()).find((h) => h.id === 'h2')?.placed.sandboxes, 1)
+    } finally {
+      await Promise.all([sbx, ...others].map((b) => b.kill()))
     }
   })
 })

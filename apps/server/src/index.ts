@@ -149,6 +149,24 @@ export async function createControlPlane(opts: {
   let lastPrune = 0
   // one pass at a time: a slow store never stacks passes up
   let reaping = false
+  /**
+   * The leader's look at the hosts, each pass: sandboxes of a host that went silent are `lost`;
+   * lost ones of a host that answers again are running again if it still runs them, else errored.
+   */
+  const watchHosts = async () => {
+    if (!fleet) return
+    fleet.forgetHosts()
+    const silent = new Set(await fleet.silentHosts())
+    for (const host of silent) await sandboxes.loseAll(host, await hostStore.placedOn(host, 'sandbox'))
+    const lost = new Map<string, string[]>()
+    for (const { id, host } of await hostStore.lostSandboxes())
+      if (!silent.has(host)) lost.set(host, [...(lost.get(host) ?? []), id])
+    for (const [host, ids] of lost) {
+      const remote = await fleet.agentOf(host)
+      const gone = await sandboxes.reconcileHost(host, ids, await remote.liveIds(), remote)
+      for (const id of gone) await hostStore.unplace(id)
+    }
+  }
   // replicas sharing a store take turns by a lock: one reaps at a time, and another takes over
   // within a pass when it dies (its session, and so its lock, ends with it)
   const leads = async () => (session ? session.lead(REAPER_LOCK) : true)
@@ -157,6 +175,7 @@ export async function createControlPlane(opts: {
     reaping = true
     const pass = async () => {
       if (!(await leads())) return
+      if (fleet) await watchHosts()
       await sandboxes.reap()
       if (Date.now() - lastPrune > 60_000) {
         lastPrune = Date.now()

@@ -87,6 +87,8 @@ export const sandboxErrorReasons = [
   'guest_exited',
   'runtime_failed',
   'lost',
+  /** Its host stopped answering the control plane (state `lost`, until the host is back). */
+  'host_unreachable',
   /** The guest daemon sent what the protocol does not allow (forged or corrupt frames): stopped. */
   'guest_protocol_error',
 ] as const

@@ -6,6 +6,7 @@ export const sandboxEventTypes = [
   'created',
   'started',
   'errored',
+  'lost',
   're-attached',
   'exec-started',
   'exec-ended',

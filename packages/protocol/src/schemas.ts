@@ -5,7 +5,8 @@ import { errorCodes, sandboxErrorReasons } from './errors.ts'
 
 export const MAX_TTL_SECONDS = 7 * 24 * 3600
 
-export const SandboxState = z.enum(['starting', 'running', 'hibernated', 'killed', 'errored'])
+/** `lost`: its host stopped answering; it may come back (`running` again) when the host does. */
+export const SandboxState = z.enum(['starting', 'running', 'hibernated', 'killed', 'errored', 'lost'])
 export type SandboxState = z.infer<typeof SandboxState>
 
 // Stricter than execve (which takes any name without '=' or NUL): what a shell can also expand.

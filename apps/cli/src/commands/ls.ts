@@ -12,7 +12,7 @@ interface LsFlags {
   metadata?: Record<string, string>
 }
 
-const states: SandboxState[] = ['starting', 'running', 'killed', 'errored']
+const states: SandboxState[] = ['starting', 'running', 'killed', 'errored', 'lost']
 
 export function registerLs(program: Command, ctx: CliContext): void {
   program

@@ -90,6 +90,11 @@ export class Fleet implements AgentApi {
     return Date.now() - Date.parse(row.heartbeat_at) <= this.opts.graceMs
   }
 
+  /** Hosts whose heartbeats stopped (past the grace period). */
+  async silentHosts(): Promise<string[]> {
+    return (await this.rows()).filter((r) => !this.isFresh(r)).map((r) => r.id)
+  }
+
   /** Hosts that answer heartbeats (cordoned ones included: they still serve what they hold). */
   private async reachable(): Promise<HostRow[]> {
     return (await this.rows()).filter((r) => this.isFresh(r))
@@ -141,6 +146,8 @@ export class Fleet implements AgentApi {
     const out: T[] = []
     settled.forEach((s, i) => {
       if (s.status === 'fulfilled') out.push(s.value)
+      else if (s.reason instanceof AppError && s.reason.code === 'HOST_UNREACHABLE')
+        this.opts.log.debug({ host: rows[i]?.id }, `${what}: host unreachable`)
       else this.opts.log.warn({ host: rows[i]?.id, err: s.reason }, `${what} failed on a host`)
     })
     return out

@@ -91,6 +91,16 @@ export class HostStore {
     return rows.map((r) => r.id)
   }
 
+  /** Sandboxes in state `lost`, with the host each is placed on. */
+  lostSandboxes(): Promise<{ id: string; host: string }[]> {
+    return this.db
+      .selectFrom('placements as p')
+      .innerJoin('sandboxes as s', 's.id', 'p.id')
+      .select(['p.id', 'p.host'])
+      .where('s.state', '=', 'lost')
+      .execute()
+  }
+
   /** What is placed on each host. */
   async placed(): Promise<Map<string, Placed>> {
     const rows = await this.db

@@ -115,14 +115,15 @@ export class SandboxService {
     const gone: string[] = []
     for (const id of placed) {
       const s = await this.store.get(id)
-      if (s && (s.state === 'running' || s.state === 'starting') && live.has(id)) {
-        if (s.state === 'running') await this.store.event(id, 're-attached', host)
+      if (s && (s.state === 'running' || s.state === 'starting' || s.state === 'lost') && live.has(id)) {
+        if (s.state === 'lost') await this.store.transition(id, ['lost'], 'running', 're-attached', {})
+        else if (s.state === 'running') await this.store.event(id, 're-attached', host)
         live.delete(id)
         continue
       }
       if (live.has(id)) continue
       gone.push(id)
-      await this.store.transition(id, ['starting', 'running'], 'errored', 'errored', {
+      await this.store.transition(id, ['starting', 'running', 'lost'], 'errored', 'errored', {
         errorReason: 'lost',
         errorMessage: `host ${host} restarted and the sandbox was not running any more`,
       })
@@ -132,6 +133,18 @@ export class SandboxService {
       if (s?.state !== 'running' && s?.state !== 'starting') await hostAgent.stop(id)
     }
     return gone
+  }
+
+  /** Running sandboxes on hosts that stopped answering are `lost` (until their host is back). */
+  async loseAll(host: string, ids: string[]): Promise<void> {
+    for (const id of ids)
+      if (
+        await this.store.transition(id, ['starting', 'running'], 'lost', 'lost', {
+          errorReason: 'host_unreachable',
+          errorMessage: `host ${host} stopped answering`,
+        })
+      )
+        this.log.warn({ sandboxId: id, host }, 'sandbox lost with its host')
   }
 
   private async templateInfo(template: string): Promise<TemplateInfo> {
@@ -270,6 +283,10 @@ export class SandboxService {
 
   private mustRun(s: SandboxRecord): SandboxRecord {
     if (s.state === 'running') return s
+    if (s.state === 'lost')
+      throw new AppError('HOST_UNREACHABLE', `the host of sandbox ${s.id} is not answering; it may come back`, {
+        reason: s.errorReason,
+      })
     if (s.state === 'errored')
       throw new AppError('SANDBOX_ERRORED', `sandbox ${s.id} errored: ${s.errorMessage ?? s.errorReason}`, {
         reason: s.errorReason,
@@ -291,7 +308,7 @@ export class SandboxService {
   private async end(id: string, event: 'killed' | 'expired' | 'idle-killed'): Promise<void> {
     this.idle.forget(id)
     const hibernated = (await this.store.get(id))?.hibernateSnapshot
-    if (!(await this.store.transition(id, ['starting', 'running', 'hibernated'], 'killed', event))) return
+    if (!(await this.store.transition(id, ['starting', 'running', 'hibernated', 'lost'], 'killed', event))) return
     if (hibernated) {
       await this.store.setHibernateSnapshot(id, null)
       void this.agent.deleteSnapshot(hibernated)

@@ -230,7 +230,7 @@ export class SandboxStore {
     const rows = await this.db
       .selectFrom('sandboxes')
       .select('id')
-      .where('state', 'in', ['starting', 'running', 'hibernated'])
+      .where('state', 'in', ['starting', 'running', 'hibernated', 'lost'])
       .where('expires_at', '<=', now.toISOString())
       .execute()
     return rows.map((r) => r.id)
