@@ -142,6 +142,7 @@ def _status_of(code: str) -> int:
         "RATE_LIMITED": 429,
         "NO_CAPACITY": 503,
         "HOST_UNREACHABLE": 503,
+        "STORE_UNAVAILABLE": 503,
     }.get(code, 500)
 
 

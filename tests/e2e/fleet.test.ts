@@ -231,4 +231,42 @@ describe('fleet', () => {
       await Promise.all([sbx, ...others].map((b) => b.kill()))
     }
   })
+
+  it('Postgres stopped: clear 503s; started again: service as before, sandboxes kept running meanwhile', async () => {
+    const sbx = await Sandbox.create(conn(0))
+    try {
+      await sbx.files.write('/tmp/pg.txt', 'before')
+      await fleet.pg.halt()
+      try {
+        for (const r of [0, 1]) {
+          const res = await fetch(`${conn(r).url}/v1/sandboxes/${sbx.id}/exec`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${fleet.apiKey}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ cmd: 'true' }),
+          })
+          assert.equal(res.status, 503)
+          assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'STORE_UNAVAILABLE')
+        }
+        // longer than the hosts' grace period: their heartbeats fail all along
+        await new Promise((r) => setTimeout(r, 7000))
+      } finally {
+        await fleet.pg.restart()
+      }
+      let out = ''
+      for (let i = 0; i < 50 && out !== 'before'; i++) {
+        out = await sbx.files.read('/tmp/pg.txt').catch(() => '')
+        if (out !== 'before') await new Promise((r) => setTimeout(r, 200))
+      }
+      assert.equal(out, 'before')
+      // a while past the grace period: the hosts heartbeat again and nothing was lost
+      await new Promise((r) => setTimeout(r, 8000))
+      assert.equal((await sbx.getInfo()).state, 'running')
+      assert.deepEqual(
+        (await hosts(1)).map((h) => h.state),
+        ['ready', 'ready', 'ready'],
+      )
+    } finally {
+      await sbx.kill()
+    }
+  })
 })

@@ -14,6 +14,7 @@ import { HostStore } from './fleet/hosts-store.ts'
 import { createApp } from './http/app.ts'
 import { Authenticator } from './http/auth.ts'
 import type { App } from './http/env.ts'
+import { storeDown } from './http/errors.ts'
 import { upgradeListener } from './http/upgrade.ts'
 import { Metrics, SAMPLE_INTERVAL_MS } from './metrics.ts'
 import { CodeService } from './services/code.ts'
@@ -143,12 +144,19 @@ export async function createControlPlane(opts: {
     hosts,
   })
   const sampler = setInterval(() => {
-    metrics.sample().catch((err: unknown) => log.error({ err }, 'metrics sampling failed'))
+    metrics
+      .sample()
+      .catch((err: unknown) =>
+        storeDown(err)
+          ? log.debug({ err: String(err) }, 'metrics sampling: the store is unavailable')
+          : log.error({ err }, 'metrics sampling failed'),
+      )
   }, SAMPLE_INTERVAL_MS)
   sampler.unref()
   let lastPrune = 0
+  let lastStoreFailure = 0
   // one pass at a time: a slow store never stacks passes up
-  let reaping = false
+  let reaping: Promise<void> | null = null
   /**
    * The leader's look at the hosts, each pass: sandboxes of a host that went silent are `lost`;
    * lost ones of a host that answers again are running again if it still runs them, else errored.
@@ -156,7 +164,10 @@ export async function createControlPlane(opts: {
   const watchHosts = async () => {
     if (!fleet) return
     fleet.forgetHosts()
-    const silent = new Set(await fleet.silentHosts())
+    // right after the store was out, no host could heartbeat: silence then says nothing
+    const silent = new Set(
+      Date.now() - lastStoreFailure < config.hostGraceSeconds * 1000 ? [] : await fleet.silentHosts(),
+    )
     for (const host of silent) await sandboxes.loseAll(host, await hostStore.placedOn(host, 'sandbox'))
     const lost = new Map<string, string[]>()
     for (const { id, host } of await hostStore.lostSandboxes())
@@ -172,7 +183,6 @@ export async function createControlPlane(opts: {
   const leads = async () => (session ? session.lead(REAPER_LOCK) : true)
   const reaper = setInterval(() => {
     if (reaping) return
-    reaping = true
     const pass = async () => {
       if (!(await leads())) return
       if (fleet) await watchHosts()
@@ -184,10 +194,14 @@ export async function createControlPlane(opts: {
         e2bTemplates.sweep()
       }
     }
-    pass()
-      .catch((err: unknown) => log.error({ err }, 'reaper failed'))
+    reaping = pass()
+      .catch((err: unknown) => {
+        if (!storeDown(err)) return log.error({ err }, 'reaper failed')
+        lastStoreFailure = Date.now()
+        log.warn({ err: String(err) }, 'reaper: the store is unavailable')
+      })
       .finally(() => {
-        reaping = false
+        reaping = null
       })
   }, config.reaperIntervalMs)
   reaper.unref()
@@ -200,6 +214,7 @@ export async function createControlPlane(opts: {
     async close() {
       clearInterval(reaper)
       clearInterval(sampler)
+      await reaping
       await templates.drain()
       await sandboxes.drain()
       await fleet?.close()

@@ -34,6 +34,8 @@ export const errorStatus = {
   NO_CAPACITY: 503,
   /** The host a sandbox runs on does not answer the control plane (retryable: it may come back). */
   HOST_UNREACHABLE: 503,
+  /** The control plane's database does not answer (retryable: sandboxes keep running meanwhile). */
+  STORE_UNAVAILABLE: 503,
   GUEST_ERROR: 502,
   PORT_UNREACHABLE: 502,
   /** runCode in a template whose image lacks the language's runtime (python3, or node for javascript). */

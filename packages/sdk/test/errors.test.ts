@@ -59,6 +59,7 @@ const expected = {
   RATE_LIMITED: RateLimitError,
   NO_CAPACITY: ServiceUnavailableError,
   HOST_UNREACHABLE: ServiceUnavailableError,
+  STORE_UNAVAILABLE: ServiceUnavailableError,
   NO_SPACE: InternalServerError,
   GUEST_ERROR: InternalServerError,
   PORT_UNREACHABLE: InternalServerError,

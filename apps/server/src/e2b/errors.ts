@@ -57,6 +57,7 @@ const connectCodeOf = {
   RATE_LIMITED: 'resource_exhausted',
   NO_CAPACITY: 'unavailable',
   HOST_UNREACHABLE: 'unavailable',
+  STORE_UNAVAILABLE: 'unavailable',
   GUEST_ERROR: 'internal',
   PORT_UNREACHABLE: 'unavailable',
   CODE_RUNTIME_MISSING: 'failed_precondition',

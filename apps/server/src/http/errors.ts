@@ -33,6 +33,32 @@ export const forkboxErrors: ErrorFormat<ErrorBody> = {
   }),
 }
 
+/** Connection-level failures of the database (refused, dropped, shutting down), not query errors. */
+const STORE_DOWN_CODES: ReadonlySet<string> = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENOTFOUND',
+  'EPIPE',
+  // Postgres: admin shutdown, crash shutdown, cannot connect now, connection failures
+  '57P01',
+  '57P02',
+  '57P03',
+  '08000',
+  '08001',
+  '08003',
+  '08004',
+  '08006',
+])
+
+export function storeDown(err: unknown): boolean {
+  if (!(err instanceof Error)) return false
+  const code = (err as { code?: unknown }).code
+  if (typeof code === 'string' && STORE_DOWN_CODES.has(code)) return true
+  return /Connection terminated|connection timeout|Client has encountered a connection error/i.test(err.message)
+}
+
 /** Anything thrown, as an AppError; what is not one is logged (with the request id) and hidden. */
 export function toAppError(c: Context<AppEnv>, err: unknown): AppError {
   let app: AppError
@@ -45,6 +71,9 @@ export function toAppError(c: Context<AppEnv>, err: unknown): AppError {
     else if (err.status === 400 && /json/i.test(err.message))
       app = new AppError('MALFORMED_JSON', 'request body is not valid JSON')
     else app = new AppError(err.status === 404 ? 'NOT_FOUND' : 'VALIDATION_FAILED', err.message || 'bad request')
+  } else if (storeDown(err)) {
+    c.var.services?.log.warn({ err: String(err), requestId: c.var.requestId }, 'the store is unavailable')
+    app = new AppError('STORE_UNAVAILABLE', 'the control plane cannot reach its database; retry shortly')
   } else {
     c.var.services?.log.error({ err, requestId: c.var.requestId }, 'unhandled error')
     app = new AppError('INTERNAL', 'internal error')

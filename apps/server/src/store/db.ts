@@ -106,7 +106,7 @@ export async function openStore(opts: { path: string; url?: string; log?: Logger
   let sqlite: Database.Database | null = null
   if (opts.url) {
     dialect = 'postgres'
-    const pool = new pg.Pool({ connectionString: opts.url, max: 10 })
+    const pool = new pg.Pool({ connectionString: opts.url, max: 10, connectionTimeoutMillis: 5_000 })
     // an idle connection that Postgres drops (a restart, a failover) is an 'error' event: without a
     // listener it would end the process; the next query opens a new connection instead
     pool.on('error', () => {})
