@@ -118,8 +118,8 @@ def snapshot(sandbox_id: str) -> Op:
     return Snapshot.from_json((yield Call("POST", f"{sandbox_path(sandbox_id)}/snapshots")))
 
 
-def fork(sandbox_id: str, *, count, ttl_seconds, metadata) -> Op:
-    body = _compact({"count": count, "ttlSeconds": ttl_seconds, "metadata": metadata})
+def fork(sandbox_id: str, *, count, ttl_seconds, metadata, spread=None) -> Op:
+    body = _compact({"count": count, "ttlSeconds": ttl_seconds, "metadata": metadata, "spread": spread})
     res = yield Call("POST", f"{sandbox_path(sandbox_id)}/fork", json=body)
     return [SandboxInfo.from_json(s) for s in res["sandboxes"]]
 

@@ -152,8 +152,16 @@ class Sandbox:
     def snapshot(self) -> Snapshot:
         return self._t.run(core.snapshot(self.id))
 
-    def fork(self, *, count: int = 1, ttl_seconds: Optional[int] = None, metadata: Optional[Dict[str, str]] = None) -> List["Sandbox"]:
-        infos = self._t.run(core.fork(self.id, count=count, ttl_seconds=ttl_seconds, metadata=metadata))
+    def fork(
+        self,
+        *,
+        count: int = 1,
+        ttl_seconds: Optional[int] = None,
+        metadata: Optional[Dict[str, str]] = None,
+        spread: Optional[bool] = None,
+    ) -> List["Sandbox"]:
+        """``count`` sandboxes from this one's live state; ``spread=True`` places them across a fleet's hosts."""
+        infos = self._t.run(core.fork(self.id, count=count, ttl_seconds=ttl_seconds, metadata=metadata, spread=spread))
         return [Sandbox(self._t, i) for i in infos]
 
     def hibernate(self) -> SandboxInfo:
@@ -350,8 +358,15 @@ class AsyncSandbox:
     async def snapshot(self) -> Snapshot:
         return await self._t.run(core.snapshot(self.id))
 
-    async def fork(self, *, count: int = 1, ttl_seconds: Optional[int] = None, metadata: Optional[Dict[str, str]] = None) -> List["AsyncSandbox"]:
-        infos = await self._t.run(core.fork(self.id, count=count, ttl_seconds=ttl_seconds, metadata=metadata))
+    async def fork(
+        self,
+        *,
+        count: int = 1,
+        ttl_seconds: Optional[int] = None,
+        metadata: Optional[Dict[str, str]] = None,
+        spread: Optional[bool] = None,
+    ) -> List["AsyncSandbox"]:
+        infos = await self._t.run(core.fork(self.id, count=count, ttl_seconds=ttl_seconds, metadata=metadata, spread=spread))
         return [AsyncSandbox(self._t, i) for i in infos]
 
     async def hibernate(self) -> SandboxInfo:

@@ -345,6 +345,14 @@ export class LocalAgent implements AgentApi {
     return this.checkpoints.snapshot(id, snapshotId)
   }
 
+  async exportSnapshot(snapshotId: string) {
+    return this.checkpoints.exportSnapshot(snapshotId)
+  }
+
+  importSnapshot(snapshotId: string, body: AsyncIterable<Uint8Array>, sha256: Promise<string>): Promise<void> {
+    return this.checkpoints.importSnapshot(snapshotId, body, sha256)
+  }
+
   deleteSnapshot(snapshotId: string): Promise<void> {
     return this.checkpoints.deleteSnapshot(snapshotId)
   }

@@ -239,6 +239,63 @@ describe('fleet', () => {
     for (const f of forks.body.sandboxes) assert.equal(hostOf(f.id), holder)
   })
 
+  it('fork with spread places the forks across hosts, each from a copy of one checkpoint', async () => {
+    const { body } = await create()
+    const holder = hosts.find((h) => h.agent.live.has(body.id)) as TestHost
+    const other = hosts.find((h) => h !== holder) as TestHost
+    const forks = await call('POST', `/v1/sandboxes/${body.id}/fork`, { count: 3, spread: true })
+    assert.equal(forks.status, 201, JSON.stringify(forks.body))
+    const where = forks.body.sandboxes.map((f: { id: string }) => hostOf(f.id))
+    // least loaded first: the other host twice (it had none), then the holder
+    assert.deepEqual(where.sort(), [holder.id, other.id, other.id].sort())
+    assert.equal(other.agent.imports.length, 2)
+    assert.ok(other.agent.imports.every((i) => i.startsWith('fork-')))
+    // the copies and the checkpoint are gone once the forks started
+    assert.deepEqual([...other.agent.snapshots], [])
+    assert.deepEqual([...holder.agent.snapshots], [])
+  })
+
+  it('a hibernated sandbox whose host is cordoned wakes on another, from a copy of its image', async () => {
+    const { body } = await create()
+    const holder = hosts.find((h) => h.agent.live.has(body.id)) as TestHost
+    const other = hosts.find((h) => h !== holder) as TestHost
+    assert.equal((await call('POST', `/v1/sandboxes/${body.id}/hibernate`)).status, 200)
+    await call('POST', `/v1/hosts/${holder.id}/cordon`)
+    const r = await call('POST', `/v1/sandboxes/${body.id}/exec`, { cmd: 'echo woke' })
+    assert.equal(r.status, 200, JSON.stringify(r.body))
+    assert.equal(hostOf(body.id), other.id)
+    assert.equal(other.agent.imports.length, 1)
+    // the image is gone from both once woken
+    assert.deepEqual([...other.agent.snapshots], [])
+    assert.deepEqual([...holder.agent.snapshots], [])
+  })
+
+  it('drain moves running sandboxes live and images by copy; the host ends cordoned and empty', async () => {
+    await call('POST', '/v1/hosts/h2/cordon')
+    const a = (await create()).body
+    const b = (await create()).body
+    const snap = (await call('POST', `/v1/sandboxes/${a.id}/snapshots`)).body
+    await call('POST', '/v1/hosts/h2/uncordon')
+    const [h1, h2] = hosts as [TestHost, TestHost]
+    assert.equal(hostOf(a.id), 'h1')
+    const r = await call('POST', '/v1/hosts/h1/drain')
+    assert.equal(r.status, 200, JSON.stringify(r.body))
+    assert.deepEqual(r.body.migrated.sort(), [a.id, b.id].sort())
+    assert.deepEqual(r.body.moved, [snap.id])
+    assert.deepEqual(r.body.failed, [])
+    assert.equal(h1.agent.live.size, 0)
+    assert.equal(hostOf(a.id), 'h2')
+    assert.equal(hostOf(b.id), 'h2')
+    for (const id of [a.id, b.id]) assert.equal((await call('GET', `/v1/sandboxes/${id}`)).body.state, 'running')
+    assert.ok(h2.agent.snapshots.has(snap.id))
+    assert.ok(!h1.agent.snapshots.has(snap.id))
+    assert.equal((await call('GET', '/v1/hosts')).body.hosts[0].state, 'cordoned')
+    // the snapshot now starts on h2
+    const fromSnap = await create({ snapshot: snap.id })
+    assert.equal(fromSnap.status, 201, JSON.stringify(fromSnap.body))
+    assert.equal(hostOf(fromSnap.body.id), 'h2')
+  })
+
   it('an exit a host reports errors its sandbox', async () => {
     const { body } = await create()
     const h = hosts.find((x) => x.agent.live.has(body.id)) as TestHost

@@ -114,6 +114,7 @@ export async function createControlPlane(opts: {
   )
   // a fleet's hosts reconcile as each joins (a replica starting finds others mid-create)
   if (!fleet) await sandboxes.recover()
+  if (fleet && hosts) hosts.migrate = (id) => sandboxes.migrate(id)
   if (fleet && hosts)
     hosts.onJoined = async (hostId) => {
       const remote = await fleet.agentOf(hostId)

@@ -1,4 +1,5 @@
 // A stand-in for the agent at the control plane's edge: records calls, runs nothing.
+import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import {
@@ -263,6 +264,29 @@ export class FakeAgent implements AgentApi {
   }
   async sandboxAddress(_id: string): Promise<string> {
     return '127.0.0.1'
+  }
+  /** Images as bytes: a snapshot's is its id. */
+  async exportSnapshot(snapshotId: string) {
+    if (!this.snapshots.has(snapshotId)) throw new AppError('SNAPSHOT_NOT_FOUND', 'gone')
+    const bytes = new TextEncoder().encode(snapshotId)
+    return {
+      sizeBytes: bytes.length,
+      stream: new ReadableStream<Uint8Array>({
+        start(c) {
+          c.enqueue(bytes)
+          c.close()
+        },
+      }),
+      sha256: Promise.resolve(createHash('sha256').update(bytes).digest('hex')),
+    }
+  }
+  imports: string[] = []
+  async importSnapshot(snapshotId: string, body: AsyncIterable<Uint8Array>, sha256: Promise<string>): Promise<void> {
+    const h = createHash('sha256')
+    for await (const c of body) h.update(c)
+    if (h.digest('hex') !== (await sha256)) throw new AppError('INTERNAL', 'corrupted')
+    this.imports.push(snapshotId)
+    this.snapshots.add(snapshotId)
   }
   /** A real TCP connection to 127.0.0.1 (the fake's sandbox address). */
   async connectPort(

@@ -145,6 +145,8 @@ export interface ForkOptions {
   /** Called once the source's checkpoint is written, before any fork starts from it. */
   onCheckpointed?(): void | Promise<void>
   signal?: AbortSignal
+  /** Across a fleet's hosts, least loaded first (one agent: ignored). */
+  spread?: boolean
 }
 
 export interface TemplateProgress {
@@ -302,6 +304,12 @@ export interface AgentApi {
    * Rejects, with no child started, when the checkpoint fails; otherwise each child's outcome.
    */
   fork(sourceId: string, children: Omit<StartSandboxSpec, 'snapshot'>[], opts?: ForkOptions): Promise<ForkOutcome[]>
+  /** A snapshot's image (a tar of its files) to copy to another host; `sha256` settles once the stream is read. */
+  exportSnapshot(
+    snapshotId: string,
+  ): Promise<{ sizeBytes: number; stream: ReadableStream<Uint8Array>; sha256: Promise<string> }>
+  /** Takes in a snapshot another host exported; rejects (keeping nothing) unless the bytes match `sha256`. */
+  importSnapshot(snapshotId: string, body: AsyncIterable<Uint8Array>, sha256: Promise<string>): Promise<void>
   deleteSnapshot(snapshotId: string): Promise<void>
   /** Removes every stored snapshot not in `keep` (after a crash, what no record owns). */
   pruneSnapshots(keep: string[]): Promise<void>
@@ -348,6 +356,8 @@ export const agentRemoteMethods = [
   'codeContext',
   'snapshot',
   'fork',
+  'exportSnapshot',
+  'importSnapshot',
   'deleteSnapshot',
   'pruneSnapshots',
   'stop',

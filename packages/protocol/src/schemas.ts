@@ -265,6 +265,8 @@ export const ForkRequest = z
     count: z.number().int().min(1).max(MAX_FORK_COUNT).default(1),
     ttlSeconds: z.number().int().min(1).max(MAX_TTL_SECONDS).default(300),
     metadata: Metadata.optional(),
+    /** On a fleet: the forks go across hosts (least loaded first), not beside the original. One box: no effect. */
+    spread: z.boolean().optional(),
   })
   .strict()
 export type ForkRequest = z.input<typeof ForkRequest>

@@ -50,6 +50,8 @@ export interface ForkOptions extends RequestOptions {
   ttlSeconds?: number
   /** Metadata of the forks; default: the original's. */
   metadata?: Record<string, string>
+  /** On a fleet: place the forks across hosts (least loaded first) rather than beside the original. */
+  spread?: boolean
 }
 
 export interface ConnectSandboxOptions extends ConnectionOptions, RequestOptions {}
@@ -307,11 +309,11 @@ export class Sandbox {
    * variables in running processes, files, background processes. This sandbox carries on.
    */
   async fork(options: ForkOptions = {}): Promise<Sandbox[]> {
-    const { count, ttlSeconds, metadata } = options
+    const { count, ttlSeconds, metadata, spread } = options
     const res = await this.#http.json<{ sandboxes: SandboxInfo[] }>({
       method: 'POST',
       path: `${sandboxPath(this.id)}/fork`,
-      json: { count, ttlSeconds, metadata },
+      json: { count, ttlSeconds, metadata, spread },
       signal: options.signal,
     })
     return res.sandboxes.map((info) => new Sandbox(this.#http, info))

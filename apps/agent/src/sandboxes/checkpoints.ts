@@ -10,6 +10,7 @@ import { processAlive } from '../runtime/process.ts'
 import { type RunscOptions, runscCheckpoint } from '../runtime/runsc.ts'
 import type { TemplateBaker } from '../templates/baker.ts'
 import type { Containers } from './containers.ts'
+import { type ExportedImage, exportImage, importImage } from './image-transfer.ts'
 import type { LiveSandbox } from './live-sandbox.ts'
 
 /**
@@ -119,6 +120,17 @@ export class Checkpoints {
     } finally {
       await this.deleteSnapshot(snapshotId)
     }
+  }
+
+  /** The snapshot's image as one stream, to copy it to another host. */
+  exportSnapshot(snapshotId: string): ExportedImage {
+    return exportImage(this.image(snapshotId))
+  }
+
+  /** A snapshot copied from another host; known once its bytes match their hash. */
+  async importSnapshot(snapshotId: string, body: AsyncIterable<Uint8Array>, sha256: Promise<string>): Promise<void> {
+    mkdirSync(this.snapshotsDir, { recursive: true })
+    await importImage(this.image(snapshotId), body, sha256)
   }
 
   async deleteSnapshot(snapshotId: string): Promise<void> {

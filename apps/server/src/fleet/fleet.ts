@@ -1,6 +1,6 @@
 // Many hosts as one agent: the control plane's services call this `AgentApi`, and it places new
 // sandboxes on a host and sends every other call to the host the sandbox (or snapshot) is on.
-import { createHmac } from 'node:crypto'
+import { createHmac, randomBytes } from 'node:crypto'
 import type {
   AgentApi,
   BuildLogLine,
@@ -41,6 +41,15 @@ import type { Logger } from 'pino'
 import type { HostRow, HostStore } from './hosts-store.ts'
 import { type Candidate, rankHosts } from './placement.ts'
 import { RemoteAgent } from './remote-agent.ts'
+
+async function* chunksOf(stream: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
+  const reader = stream.getReader()
+  try {
+    for (let r = await reader.read(); !r.done; r = await reader.read()) yield r.value
+  } finally {
+    reader.releaseLock()
+  }
+}
 
 /** A host's secret, derived from the server secret and its join's nonce: every replica knows it, nothing stores it. */
 export function hostCredential(secret: Buffer, id: string, nonce: string): string {
@@ -218,25 +227,18 @@ export class Fleet implements AgentApi {
   // ---- sandboxes ----
 
   async start(spec: StartSandboxSpec, signal?: AbortSignal): Promise<void> {
-    const reserve = { vcpus: spec.resources.vcpus, memoryMB: spec.resources.memoryMB }
     if (spec.snapshot) {
-      // a snapshot's image is on the host that made it
-      const host = await this.hosts.hostOf(spec.snapshot)
-      if (!host) throw new AppError('SNAPSHOT_NOT_FOUND', `no image of snapshot ${spec.snapshot} on any host`)
-      await this.hosts.place(spec.id, 'sandbox', host, reserve)
-      try {
-        return await (await this.agentOf(host)).start(spec, signal)
-      } catch (err) {
-        await this.hosts.unplace(spec.id)
-        throw err
-      }
+      // the host holding the image, when it can take the sandbox; else the best other, with a copy
+      const holder = await this.hosts.hostOf(spec.snapshot)
+      if (!holder) throw new AppError('SNAPSHOT_NOT_FOUND', `no image of snapshot ${spec.snapshot} on any host`)
+      const ranked = await this.rank(spec)
+      const target = ranked.includes(holder) ? holder : ranked[0]
+      if (!target) throw this.noCapacity(spec)
+      return this.restoreOn(target, holder, { ...spec, snapshot: spec.snapshot }, signal)
     }
     const ranked = await this.rank(spec)
-    if (ranked.length === 0)
-      throw new AppError('NO_CAPACITY', 'no host has room for this sandbox now', {
-        vcpus: spec.resources.vcpus,
-        memoryMB: spec.resources.memoryMB,
-      })
+    if (ranked.length === 0) throw this.noCapacity(spec)
+    const reserve = { vcpus: spec.resources.vcpus, memoryMB: spec.resources.memoryMB }
     for (const [i, host] of ranked.entries()) {
       await this.hosts.place(spec.id, 'sandbox', host, reserve)
       try {
@@ -249,6 +251,67 @@ export class Fleet implements AgentApi {
         this.opts.log.warn({ host, sandboxId: spec.id }, 'host unreachable at create; trying the next')
       }
     }
+  }
+
+  private noCapacity(spec: Pick<StartSandboxSpec, 'resources'>): AppError {
+    return new AppError('NO_CAPACITY', 'no host has room for this sandbox now', {
+      vcpus: spec.resources.vcpus,
+      memoryMB: spec.resources.memoryMB,
+    })
+  }
+
+  /** Starts `spec` on `target` from its snapshot on `holder`: copied there first, the copy dropped after. */
+  private async restoreOn(
+    target: string,
+    holder: string,
+    spec: StartSandboxSpec & { snapshot: string },
+    signal?: AbortSignal,
+  ): Promise<void> {
+    await this.hosts.place(spec.id, 'sandbox', target, {
+      vcpus: spec.resources.vcpus,
+      memoryMB: spec.resources.memoryMB,
+    })
+    const agent = await this.agentOf(target)
+    try {
+      if (target !== holder) await this.copyImage(spec.snapshot, holder, target)
+      await agent.start(spec, signal)
+    } catch (err) {
+      await this.hosts.unplace(spec.id)
+      throw err
+    } finally {
+      // a restore reads its image whole: the copy is not needed once it settled
+      if (target !== holder) await agent.deleteSnapshot(spec.snapshot).catch(() => {})
+    }
+  }
+
+  /** Streams a snapshot's image from one host to another (hash-checked by the receiver). */
+  async copyImage(snapshotId: string, from: string, to: string): Promise<void> {
+    const started = performance.now()
+    const image = await (await this.agentOf(from)).exportSnapshot(snapshotId)
+    await (await this.agentOf(to)).importSnapshot(snapshotId, chunksOf(image.stream), image.sha256)
+    this.opts.log.info(
+      { snapshotId, from, to, bytes: image.sizeBytes, ms: Math.round(performance.now() - started) },
+      'image copied between hosts',
+    )
+  }
+
+  /** Where an image leaving host `from` goes: the reachable, uncordoned host with the most free disk. */
+  async imageTarget(from: string): Promise<string> {
+    const best = (await this.reachable())
+      .filter((r) => r.id !== from && r.state === 'ready')
+      .map((r) => ({ id: r.id, free: (JSON.parse(r.capacity) as HostCapacity).diskFreeBytes }))
+      .sort((a, b) => b.free - a.free)[0]
+    if (!best) throw new AppError('NO_CAPACITY', 'no other host can take the image')
+    return best.id
+  }
+
+  /** Moves a snapshot's image to another host: copied, placed there, removed from the first. */
+  async moveImage(snapshotId: string, to: string): Promise<void> {
+    const from = await this.hosts.hostOf(snapshotId)
+    if (!from || from === to) return
+    await this.copyImage(snapshotId, from, to)
+    await this.hosts.place(snapshotId, 'snapshot', to, { vcpus: 0, memoryMB: 0 })
+    await (await this.agentOf(from)).deleteSnapshot(snapshotId).catch(() => {})
   }
 
   async exec(
@@ -322,6 +385,9 @@ export class Fleet implements AgentApi {
   ): Promise<ForkOutcome[]> {
     const host = await this.hosts.hostOf(sourceId)
     if (!host) throw new AppError('SANDBOX_NOT_RUNNING', `sandbox ${sourceId} is not running`)
+    const [first] = children
+    const beside = first ? (await this.rank(first)).includes(host) : true
+    if (opts?.spread || !beside) return this.forkAcross(host, sourceId, children, opts)
     for (const c of children)
       await this.hosts.place(c.id, 'sandbox', host, { vcpus: c.resources.vcpus, memoryMB: c.resources.memoryMB })
     let outcomes: ForkOutcome[]
@@ -333,6 +399,55 @@ export class Fleet implements AgentApi {
     }
     for (const o of outcomes) if (o.error) await this.hosts.unplace(o.id)
     return outcomes
+  }
+
+  /**
+   * Forks on other hosts too: the source checkpointed once on its host, then each fork placed
+   * (least loaded first, counting the ones placed before it) and restored there from a copy.
+   */
+  private async forkAcross(
+    host: string,
+    sourceId: string,
+    children: Omit<StartSandboxSpec, 'snapshot'>[],
+    opts: ForkOptions = {},
+  ): Promise<ForkOutcome[]> {
+    const snapshotId = `fork-${randomBytes(10).toString('hex')}`
+    await this.snapshot(sourceId, snapshotId)
+    try {
+      await opts.onCheckpointed?.()
+      const targets: (string | null)[] = []
+      for (const c of children) {
+        const [best] = await this.rank(c)
+        targets.push(best ?? null)
+        // held for it now, so the next fork's ranking counts it
+        if (best)
+          await this.hosts.place(c.id, 'sandbox', best, { vcpus: c.resources.vcpus, memoryMB: c.resources.memoryMB })
+      }
+      return await Promise.all(
+        children.map(async (c, i): Promise<ForkOutcome> => {
+          const target = targets[i]
+          if (!target) return { id: c.id, error: this.noCapacity(c) }
+          try {
+            await this.restoreOn(target, host, { ...c, snapshot: snapshotId }, opts.signal)
+            return { id: c.id, error: null }
+          } catch (err) {
+            return { id: c.id, error: err instanceof Error ? err : new AppError('INTERNAL', String(err)) }
+          }
+        }),
+      )
+    } finally {
+      await this.deleteSnapshot(snapshotId).catch(() => {})
+    }
+  }
+
+  async exportSnapshot(snapshotId: string) {
+    const host = await this.hosts.hostOf(snapshotId)
+    if (!host) throw new AppError('SNAPSHOT_NOT_FOUND', `no snapshot ${snapshotId}`)
+    return (await this.agentOf(host)).exportSnapshot(snapshotId)
+  }
+
+  async importSnapshot(): Promise<void> {
+    throw new AppError('NOT_IMPLEMENTED', 'a fleet places images itself (copyImage, moveImage)')
   }
 
   async deleteSnapshot(snapshotId: string): Promise<void> {

@@ -23,6 +23,8 @@ function same(a: string, b: string): boolean {
 export class HostService {
   /** Run after each join, in the background: make the host's templates known, reconcile its sandboxes. */
   onJoined: (hostId: string) => Promise<void> = async () => {}
+  /** Moves one running sandbox off its (cordoned) host, live. */
+  migrate: (sandboxId: string) => Promise<void> = async () => {}
 
   constructor(
     private readonly store: HostStore,
@@ -74,6 +76,43 @@ export class HostService {
         placed: { ...p, memoryMB: Math.round(p.memoryMB) },
       }
     })
+  }
+
+  /**
+   * Cordons the host, then moves what it holds elsewhere: running sandboxes live (one at a time,
+   * each paused only for its own move), images by copy. What could not move stays and is reported.
+   */
+  async drain(
+    id: string,
+  ): Promise<{ migrated: string[]; moved: string[]; failed: { id: string; code: string; message: string }[] }> {
+    await this.setState(id, 'cordoned')
+    const report = {
+      migrated: [] as string[],
+      moved: [] as string[],
+      failed: [] as { id: string; code: string; message: string }[],
+    }
+    const failed = (what: string, err: unknown) =>
+      report.failed.push({
+        id: what,
+        code: err instanceof AppError ? err.code : 'INTERNAL',
+        message: err instanceof Error ? err.message : String(err),
+      })
+    for (const sandboxId of await this.store.placedOn(id, 'sandbox'))
+      await this.migrate(sandboxId).then(
+        () => report.migrated.push(sandboxId),
+        (err: unknown) => failed(sandboxId, err),
+      )
+    for (const snapshotId of await this.store.placedOn(id, 'snapshot')) {
+      try {
+        const target = await this.fleet.imageTarget(id)
+        await this.fleet.moveImage(snapshotId, target)
+        report.moved.push(snapshotId)
+      } catch (err) {
+        failed(snapshotId, err)
+      }
+    }
+    this.log.info({ host: id, ...report }, 'host drained')
+    return report
   }
 
   async setState(id: string, state: 'ready' | 'cordoned'): Promise<Host> {

@@ -217,6 +217,15 @@ export class RemoteAgent implements AgentApi {
   fork(sourceId: string, children: Omit<StartSandboxSpec, 'snapshot'>[], opts?: ForkOptions) {
     return this.call<ForkOutcome[]>('fork', sourceId, children, opts)
   }
+  exportSnapshot(snapshotId: string) {
+    return this.call<{ sizeBytes: number; stream: ReadableStream<Uint8Array>; sha256: Promise<string> }>(
+      'exportSnapshot',
+      snapshotId,
+    )
+  }
+  importSnapshot(snapshotId: string, body: AsyncIterable<Uint8Array>, sha256: Promise<string>) {
+    return this.call<void>('importSnapshot', snapshotId, body, sha256)
+  }
   deleteSnapshot(snapshotId: string) {
     return this.call<void>('deleteSnapshot', snapshotId)
   }

@@ -16,6 +16,7 @@ import * as filesStat from './files/stat.ts'
 import * as filesWrite from './files/write.ts'
 import * as health from './health.ts'
 import * as hostCordon from './hosts/cordon.ts'
+import * as hostDrain from './hosts/drain.ts'
 import * as hostHeartbeat from './hosts/heartbeat.ts'
 import * as hostJoin from './hosts/join.ts'
 import * as hostList from './hosts/list.ts'
@@ -120,5 +121,6 @@ export const ROUTES: readonly RouteModule[] = [
   keysList,
   keysRevoke,
   hostList,
+  hostDrain,
   hostCordon,
 ]

@@ -25,6 +25,7 @@ export interface ForkInput {
   count: number
   ttlSeconds: number
   metadata?: Record<string, string>
+  spread?: boolean
 }
 
 function newSandboxId(): string {
@@ -137,6 +138,7 @@ export class Launcher {
         id,
         ids.map((child) => this.startSpec(child, input)),
         {
+          spread: req.spread,
           // the forks are recorded once the source's checkpoint is written, as they start
           onCheckpointed: async () => {
             checkpointed = performance.now()

@@ -363,6 +363,23 @@ export class SandboxService {
     await this.agent.stop(id)
   }
 
+  /**
+   * Moves a running sandbox off its host (live migration): checkpointed and stopped there, then
+   * woken where the fleet places it now (its host being cordoned, elsewhere). Same id, policy and
+   * ports; a client sees a pause, calls made meanwhile wait for the wake.
+   */
+  async migrate(id: string): Promise<void> {
+    const s = await this.store.get(id)
+    if (s?.state !== 'running') return
+    let p = this.hibernating.get(id)
+    if (!p) {
+      p = this.checkpointAndStop(id).finally(() => this.hibernating.delete(id))
+      this.hibernating.set(id, p)
+    }
+    await p
+    await this.awake(s.owner, id)
+  }
+
   /** The sandbox, running: a hibernated one is woken first (one wake however many callers). */
   private async awake(owner: string, id: string): Promise<SandboxRecord> {
     // a request that arrives while the sandbox is being hibernated wakes it once that is done
@@ -394,6 +411,8 @@ export class SandboxService {
         network: egressOf(s.network),
       })
     } catch (err) {
+      // no host can take it now, or its image's host does not answer: it stays hibernated
+      if (err instanceof AppError && (err.code === 'NO_CAPACITY' || err.code === 'HOST_UNREACHABLE')) throw err
       const message = err instanceof Error ? err.message : String(err)
       await this.store.transition(s.id, ['hibernated'], 'errored', 'errored', {
         errorReason: 'runtime_failed',

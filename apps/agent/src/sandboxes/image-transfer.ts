@@ -1,0 +1,105 @@
+// A snapshot's image as one stream (a tar of its files) with its SHA-256, and back: how images
+// move between hosts. An import is written beside its place and renamed there only once its bytes
+// match the hash the sender computed, so a cut or corrupted transfer never becomes an image.
+import { createHash } from 'node:crypto'
+import {
+  createReadStream,
+  createWriteStream,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+} from 'node:fs'
+import { join } from 'node:path'
+import { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import { AppError } from '@forkbox/protocol'
+import { extract, pack } from 'tar-stream'
+
+/** Image files are flat, named by runsc: nothing else is taken in. */
+const FILE_NAME = /^[A-Za-z0-9._-]{1,128}$/
+
+export interface ExportedImage {
+  sizeBytes: number
+  stream: ReadableStream<Uint8Array>
+  /** Settles once the stream has been read to its end. */
+  sha256: Promise<string>
+}
+
+export function exportImage(dir: string): ExportedImage {
+  if (!existsSync(dir)) throw new AppError('SNAPSHOT_NOT_FOUND', 'no such image on this host')
+  const files = readdirSync(dir).filter((f) => FILE_NAME.test(f) && statSync(join(dir, f)).isFile())
+  const sizeBytes = files.reduce((n, f) => n + statSync(join(dir, f)).size, 0)
+  const tar = pack()
+  const hash = createHash('sha256')
+  let settle!: { resolve(h: string): void; reject(e: Error): void }
+  const sha256 = new Promise<string>((resolve, reject) => {
+    settle = { resolve, reject }
+  })
+  sha256.catch(() => {})
+  ;(async () => {
+    for (const f of files) {
+      const size = statSync(join(dir, f)).size
+      const entry = tar.entry({ name: f, size, mode: 0o600 })
+      await pipeline(createReadStream(join(dir, f)), entry)
+    }
+    tar.finalize()
+  })().catch((err: unknown) => tar.destroy(err instanceof Error ? err : new Error(String(err))))
+  const hashed = async function* () {
+    try {
+      for await (const c of tar as AsyncIterable<Buffer>) {
+        hash.update(c)
+        yield c
+      }
+      settle.resolve(hash.digest('hex'))
+    } catch (err) {
+      settle.reject(err instanceof Error ? err : new Error(String(err)))
+      throw err
+    }
+  }
+  return { sizeBytes, stream: Readable.toWeb(Readable.from(hashed())) as ReadableStream<Uint8Array>, sha256 }
+}
+
+/** Writes the image from `body` to `dir` once its bytes hash to what `sha256` resolves to. */
+export async function importImage(
+  dir: string,
+  body: AsyncIterable<Uint8Array>,
+  sha256: Promise<string>,
+): Promise<number> {
+  if (existsSync(dir)) return 0
+  const tmp = `${dir}.tmp-${process.pid}`
+  rmSync(tmp, { recursive: true, force: true })
+  mkdirSync(tmp, { recursive: true, mode: 0o700 })
+  const hash = createHash('sha256')
+  let bytes = 0
+  try {
+    const untar = extract()
+    untar.on('entry', (header, stream, next) => {
+      if (header.type !== 'file' || !FILE_NAME.test(header.name)) {
+        stream.resume()
+        untar.destroy(new AppError('VALIDATION_FAILED', `an image holds only flat files, not ${header.name}`))
+        return
+      }
+      pipeline(stream, createWriteStream(join(tmp, header.name), { mode: 0o600 })).then(() => next(), next)
+    })
+    const counted = (async function* () {
+      for await (const c of body) {
+        hash.update(c)
+        bytes += c.length
+        yield c
+      }
+    })()
+    await pipeline(Readable.from(counted), untar)
+    const want = await sha256
+    const got = hash.digest('hex')
+    if (got !== want) throw new AppError('INTERNAL', `image transfer corrupted: sha256 ${got}, sent ${want}`)
+    if (existsSync(dir)) rmSync(tmp, { recursive: true, force: true })
+    else renameSync(tmp, dir)
+    return bytes
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true })
+    throw err
+  }
+}
