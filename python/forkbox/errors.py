@@ -143,6 +143,7 @@ def _status_of(code: str) -> int:
         "NO_CAPACITY": 503,
         "HOST_UNREACHABLE": 503,
         "STORE_UNAVAILABLE": 503,
+        "SANDBOX_MOVING": 503,
     }.get(code, 500)
 
 

@@ -6,6 +6,7 @@ import { createWriteStream, existsSync, mkdtempSync, readdirSync, readFileSync, 
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { networkNames } from '@forkbox/agent'
+import pgDriver from 'pg'
 import { type ServerHost, startServerHost } from '@forkbox/host'
 import { startPostgres, type TestPostgres } from '../../apps/server/test/postgres.ts'
 import { cgroupHierarchiesWith, sharedTemplatesDir, testSubnet } from './harness.ts'
@@ -53,6 +54,8 @@ export interface Fleet {
   dir: string
   /** What a replica is started with (to start one again). */
   startReplica(): Promise<ServerHost>
+  /** The placements table with each sandbox's state (for failure messages). */
+  placements(): Promise<unknown[]>
   stop(): Promise<void>
 }
 
@@ -208,7 +211,7 @@ export async function startFleet(opts: {
       joinToken: JOIN_TOKEN,
       secretPath,
       hostGraceSeconds: opts.hostGraceSeconds ?? 6,
-      logLevel: 'warn',
+      logLevel: process.env.FORKBOX_FLEET_LOG_LEVEL === 'info' ? 'info' : 'warn',
     })
   const replicas: ServerHost[] = []
   const agents: FleetAgent[] = []
@@ -221,6 +224,18 @@ export async function startFleet(opts: {
     secretPath,
     dir,
     startReplica,
+    async placements() {
+      const c = new pgDriver.Client({ connectionString: databaseUrl })
+      await c.connect()
+      try {
+        const r = await c.query(
+          'select p.id, p.kind, p.host, s.state from placements p left join sandboxes s on s.id = p.id order by p.host',
+        )
+        return r.rows
+      } finally {
+        await c.end()
+      }
+    },
     async stop() {
       // replicas first: each finishes the stops it started before it lets go of the hosts
       for (const r of replicas) await r.close().catch(() => {})

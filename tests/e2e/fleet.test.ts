@@ -269,4 +269,132 @@ describe('fleet', () => {
       await sbx.kill()
     }
   })
+
+  /** Places the next create on host `id` (the others cordoned meanwhile). */
+  async function createOn(id: string, options: Parameters<typeof Sandbox.create>[0] = {}): Promise<Sandbox> {
+    const others = fleet.agents.map((a) => a.id).filter((h) => h !== id)
+    const admin = (path: string) =>
+      fetch(`${conn(0).url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${fleet.apiKey}` } })
+    for (const h of others) await admin(`/v1/hosts/${h}/cordon`)
+    try {
+      return await Sandbox.create({ ...conn(0), ...options })
+    } finally {
+      for (const h of others) await admin(`/v1/hosts/${h}/uncordon`)
+    }
+  }
+
+  const placedOn = async () => Object.fromEntries((await hosts()).map((h) => [h.id, h.placed.sandboxes]))
+
+  /** Waits for the stops of killed sandboxes (they run on after a kill answers) to free their places. */
+  async function settled(): Promise<void> {
+    for (let i = 0; i < 100; i++) {
+      const rows = (await fleet.placements()) as { kind: string; state: string | null }[]
+      if (rows.every((r) => r.kind !== 'sandbox' || r.state === 'running')) return
+      await new Promise((r) => setTimeout(r, 100))
+    }
+  }
+
+  it('fork across hosts of a live Python kernel (memory and disk); the forks diverge', async () => {
+    await settled()
+    const src = await createOn('h0', { template: 'code-interpreter' })
+    try {
+      await src.runCode('x = 41')
+      await src.files.write('/tmp/disk.txt', 'disk')
+      const before = await placedOn()
+      const started = performance.now()
+      const forks = await src.fork({ count: 2, spread: true })
+      console.log(`# cross-host fork x2 of a code-interpreter sandbox: ${Math.round(performance.now() - started)} ms`)
+      const after = await placedOn()
+      assert.deepEqual(
+        ['h1', 'h2'].map((h) => (after[h] ?? 0) - (before[h] ?? 0)),
+        [1, 1],
+        JSON.stringify({ before, after, placements: await fleet.placements() }),
+      )
+      for (const [i, f] of forks.entries()) {
+        assert.equal((await f.runCode('x + 1')).text, '42')
+        assert.equal(await f.files.read('/tmp/disk.txt'), 'disk')
+        await f.runCode(`x = ${i * 100}`)
+      }
+      assert.equal((await forks[0]?.runCode('x'))?.text, '0')
+      assert.equal((await forks[1]?.runCode('x'))?.text, '100')
+      assert.equal((await src.runCode('x')).text, '41')
+      await Promise.all(forks.map((f) => f.kill()))
+    } finally {
+      await src.kill()
+    }
+  })
+
+  it('a hibernated sandbox wakes on another host when its own is cordoned', async () => {
+    await settled()
+    const sbx = await createOn('h1')
+    const admin = (path: string) =>
+      fetch(`${conn(1).url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${fleet.apiKey}` } })
+    try {
+      await sbx.files.write('/tmp/where.txt', 'remembered')
+      await sbx.exec('sleep 1000', { background: true })
+      await sbx.hibernate()
+      await admin('/v1/hosts/h1/cordon')
+      const before = await placedOn()
+      assert.equal(await sbx.files.read('/tmp/where.txt'), 'remembered')
+      assert.match((await sbx.exec('ps -eo args')).stdout, /sleep 1000/)
+      const after = await placedOn()
+      assert.equal((after.h1 ?? 0) - (before.h1 ?? 0), 0)
+      assert.equal((after.h0 ?? 0) + (after.h2 ?? 0) - (before.h0 ?? 0) - (before.h2 ?? 0), 1)
+    } finally {
+      await admin('/v1/hosts/h1/uncordon')
+      await sbx.kill()
+    }
+  })
+
+  it('drain: a running kernel and a background process move live to another host; a client calling meanwhile sees no error', async () => {
+    await settled()
+    const sbx = await createOn('h2', { template: 'code-interpreter' })
+    try {
+      await sbx.runCode('y = "kept"')
+      await sbx.exec('while true; do echo tick >> /tmp/ticks; sleep 0.2; done', { background: true })
+      const viaB = await Sandbox.connect(sbx.id, conn(1))
+      const errors: unknown[] = []
+      let slowest = 0
+      let calls = 0
+      let draining = true
+      const caller = (async () => {
+        while (draining) {
+          const t = performance.now()
+          try {
+            await viaB.exec('true')
+            calls++
+          } catch (err) {
+            errors.push(err)
+          }
+          slowest = Math.max(slowest, performance.now() - t)
+        }
+      })()
+      const res = await fetch(`${conn(0).url}/v1/hosts/h2/drain`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${fleet.apiKey}` },
+      })
+      const report = (await res.json()) as { migrated: string[]; failed: unknown[] }
+      draining = false
+      await caller
+      console.log(`# live migration: ${calls} calls during the drain, slowest ${Math.round(slowest)} ms`)
+      assert.equal(res.status, 200)
+      assert.ok(report.migrated.includes(sbx.id), JSON.stringify(report))
+      assert.deepEqual(report.failed, [])
+      assert.deepEqual(errors, [])
+      const placed = await placedOn()
+      assert.equal(placed.h2, 0, JSON.stringify(await fleet.placements()))
+      assert.equal((await sbx.getInfo()).state, 'running')
+      assert.equal((await sbx.runCode('y')).text, "'kept'")
+      const n1 = (await sbx.exec('wc -l < /tmp/ticks')).stdout.trim()
+      await new Promise((r) => setTimeout(r, 1000))
+      const n2 = (await sbx.exec('wc -l < /tmp/ticks')).stdout.trim()
+      assert.ok(Number(n2) > Number(n1), `the background process still writes: ${n1} -> ${n2}`)
+    } finally {
+      await fetch(`${conn(0).url}/v1/hosts/h2/uncordon`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${fleet.apiKey}` },
+      })
+      await sbx.kill()
+    }
+  })
 })

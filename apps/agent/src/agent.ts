@@ -45,6 +45,7 @@ import type { GuestClient } from './guest/client.ts'
 import { installGuest } from './guest/install.ts'
 import { NetworkManager } from './network/manager.ts'
 import { connectTcp } from './network/port-connection.ts'
+import { CallGate } from './sandboxes/call-gate.ts'
 import { Checkpoints } from './sandboxes/checkpoints.ts'
 import { Containers } from './sandboxes/containers.ts'
 import { reconcile } from './sandboxes/recovery.ts'
@@ -63,6 +64,8 @@ import { pruneTemplatesDir, rootfsInUse } from './templates/prune.ts'
 import { buildUserTemplate, builtDefinition, builtImage, registerUserTemplate } from './templates/user-templates.ts'
 
 const REFILL_DELAY_MS = 250
+/** How long a final checkpoint (hibernate, migration) waits for the sandbox's calls under way to end. */
+const FINAL_CHECKPOINT_WAIT_MS = 10_000
 
 function log(message: string): void {
   process.stderr.write(`forkbox agent: ${message}\n`)
@@ -77,6 +80,7 @@ export class LocalAgent implements AgentApi {
   private readonly baker: TemplateBaker
   private readonly pool: WarmPool
   private readonly checkpoints: Checkpoints
+  private readonly gate = new CallGate()
   private readonly layers: LayerStore
   private readonly builder: TemplateBuilder
   /** The pull cache and registry settings every image pull and archive import goes through. */
@@ -282,11 +286,11 @@ export class LocalAgent implements AgentApi {
   }
 
   exec(id: string, req: GuestExecRequest, signal?: AbortSignal, stream?: StreamHandlers): Promise<GuestExecOutput> {
-    return this.guest(id).exec(req, signal, stream)
+    return this.gate.run(id, () => this.guest(id).exec(req, signal, stream))
   }
 
   startProcess(id: string, req: GuestExecRequest): Promise<{ pid: number }> {
-    return this.guest(id).startProcess(req)
+    return this.gate.run(id, () => this.guest(id).startProcess(req))
   }
 
   attachProcess(
@@ -296,15 +300,16 @@ export class LocalAgent implements AgentApi {
     handlers: StreamHandlers,
     signal?: AbortSignal,
   ): Promise<ProcessExit | null> {
-    return this.guest(id).attachProcess(pid, opts, handlers, signal)
+    // an attachment may follow a process for ever: it does not hold a checkpoint back
+    return this.gate.run(id, () => this.guest(id).attachProcess(pid, opts, handlers, signal), false)
   }
 
   async openPty(id: string, spec: PtySpec, onData: (chunk: Uint8Array) => void | Promise<void>): Promise<PtySession> {
-    return this.guest(id).openPty(spec, onData)
+    return this.gate.run(id, async () => this.guest(id).openPty(spec, onData), false)
   }
 
   processOp<R extends GuestProcessOp>(id: string, req: R): Promise<GuestProcessOps[R['op']]['res']> {
-    return this.guest(id).processOp(req)
+    return this.gate.run(id, () => this.guest(id).processOp(req))
   }
 
   readFile(
@@ -312,7 +317,7 @@ export class LocalAgent implements AgentApi {
     path: string,
     user?: string,
   ): Promise<{ size: number | null; stream: ReadableStream<Uint8Array> }> {
-    return this.guest(id).readFile(path, user)
+    return this.gate.run(id, () => this.guest(id).readFile(path, user))
   }
 
   writeFile(
@@ -321,11 +326,11 @@ export class LocalAgent implements AgentApi {
     body: AsyncIterable<Uint8Array>,
     opts?: { mode?: number; user?: string },
   ): Promise<FileEntry> {
-    return this.guest(id).writeFile(path, body, opts)
+    return this.gate.run(id, () => this.guest(id).writeFile(path, body, opts))
   }
 
   fileOp<R extends GuestFileOp>(id: string, req: R): Promise<GuestFileOps[R['op']]['res']> {
-    return this.guest(id).fileOp(req)
+    return this.gate.run(id, () => this.guest(id).fileOp(req))
   }
 
   runCode(
@@ -334,15 +339,23 @@ export class LocalAgent implements AgentApi {
     handlers?: RunCodeHandlers,
     signal?: AbortSignal,
   ): Promise<GuestRunCodeOutput> {
-    return this.guest(id).runCode(req, handlers, signal)
+    return this.gate.run(id, () => this.guest(id).runCode(req, handlers, signal))
   }
 
   codeContext<R extends GuestContextOp>(id: string, req: R): Promise<GuestContextOps[R['op']]['res']> {
-    return this.guest(id).codeContext(req)
+    return this.gate.run(id, () => this.guest(id).codeContext(req))
   }
 
-  snapshot(id: string, snapshotId: string): Promise<{ sizeBytes: number }> {
-    return this.checkpoints.snapshot(id, snapshotId)
+  async snapshot(id: string, snapshotId: string, opts: { final?: boolean } = {}): Promise<{ sizeBytes: number }> {
+    if (!opts.final) return this.checkpoints.snapshot(id, snapshotId)
+    // the last image before the sandbox leaves: what runs finishes (a while), nothing new starts
+    await this.gate.close(id, this.containers.live(id).exited, FINAL_CHECKPOINT_WAIT_MS)
+    try {
+      return await this.checkpoints.snapshot(id, snapshotId)
+    } catch (err) {
+      this.gate.reopen(id)
+      throw err
+    }
   }
 
   async exportSnapshot(snapshotId: string) {

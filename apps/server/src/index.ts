@@ -3,6 +3,7 @@ import type { IncomingMessage } from 'node:http'
 import { dirname, join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import type { AgentApi } from '@forkbox/protocol'
+import { sql } from 'kysely'
 import pino, { type Logger } from 'pino'
 import { ServerConfig, type ServerConfigInput } from './config.ts'
 import { E2B_TEMPLATE_IDS, forkboxTemplate } from './e2b/control-plane.ts'
@@ -28,6 +29,8 @@ import { SandboxStore } from './store/sandboxes.ts'
 import { loadServerSecret } from './store/secret.ts'
 import { SnapshotStore } from './store/snapshots.ts'
 import { TemplateStore } from './store/templates.ts'
+
+const HOSTS_CHANNEL = 'forkbox_hosts'
 
 /** The advisory lock the replica running the reapers holds (any fixed number: it names the lock). */
 const REAPER_LOCK = 0x66627872
@@ -114,7 +117,16 @@ export async function createControlPlane(opts: {
   )
   // a fleet's hosts reconcile as each joins (a replica starting finds others mid-create)
   if (!fleet) await sandboxes.recover()
-  if (fleet && hosts) hosts.migrate = (id) => sandboxes.migrate(id)
+  if (fleet && hosts) {
+    hosts.migrate = (id) => sandboxes.migrate(id)
+    if (session) {
+      // a cordon or a join made through another replica counts here at once, not after the cache
+      await session.listen(HOSTS_CHANNEL, () => fleet.forgetHosts())
+      hosts.announce = async () => {
+        await sql`select pg_notify(${HOSTS_CHANNEL}, '')`.execute(db)
+      }
+    }
+  }
   if (fleet && hosts)
     hosts.onJoined = async (hostId) => {
       const remote = await fleet.agentOf(hostId)

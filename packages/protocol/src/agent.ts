@@ -127,6 +127,14 @@ export interface PtySession {
   exited: Promise<{ exitCode: number; signal: string | null }>
 }
 
+export interface SnapshotOptions {
+  /**
+   * The last image before the sandbox leaves this host (hibernate, migration): calls under way
+   * finish first (for a while); new ones are held, then refused with SANDBOX_MOVING (not started).
+   */
+  final?: boolean
+}
+
 /** A connection `AgentApi.connectPort` opened. */
 export interface PortConnection {
   /** Resolves once the bytes are handed on (the sandbox side reading slowly holds it back). */
@@ -297,7 +305,7 @@ export interface AgentApi {
   ): Promise<GuestRunCodeOutput>
   codeContext<R extends GuestContextOp>(id: string, req: R): Promise<GuestContextOps[R['op']]['res']>
   /** Checkpoints a running sandbox (memory, processes and disk) into snapshot `snapshotId`; it keeps running. */
-  snapshot(id: string, snapshotId: string): Promise<{ sizeBytes: number }>
+  snapshot(id: string, snapshotId: string, opts?: SnapshotOptions): Promise<{ sizeBytes: number }>
   /**
    * New sandboxes from the live state of `sourceId` (which keeps running): one checkpoint, then
    * every child restored from it in parallel; the checkpoint is deleted once they have settled.

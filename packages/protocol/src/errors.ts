@@ -34,6 +34,8 @@ export const errorStatus = {
   NO_CAPACITY: 503,
   /** The host a sandbox runs on does not answer the control plane (retryable: it may come back). */
   HOST_UNREACHABLE: 503,
+  /** The sandbox is being hibernated or moved to another host; the call did not start (retryable). */
+  SANDBOX_MOVING: 503,
   /** The control plane's database does not answer (retryable: sandboxes keep running meanwhile). */
   STORE_UNAVAILABLE: 503,
   GUEST_ERROR: 502,

@@ -18,6 +18,7 @@ export type {
   RunCodeHandlers,
   SandboxExitListener,
   SandboxUsage,
+  SnapshotOptions,
   StartSandboxSpec,
   StreamHandlers,
   TemplateBuildResult,

@@ -41,6 +41,9 @@ const ErrorWire = z.object({
   details: z.record(z.string(), z.unknown()).optional(),
 })
 
+/** Pulls of one stream under way at once (each value is at most a frame: a few MiB in flight). */
+const READ_AHEAD = 4
+
 const TAG = {
   bytes: '\u0000b',
   undef: '\u0000u',
@@ -521,18 +524,40 @@ export class RpcPeer {
     return r.done ? { done: true, value: undefined } : { done: false, value: r.value }
   }
 
+  /**
+   * The next values of the other end's stream or iterator `s`, with up to READ_AHEAD pulls under
+   * way: each is a round trip, so a bulk transfer would otherwise wait on every one in turn.
+   */
+  private reader(s: number, scope: number): () => Promise<IteratorResult<unknown>> {
+    const queue: Promise<IteratorResult<unknown>>[] = []
+    let sawEnd = false
+    return () => {
+      while (!sawEnd && queue.length < READ_AHEAD) {
+        const p = this.pull(s, scope).then((r) => {
+          if (r.done) sawEnd = true
+          return r
+        })
+        // pulls sent past the end are answered with an error nobody reads
+        p.catch(() => {})
+        queue.push(p)
+      }
+      return queue.shift() ?? Promise.resolve({ done: true, value: undefined })
+    }
+  }
+
   private importIterable(s: number, scope: number): AsyncIterable<unknown> {
     // not counted live: an argument's iterator is only read while its call runs
     let ended = false
     const end = () => {
       ended = true
     }
+    const read = this.reader(s, scope)
     return {
       [Symbol.asyncIterator]: () => ({
         next: async () => {
           if (ended) return { done: true, value: undefined }
           try {
-            const r = await this.pull(s, scope)
+            const r = await read()
             if (r.done) end()
             return r
           } catch (err) {
@@ -556,11 +581,12 @@ export class RpcPeer {
       ended = true
       this.liveDone(scope)
     }
+    const read = this.reader(s, scope)
     return new ReadableStream(
       {
         pull: async (controller) => {
           try {
-            const r = await this.pull(s, scope)
+            const r = await read()
             if (r.done) {
               end()
               controller.close()

@@ -60,6 +60,7 @@ const expected = {
   NO_CAPACITY: ServiceUnavailableError,
   HOST_UNREACHABLE: ServiceUnavailableError,
   STORE_UNAVAILABLE: ServiceUnavailableError,
+  SANDBOX_MOVING: ServiceUnavailableError,
   NO_SPACE: InternalServerError,
   GUEST_ERROR: InternalServerError,
   PORT_UNREACHABLE: InternalServerError,

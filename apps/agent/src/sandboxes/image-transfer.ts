@@ -18,6 +18,8 @@ import { pipeline } from 'node:stream/promises'
 import { AppError } from '@forkbox/protocol'
 import { extract, pack } from 'tar-stream'
 
+const CHUNK_BYTES = 1024 * 1024
+
 /** Image files are flat, named by runsc: nothing else is taken in. */
 const FILE_NAME = /^[A-Za-z0-9._-]{1,128}$/
 
@@ -43,16 +45,26 @@ export function exportImage(dir: string): ExportedImage {
     for (const f of files) {
       const size = statSync(join(dir, f)).size
       const entry = tar.entry({ name: f, size, mode: 0o600 })
-      await pipeline(createReadStream(join(dir, f)), entry)
+      await pipeline(createReadStream(join(dir, f), { highWaterMark: CHUNK_BYTES }), entry)
     }
     tar.finalize()
   })().catch((err: unknown) => tar.destroy(err instanceof Error ? err : new Error(String(err))))
+  // chunks of a MiB or more: each is a round trip when the image crosses the control plane
   const hashed = async function* () {
     try {
+      let batch: Buffer[] = []
+      let batched = 0
       for await (const c of tar as AsyncIterable<Buffer>) {
         hash.update(c)
-        yield c
+        batch.push(c)
+        batched += c.length
+        if (batched >= CHUNK_BYTES) {
+          yield Buffer.concat(batch)
+          batch = []
+          batched = 0
+        }
       }
+      if (batched > 0) yield Buffer.concat(batch)
       settle.resolve(hash.digest('hex'))
     } catch (err) {
       settle.reject(err instanceof Error ? err : new Error(String(err)))

@@ -58,6 +58,7 @@ const connectCodeOf = {
   NO_CAPACITY: 'unavailable',
   HOST_UNREACHABLE: 'unavailable',
   STORE_UNAVAILABLE: 'unavailable',
+  SANDBOX_MOVING: 'unavailable',
   GUEST_ERROR: 'internal',
   PORT_UNREACHABLE: 'unavailable',
   CODE_RUNTIME_MISSING: 'failed_precondition',

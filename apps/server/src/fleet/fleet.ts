@@ -28,6 +28,7 @@ import type {
   RunCodeHandlers,
   SandboxExitListener,
   SandboxUsage,
+  SnapshotOptions,
   StartSandboxSpec,
   StreamHandlers,
   TemplateBuildResult,
@@ -162,8 +163,12 @@ export class Fleet implements AgentApi {
     return out
   }
 
-  /** Hosts that can take a sandboxes like `spec`, best first. */
-  private async rank(spec: { template: string; resources: { vcpus: number; memoryMB: number } }): Promise<string[]> {
+  /** Hosts that can take a sandbox like `spec`, best first (a restore from a snapshot: by load alone). */
+  private async rank(spec: {
+    template: string
+    snapshot?: string
+    resources: { vcpus: number; memoryMB: number }
+  }): Promise<string[]> {
     const placed = await this.hosts.placed()
     const candidates: Candidate[] = (await this.reachable())
       .filter((r) => r.state === 'ready')
@@ -172,7 +177,11 @@ export class Fleet implements AgentApi {
         capacity: JSON.parse(r.capacity) as HostCapacity,
         placed: placed.get(r.id) ?? { sandboxes: 0, snapshots: 0, vcpus: 0, memoryMB: 0 },
       }))
-    return rankHosts(candidates, { ...spec.resources, template: spec.template })
+    return rankHosts(candidates, {
+      vcpus: spec.resources.vcpus,
+      memoryMB: spec.resources.memoryMB,
+      template: spec.snapshot ? undefined : spec.template,
+    })
   }
 
   // ---- templates ----
@@ -366,12 +375,12 @@ export class Fleet implements AgentApi {
     return (await this.onSandbox(id)).codeContext(id, req)
   }
 
-  async snapshot(id: string, snapshotId: string): Promise<{ sizeBytes: number }> {
+  async snapshot(id: string, snapshotId: string, opts?: SnapshotOptions): Promise<{ sizeBytes: number }> {
     const host = await this.hosts.hostOf(id)
     if (!host) throw new AppError('SANDBOX_NOT_RUNNING', `sandbox ${id} is not running`)
     await this.hosts.place(snapshotId, 'snapshot', host, { vcpus: 0, memoryMB: 0 })
     try {
-      return await (await this.agentOf(host)).snapshot(id, snapshotId)
+      return await (await this.agentOf(host)).snapshot(id, snapshotId, opts)
     } catch (err) {
       await this.hosts.unplace(snapshotId)
       throw err
@@ -386,7 +395,7 @@ export class Fleet implements AgentApi {
     const host = await this.hosts.hostOf(sourceId)
     if (!host) throw new AppError('SANDBOX_NOT_RUNNING', `sandbox ${sourceId} is not running`)
     const [first] = children
-    const beside = first ? (await this.rank(first)).includes(host) : true
+    const beside = first ? (await this.rank({ ...first, snapshot: sourceId })).includes(host) : true
     if (opts?.spread || !beside) return this.forkAcross(host, sourceId, children, opts)
     for (const c of children)
       await this.hosts.place(c.id, 'sandbox', host, { vcpus: c.resources.vcpus, memoryMB: c.resources.memoryMB })
@@ -417,7 +426,7 @@ export class Fleet implements AgentApi {
       await opts.onCheckpointed?.()
       const targets: (string | null)[] = []
       for (const c of children) {
-        const [best] = await this.rank(c)
+        const [best] = await this.rank({ ...c, snapshot: snapshotId })
         targets.push(best ?? null)
         // held for it now, so the next fork's ranking counts it
         if (best)

@@ -25,6 +25,8 @@ export class HostService {
   onJoined: (hostId: string) => Promise<void> = async () => {}
   /** Moves one running sandbox off its (cordoned) host, live. */
   migrate: (sandboxId: string) => Promise<void> = async () => {}
+  /** Tells every replica the hosts changed (a join, a cordon): their cached view is dropped. */
+  announce: () => Promise<void> = async () => {}
 
   constructor(
     private readonly store: HostStore,
@@ -41,6 +43,7 @@ export class HostService {
     const nonce = randomBytes(16).toString('hex')
     await this.store.join(req, nonce)
     this.fleet.forgetHosts()
+    await this.announce()
     this.log.info({ host: req.id, url: req.url, version: req.version }, 'host joined')
     setImmediate(() => {
       this.onJoined(req.id).catch((err: unknown) => this.log.error({ err, host: req.id }, 'after a join'))
@@ -118,6 +121,7 @@ export class HostService {
   async setState(id: string, state: 'ready' | 'cordoned'): Promise<Host> {
     if (!(await this.store.setState(id, state))) throw new AppError('NOT_FOUND', `no host ${id}`)
     this.fleet.forgetHosts()
+    await this.announce()
     const host = (await this.list()).find((h) => h.id === id)
     if (!host) throw new AppError('NOT_FOUND', `no host ${id}`)
     return host

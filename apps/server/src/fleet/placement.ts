@@ -15,7 +15,8 @@ export interface Candidate {
 export interface Need {
   vcpus: number
   memoryMB: number
-  template: string
+  /** The template it boots from; none for a restore of a snapshot (no pool or bake helps it): load alone decides. */
+  template?: string
 }
 
 /** How full a host would be with `need` on it (0..1 per dimension; the fullest counts), or null when it has no room. */
@@ -29,7 +30,8 @@ function loadWith(c: Candidate, need: Need): number | null {
 }
 
 /** 2: a pooled sandbox waits there; 1: its snapshot is baked there; 0: it would be built or booted. */
-function locality(c: Candidate, template: string): number {
+function locality(c: Candidate, template: string | undefined): number {
+  if (template === undefined) return 0
   if ((c.capacity.pool[template] ?? 0) > 0) return 2
   return c.capacity.templates.includes(template) ? 1 : 0
 }

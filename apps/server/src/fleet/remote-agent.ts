@@ -27,6 +27,7 @@ import type {
   SandboxErrorReason,
   SandboxExitListener,
   SandboxUsage,
+  SnapshotOptions,
   StartSandboxSpec,
   StreamHandlers,
   TemplateBuildResult,
@@ -211,8 +212,8 @@ export class RemoteAgent implements AgentApi {
   codeContext<R extends GuestContextOp>(id: string, req: R) {
     return this.call<GuestContextOps[R['op']]['res']>('codeContext', id, req)
   }
-  snapshot(id: string, snapshotId: string) {
-    return this.call<{ sizeBytes: number }>('snapshot', id, snapshotId)
+  snapshot(id: string, snapshotId: string, opts?: SnapshotOptions) {
+    return this.call<{ sizeBytes: number }>('snapshot', id, snapshotId, opts)
   }
   fork(sourceId: string, children: Omit<StartSandboxSpec, 'snapshot'>[], opts?: ForkOptions) {
     return this.call<ForkOutcome[]>('fork', sourceId, children, opts)

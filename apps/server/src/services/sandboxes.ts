@@ -34,6 +34,11 @@ type CreateInput = Required<Omit<CreateSandboxRequest, 'resources' | 'snapshot' 
   network: NetworkOptions
 }
 
+/** How long a call waits for another replica's wake of its sandbox. */
+const WAKE_WAIT_MS = 120_000
+/** A call refused as its sandbox moved is sent again this many times (100 ms apart, each after the sandbox is awake). */
+const MOVING_RETRIES = 600
+
 export class SandboxService {
   private readonly stopping = new Set<Promise<void>>()
   private readonly waking = new Map<string, Promise<void>>()
@@ -90,6 +95,12 @@ export class SandboxService {
         live.delete(id)
         continue
       }
+      // a wake cut short: its image is still there, so it is hibernated again (a half-woken
+      // container, if any, is stopped below)
+      if (s?.state === 'starting' && s.hibernateSnapshot) {
+        await this.store.claim(id, 'starting', 'hibernated')
+        continue
+      }
       const starting = s?.state === 'starting'
       await this.store.transition(id, ['starting', 'running'], 'errored', 'errored', {
         errorReason: starting ? 'runtime_failed' : 'lost',
@@ -115,6 +126,11 @@ export class SandboxService {
     const gone: string[] = []
     for (const id of placed) {
       const s = await this.store.get(id)
+      // being woken onto this host by a replica right now: that replica sees it through
+      if (s?.state === 'starting' && s.hibernateSnapshot) {
+        live.delete(id)
+        continue
+      }
       if (s && (s.state === 'running' || s.state === 'starting' || s.state === 'lost') && live.has(id)) {
         if (s.state === 'lost') await this.store.transition(id, ['lost'], 'running', 're-attached', {})
         else if (s.state === 'running') await this.store.event(id, 're-attached', host)
@@ -351,7 +367,7 @@ export class SandboxService {
    */
   private async checkpointAndStop(id: string): Promise<void> {
     const snapshotId = `hib-${randomBytes(10).toString('hex')}`
-    await this.agent.snapshot(id, snapshotId)
+    await this.agent.snapshot(id, snapshotId, { final: true })
     await this.store.setHibernateSnapshot(id, snapshotId)
     if (!(await this.store.transition(id, ['running'], 'hibernated', 'hibernated'))) {
       // killed while it was being written
@@ -387,6 +403,7 @@ export class SandboxService {
     if (hibernating) await hibernating.catch(() => {})
     const s = await this.own(owner, id)
     // one read of the record on the hot path (exec, files); a second only after a wake
+    if (s.state === 'starting' && s.hibernateSnapshot) return this.untilWoken(owner, id)
     if (s.state !== 'hibernated') return this.mustRun(s)
     let wake = this.waking.get(id)
     if (!wake) {
@@ -397,9 +414,25 @@ export class SandboxService {
     return this.running(owner, id)
   }
 
+  /** Waits while another replica wakes the sandbox (its record `starting` with an image). */
+  private async untilWoken(owner: string, id: string): Promise<SandboxRecord> {
+    for (let waited = 0; waited < WAKE_WAIT_MS; waited += 100) {
+      const s = await this.own(owner, id)
+      if (!(s.state === 'starting' && s.hibernateSnapshot))
+        return s.state === 'hibernated' ? this.awake(owner, id) : this.mustRun(s)
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    throw new AppError('SANDBOX_MOVING', `sandbox ${id} is still waking; retry`)
+  }
+
   private async wake(s: SandboxRecord): Promise<void> {
     const snapshotId = s.hibernateSnapshot
     if (!snapshotId) throw new AppError('INTERNAL', `hibernated sandbox ${s.id} has no image`)
+    // one replica wakes it: the others wait for the record to say running
+    if (!(await this.store.claim(s.id, 'hibernated', 'starting'))) {
+      await this.untilWoken(s.owner, s.id)
+      return
+    }
     const started = performance.now()
     try {
       await this.agent.start({
@@ -412,15 +445,18 @@ export class SandboxService {
       })
     } catch (err) {
       // no host can take it now, or its image's host does not answer: it stays hibernated
-      if (err instanceof AppError && (err.code === 'NO_CAPACITY' || err.code === 'HOST_UNREACHABLE')) throw err
+      if (err instanceof AppError && (err.code === 'NO_CAPACITY' || err.code === 'HOST_UNREACHABLE')) {
+        await this.store.claim(s.id, 'starting', 'hibernated')
+        throw err
+      }
       const message = err instanceof Error ? err.message : String(err)
-      await this.store.transition(s.id, ['hibernated'], 'errored', 'errored', {
+      await this.store.transition(s.id, ['starting'], 'errored', 'errored', {
         errorReason: 'runtime_failed',
         errorMessage: message,
       })
       throw err instanceof AppError ? err : new AppError('INTERNAL', 'the sandbox failed to wake')
     }
-    if (!(await this.store.transition(s.id, ['hibernated'], 'running', 'woke'))) {
+    if (!(await this.store.transition(s.id, ['starting'], 'running', 'woke'))) {
       await this.agent.stop(s.id) // killed while waking
       return
     }
@@ -430,12 +466,23 @@ export class SandboxService {
     this.log.info({ sandboxId: s.id, ms: Math.round(performance.now() - started) }, 'sandbox woke')
   }
 
-  /** Runs `fn` against the running sandbox (woken first if hibernated); a sandbox that stopped meanwhile is reported as such. */
+  /**
+   * Runs `fn` against the running sandbox (woken first if hibernated); a sandbox that stopped
+   * meanwhile is reported as such. A call refused because the sandbox was leaving its host
+   * (SANDBOX_MOVING: it never started) goes again once the sandbox runs wherever it went.
+   */
   async onSandbox<T>(owner: string, id: string, fn: () => Promise<T>): Promise<T> {
     const release = this.idle.hold(id)
     try {
-      await this.awake(owner, id)
-      return await fn()
+      for (let attempt = 0; ; attempt++) {
+        await this.awake(owner, id)
+        try {
+          return await fn()
+        } catch (err) {
+          if (!(err instanceof AppError && err.code === 'SANDBOX_MOVING') || attempt >= MOVING_RETRIES) throw err
+          await new Promise((r) => setTimeout(r, 100))
+        }
+      }
     } catch (err) {
       if (err instanceof AppError && (err.code === 'SANDBOX_NOT_RUNNING' || err.code === 'SANDBOX_ERRORED'))
         await this.running(owner, id)

@@ -208,6 +208,17 @@ export class SandboxStore {
     return changed
   }
 
+  /** Moves a sandbox from `from` to `to` with no event (a wake claimed by one replica); false when it was not in `from`. */
+  async claim(id: string, from: SandboxState, to: SandboxState): Promise<boolean> {
+    const r = await this.db
+      .updateTable('sandboxes')
+      .set({ state: to })
+      .where('id', '=', id)
+      .where('state', '=', from)
+      .executeTakeFirst()
+    return Number(r.numUpdatedRows) > 0
+  }
+
   async setHibernateSnapshot(id: string, snapshotId: string | null): Promise<void> {
     await this.db.updateTable('sandboxes').set({ hibernate_snapshot: snapshotId }).where('id', '=', id).execute()
   }
