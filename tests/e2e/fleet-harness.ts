@@ -6,8 +6,8 @@ import { createWriteStream, existsSync, mkdtempSync, readdirSync, readFileSync, 
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { networkNames } from '@forkbox/agent'
-import pgDriver from 'pg'
 import { type ServerHost, startServerHost } from '@forkbox/host'
+import pgDriver from 'pg'
 import { startPostgres, type TestPostgres } from '../../apps/server/test/postgres.ts'
 import { cgroupHierarchiesWith, sharedTemplatesDir, testSubnet } from './harness.ts'
 

@@ -355,6 +355,43 @@ describe('fleet', () => {
     }
   })
 
+  it('calls seen by one replica keep a sandbox from idling on another (activity shared through the store)', async () => {
+    const opts = {
+      dbPath: join(dir, 'db.sqlite'),
+      logLevel: 'silent' as const,
+      joinToken: TOKEN,
+      reaperIntervalMs: 100,
+      idleTimeoutSeconds: 1,
+    }
+    await cp.close()
+    cp = await createControlPlane({ config: opts })
+    const other = await createControlPlane({ config: opts })
+    try {
+      const { body } = await create()
+      const viaOther = (path: string) =>
+        other.app.request(path, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ cmd: 'true' }),
+        })
+      // 2.5 s of calls through the other replica only: past the idle timeout, still running
+      for (let t = Date.now(); Date.now() - t < 2500; ) {
+        assert.equal((await viaOther(`/v1/sandboxes/${body.id}/exec`)).status, 200)
+        await new Promise((r) => setTimeout(r, 200))
+      }
+      assert.equal((await call('GET', `/v1/sandboxes/${body.id}`)).body.state, 'running')
+      // no calls anywhere: hibernated
+      let state = ''
+      for (let i = 0; i < 40 && state !== 'hibernated'; i++) {
+        await new Promise((r) => setTimeout(r, 100))
+        state = (await call('GET', `/v1/sandboxes/${body.id}`)).body.state
+      }
+      assert.equal(state, 'hibernated')
+    } finally {
+      await other.close()
+    }
+  })
+
   it('a control plane with its own agent has no hosts', async () => {
     const own = mkdtempSync(join(tmpdir(), 'fbx-own-'))
     const single = await createControlPlane({

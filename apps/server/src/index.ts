@@ -107,7 +107,7 @@ export async function createControlPlane(opts: {
       idleTimeoutMs: config.idleTimeoutSeconds * 1000,
       idleAction: config.idleAction,
       portsDomain: config.portsDomain,
-      portsThroughAgent: fleet !== null,
+      fleet: fleet !== null,
     },
     new SnapshotStore(db),
     auth,
@@ -197,6 +197,7 @@ export async function createControlPlane(opts: {
   const reaper = setInterval(() => {
     if (reaping) return
     const pass = async () => {
+      if (fleet) await sandboxes.shareActivity()
       if (!(await leads())) return
       if (fleet) await watchHosts()
       await sandboxes.reap()

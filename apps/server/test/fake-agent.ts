@@ -303,7 +303,10 @@ export class FakeAgent implements AgentApi {
         const closed = new Promise<void>((done) => {
           socket.on('data', (c) => {
             socket.pause()
-            Promise.resolve(onData(c)).then(() => socket.resume())
+            Promise.resolve(onData(c)).then(
+              () => socket.resume(),
+              () => socket.destroy(),
+            )
           })
           socket.once('close', () => done())
         })

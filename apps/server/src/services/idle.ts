@@ -1,7 +1,12 @@
 // Which running sandboxes are idle: when a request last touched each, and how many are under way.
 
 export class IdleTracker {
+  /** `shared`: other replicas serve the same sandboxes, so what this one sees is told (`seen`). */
+  constructor(private readonly shared = false) {}
+
   private readonly activity = new Map<string, { at: number; inFlight: number }>()
+  /** Touched since the last `seen()`: what this replica tells the others. */
+  private readonly touched = new Set<string>()
   /** Sandboxes being hibernated for idleness: not picked again meanwhile. */
   private readonly idling = new Set<string>()
 
@@ -19,6 +24,7 @@ export class IdleTracker {
   }
 
   private touch(id: string): { at: number; inFlight: number } {
+    if (this.shared) this.touched.add(id)
     let seen = this.activity.get(id)
     if (!seen) {
       seen = { at: Date.now(), inFlight: 0 }
@@ -28,7 +34,16 @@ export class IdleTracker {
     return seen
   }
 
+  /** Sandboxes with a call seen since the last time this was asked, or under way now. */
+  seen(): string[] {
+    const ids = new Set(this.touched)
+    this.touched.clear()
+    for (const [id, a] of this.activity) if (a.inFlight > 0) ids.add(id)
+    return [...ids]
+  }
+
   forget(id: string): void {
+    this.touched.delete(id)
     this.activity.delete(id)
   }
 
@@ -36,13 +51,19 @@ export class IdleTracker {
    * Of `running` (non-persistent ones), those no request has touched for `timeoutMs` and none is
    * under way, with how long they have been idle. A sandbox first seen here starts its clock now.
    */
-  idle<S extends { id: string; persistent: boolean }>(running: Iterable<S>, now: number, timeoutMs: number) {
+  idle<S extends { id: string; persistent: boolean; activeAt?: number | null }>(
+    running: Iterable<S>,
+    now: number,
+    timeoutMs: number,
+  ) {
     const out: { sandbox: S; idleMs: number }[] = []
     for (const s of running) {
       if (s.persistent || this.idling.has(s.id)) continue
       const seen = this.activity.get(s.id) ?? this.touch(s.id)
-      if (seen.inFlight > 0 || now - seen.at < timeoutMs) continue
-      out.push({ sandbox: s, idleMs: now - seen.at })
+      // what other replicas saw counts too (the store's time of the last call seen anywhere)
+      const at = Math.max(seen.at, s.activeAt ?? 0)
+      if (seen.inFlight > 0 || now - at < timeoutMs) continue
+      out.push({ sandbox: s, idleMs: now - at })
     }
     return out
   }

@@ -35,7 +35,10 @@ class TunnelSocket extends Duplex {
   }
 
   override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
-    if (!this.conn) return cb(new Error('not connected'))
+    if (!this.conn) {
+      cb(new Error('not connected'))
+      return
+    }
     this.conn.write(chunk).then(
       () => cb(),
       (err: unknown) => cb(err instanceof Error ? err : new Error(String(err))),

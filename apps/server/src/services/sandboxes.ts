@@ -42,7 +42,7 @@ const MOVING_RETRIES = 600
 export class SandboxService {
   private readonly stopping = new Set<Promise<void>>()
   private readonly waking = new Map<string, Promise<void>>()
-  private readonly idle = new IdleTracker()
+  private readonly idle: IdleTracker
   private readonly hibernating = new Map<string, Promise<void>>()
   private readonly launcher: Launcher
 
@@ -56,8 +56,11 @@ export class SandboxService {
       idleAction?: 'hibernate' | 'kill'
       /** Exposed ports are served under it (see `Sandbox.domain`). */
       portsDomain: string
-      /** Sandboxes run on other machines: their ports are reached through their agents. */
-      portsThroughAgent?: boolean
+      /**
+       * A fleet: sandboxes run on other machines (their ports are reached through their agents)
+       * and other replicas serve them too (calls seen here are shared through the store).
+       */
+      fleet?: boolean
     },
     private readonly snapshots: SnapshotStore,
     private readonly auth: Authenticator,
@@ -67,6 +70,7 @@ export class SandboxService {
     /** How a template (the agent's name) is shown: a user's as `name@version`. */
     private readonly templateLabel: (agentName: string) => Promise<string> = async (name) => name,
   ) {
+    this.idle = new IdleTracker(limits.fleet === true)
     this.launcher = new Launcher(store, agent, log, limits.maxSandboxes, (owner, id) => this.get(owner, id), metrics)
     agent.onExit((id, reason, message) => {
       if (!reason) return
@@ -493,6 +497,11 @@ export class SandboxService {
   }
 
   /** Hibernates (or kills) running, non-persistent sandboxes no request has touched for the idle timeout. */
+  /** Tells the store which sandboxes had calls here since the last time (every replica, each pass). */
+  async shareActivity(now = new Date()): Promise<void> {
+    await this.store.touch(this.idle.seen(), now)
+  }
+
   private async reapIdle(now: number): Promise<void> {
     const timeout = this.limits.idleTimeoutMs ?? 0
     if (timeout <= 0) return
@@ -550,7 +559,7 @@ export class SandboxService {
     const done = this.idle.hold(id)
     try {
       await this.awake(s.owner, id)
-      if (this.limits.portsThroughAgent)
+      if (this.limits.fleet)
         return { host: 'sandbox', port, done, agent: tunnelAgent((onData) => this.agent.connectPort(id, port, onData)) }
       return { host: await this.agent.sandboxAddress(id), port, done }
     } catch (err) {

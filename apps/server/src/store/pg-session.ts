@@ -61,8 +61,9 @@ export class PgSession {
   async listen(channel: string, onPayload: (payload: string) => void): Promise<void> {
     if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`bad channel name ${channel}`)
     this.channels.set(channel, onPayload)
-    const c = await this.connect()
-    await c?.query(`LISTEN "${channel}"`)
+    // never fails: a session that is down LISTENs again to every channel when it reconnects
+    const c = await this.connect().catch(() => null)
+    await c?.query(`LISTEN "${channel}"`).catch(() => {})
   }
 
   /** Whether this replica holds lock `key` now (taking it when it is free); held until the session ends. */

@@ -79,7 +79,7 @@ export class SandboxStore {
     private readonly session: PgSession | null = null,
   ) {
     this.bus.setMaxListeners(0)
-    session?.listen(EVENTS_CHANNEL, (payload) => {
+    void session?.listen(EVENTS_CHANNEL, (payload) => {
       const id = Number(payload)
       if (!Number.isSafeInteger(id)) return
       this.relayed = this.relayed.then(() => this.relay(id)).catch(() => {})
@@ -248,13 +248,24 @@ export class SandboxStore {
   }
 
   /** Running sandboxes (the idle reaper's candidates). */
-  async running(): Promise<{ id: string; owner: string; persistent: boolean }[]> {
+  async running(): Promise<{ id: string; owner: string; persistent: boolean; activeAt: number | null }[]> {
     const rows = await this.db
       .selectFrom('sandboxes')
-      .select(['id', 'owner', 'persistent'])
+      .select(['id', 'owner', 'persistent', 'active_at'])
       .where('state', '=', 'running')
       .execute()
-    return rows.map((r) => ({ id: r.id, owner: r.owner, persistent: Number(r.persistent) === 1 }))
+    return rows.map((r) => ({
+      id: r.id,
+      owner: r.owner,
+      persistent: Number(r.persistent) === 1,
+      activeAt: r.active_at ? Date.parse(r.active_at) : null,
+    }))
+  }
+
+  /** Records that calls of these sandboxes were seen (now). */
+  async touch(ids: string[], at: Date): Promise<void> {
+    if (ids.length === 0) return
+    await this.db.updateTable('sandboxes').set({ active_at: at.toISOString() }).where('id', 'in', ids).execute()
   }
 
   /** Templates (the agent's names) that sandboxes not yet ended, or snapshots, still start from. */

@@ -28,6 +28,8 @@ export interface SandboxesTable {
   persistent: Generated<number>
   network: string
   access_token: Generated<string>
+  /** When a replica last saw a call of it (fleet: the idle reaper's replica reads what the others saw). */
+  active_at: string | null
 }
 
 export interface SandboxEventsTable {
@@ -277,6 +279,11 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .addColumn('created_at', 'text', (c) => c.notNull())
           .execute()
         await db.schema.createIndex('placements_host').on('placements').columns(['host', 'kind']).execute()
+      },
+    },
+    '0003-activity': {
+      async up(db: Kysely<unknown>) {
+        await db.schema.alterTable('sandboxes').addColumn('active_at', 'text').execute()
       },
     },
   }
