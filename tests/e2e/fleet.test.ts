@@ -12,10 +12,8 @@ let fleet: Fleet
 
 const conn = (replica: number) => ({ url: fleet.replicas[replica]?.url ?? '', apiKey: fleet.apiKey })
 
-async function hosts(replica = 0): Promise<{ id: string; state: string; placed: { sandboxes: number } }[]> {
-  const res = await fetch(`${conn(replica).url}/v1/hosts`, { headers: { authorization: `Bearer ${fleet.apiKey}` } })
-  assert.equal(res.status, 200)
-  return ((await res.json()) as { hosts: { id: string; state: string; placed: { sandboxes: number } }[] }).hosts
+function hosts(replica = 0) {
+  return new ForkboxClient(conn(replica)).hosts.list()
 }
 
 /** GET through replica `replica`'s exposed-port proxy (the sandbox's own origin, by Host header). */
@@ -273,13 +271,12 @@ describe('fleet', () => {
   /** Places the next create on host `id` (the others cordoned meanwhile). */
   async function createOn(id: string, options: Parameters<typeof Sandbox.create>[0] = {}): Promise<Sandbox> {
     const others = fleet.agents.map((a) => a.id).filter((h) => h !== id)
-    const admin = (path: string) =>
-      fetch(`${conn(0).url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${fleet.apiKey}` } })
-    for (const h of others) await admin(`/v1/hosts/${h}/cordon`)
+    const client = new ForkboxClient(conn(0))
+    for (const h of others) assert.equal((await client.hosts.cordon(h)).state, 'cordoned')
     try {
       return await Sandbox.create({ ...conn(0), ...options })
     } finally {
-      for (const h of others) await admin(`/v1/hosts/${h}/uncordon`)
+      for (const h of others) await client.hosts.uncordon(h)
     }
   }
 
@@ -369,15 +366,10 @@ describe('fleet', () => {
           slowest = Math.max(slowest, performance.now() - t)
         }
       })()
-      const res = await fetch(`${conn(0).url}/v1/hosts/h2/drain`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${fleet.apiKey}` },
-      })
-      const report = (await res.json()) as { migrated: string[]; failed: unknown[] }
+      const report = await new ForkboxClient(conn(0)).hosts.drain('h2')
       draining = false
       await caller
       console.log(`# live migration: ${calls} calls during the drain, slowest ${Math.round(slowest)} ms`)
-      assert.equal(res.status, 200)
       assert.ok(report.migrated.includes(sbx.id), JSON.stringify(report))
       assert.deepEqual(report.failed, [])
       assert.deepEqual(errors, [])

@@ -6,6 +6,7 @@ import { registerExec } from './commands/exec.ts'
 import { registerFleet } from './commands/fleet.ts'
 import { registerFork } from './commands/fork.ts'
 import { registerHibernate } from './commands/hibernate.ts'
+import { registerHosts } from './commands/hosts.ts'
 import { registerKeys } from './commands/keys.ts'
 import { registerKill } from './commands/kill.ts'
 import { registerLs } from './commands/ls.ts'
@@ -36,6 +37,7 @@ export function buildProgram(ctx: CliContext): Command {
     })
   registerUp(program, ctx)
   registerFleet(program, ctx)
+  registerHosts(program, ctx)
   registerRun(program, ctx)
   registerExec(program, ctx)
   registerShell(program, ctx)

@@ -181,6 +181,16 @@ describe('forkbox kill', () => {
   })
 })
 
+describe('forkbox hosts', () => {
+  it('on one box (no fleet) says so and exits 1', async () => {
+    const h = harness()
+    assert.equal(await h.run('hosts', 'ls'), 1)
+    assert.match(h.stderr(), /^forkbox: NOT_FOUND: this control plane runs its own agent: it has no fleet of hosts\n$/)
+    assert.equal(await h.run('hosts', 'drain', 'h1'), 1)
+    assert.deepEqual(lines(h.requests), ['GET /v1/hosts', 'POST /v1/hosts/h1/drain'])
+  })
+})
+
 describe('forkbox keys', () => {
   it('create prints only the secret on stdout', async () => {
     const h = harness()

@@ -3,6 +3,9 @@ export type {
   ApiKeyInfo,
   BuildLogEntry,
   FileEntry,
+  Host,
+  HostCapacity,
+  HostState,
   Resources,
   SandboxState,
   TemplateBuild,
@@ -63,6 +66,7 @@ export {
   type RemoveFileOptions,
   type WriteFileOptions,
 } from './files.ts'
+export { type DrainReport, Hosts } from './hosts.ts'
 export type { ConnectionOptions, RequestOptions } from './http.ts'
 export { type CreatedKey, Keys } from './keys.ts'
 export {
