@@ -54,6 +54,8 @@ export interface Fleet {
   dir: string
   /** What a replica is started with (to start one again). */
   startReplica(): Promise<ServerHost>
+  /** A replica as its own process (`forkbox server`), to be killed with SIGKILL. */
+  startReplicaProcess(): Promise<{ url: string; port: number; kill9(): Promise<void> }>
   /** The placements table with each sandbox's state (for failure messages). */
   placements(): Promise<unknown[]>
   stop(): Promise<void>
@@ -196,6 +198,7 @@ export async function startFleet(opts: {
   replicas: number
   agents: number
   hostGraceSeconds?: number
+  startingTimeoutSeconds?: number
 }): Promise<Fleet> {
   const dir = mkdtempSync(join(tmpdir(), 'fbx-fleet-'))
   const pg = await startPostgres()
@@ -211,6 +214,7 @@ export async function startFleet(opts: {
       joinToken: JOIN_TOKEN,
       secretPath,
       hostGraceSeconds: opts.hostGraceSeconds ?? 6,
+      startingTimeoutSeconds: opts.startingTimeoutSeconds ?? 300,
       logLevel: process.env.FORKBOX_FLEET_LOG_LEVEL === 'info' ? 'info' : 'warn',
     })
   const replicas: ServerHost[] = []
@@ -224,6 +228,54 @@ export async function startFleet(opts: {
     secretPath,
     dir,
     startReplica,
+    async startReplicaProcess() {
+      const proc = spawn(
+        process.execPath,
+        [join(ROOT, 'apps/cli/bin/forkbox.mjs'), 'server', '--port', '0', '--host', '0.0.0.0'],
+        {
+          env: {
+            ...process.env,
+            FORKBOX_DATA_DIR: mkdtempSync(join(dir, 'replica-proc-')),
+            FORKBOX_DATABASE_URL: databaseUrl,
+            FORKBOX_JOIN_TOKEN: JOIN_TOKEN,
+            FORKBOX_SECRET_FILE: secretPath,
+            FORKBOX_HOST_GRACE_SECONDS: String(opts.hostGraceSeconds ?? 6),
+            FORKBOX_STARTING_TIMEOUT_SECONDS: String(opts.startingTimeoutSeconds ?? 300),
+            FORKBOX_LOG_LEVEL: 'warn',
+            XDG_CONFIG_HOME: mkdtempSync(join(dir, 'replica-proc-config-')),
+          },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      )
+      const log = createWriteStream(join(dir, `replica-${proc.pid}.log`))
+      proc.stderr?.pipe(log)
+      const url = await new Promise<string>((resolve, reject) => {
+        let out = ''
+        const timer = setTimeout(() => reject(new Error(`the replica did not start: ${out}`)), 60_000)
+        proc.stdout?.on('data', (c: Buffer) => {
+          out += c.toString()
+          const m = /up at (http:\/\/\S+)/.exec(out)
+          if (m?.[1]) {
+            clearTimeout(timer)
+            resolve(m[1])
+          }
+        })
+        proc.once('exit', (code) => {
+          clearTimeout(timer)
+          reject(new Error(`the replica exited (${code}): ${out}`))
+        })
+      })
+      return {
+        url,
+        port: Number(new URL(url).port),
+        async kill9() {
+          if (proc.exitCode !== null) return
+          const exited = new Promise((r) => proc.once('exit', r))
+          proc.kill('SIGKILL')
+          await exited
+        },
+      }
+    },
     async placements() {
       const c = new pgDriver.Client({ connectionString: databaseUrl })
       await c.connect()

@@ -3,6 +3,7 @@
 // served through the other (exec, streams, files, terminal, exposed port); events cross
 // replicas; a TTL expires once; nothing is left on any host afterwards.
 import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
 import { request } from 'node:http'
 import { after, before, describe, it } from 'node:test'
 import { ForkboxClient, type PtyHandle, Sandbox, type SandboxEvent } from '@forkbox/sdk'
@@ -40,7 +41,7 @@ function viaPort(replica: number, id: string, port: number, path: string): Promi
 }
 
 before(async () => {
-  fleet = await startFleet({ replicas: 2, agents: 3 })
+  fleet = await startFleet({ replicas: 2, agents: 3, startingTimeoutSeconds: 15 })
 })
 
 after(async () => {
@@ -388,5 +389,49 @@ describe('fleet', () => {
       })
       await sbx.kill()
     }
+  })
+
+  it('kill -9 of a replica during a stream of creates: no sandbox lost, leaked or made twice', async () => {
+    await settled()
+    const c = await fleet.startReplicaProcess()
+    const viaC = { url: c.url, apiKey: fleet.apiKey }
+    const batch = `kill9-${Date.now()}`
+    const creates = Array.from({ length: 6 }, (_, i) =>
+      new Promise((r) => setTimeout(r, i * 150))
+        .then(() => Sandbox.create({ ...viaC, ttlSeconds: 300, metadata: { batch } }))
+        .then(
+          (s) => s.id,
+          () => null,
+        ),
+    )
+    await new Promise((r) => setTimeout(r, 450))
+    await c.kill9()
+    const answered = (await Promise.all(creates)).filter((id): id is string => id !== null)
+    // what the dead replica answered runs, served by the others
+    for (const id of answered) assert.equal((await (await Sandbox.connect(id, conn(0))).exec('echo ok')).stdout, 'ok\n')
+    // past the starting timeout: what it left half-made is errored and stopped, nothing stays starting
+    let batchNow = await Sandbox.list({ ...conn(1), metadata: { batch } })
+    for (let i = 0; i < 300 && batchNow.some((s) => s.state === 'starting'); i++) {
+      await new Promise((r) => setTimeout(r, 100))
+      batchNow = await Sandbox.list({ ...conn(1), metadata: { batch } })
+    }
+    const states = batchNow.map((s) => s.state)
+    assert.ok(!states.includes('starting'), states.join(','))
+    const running = batchNow.filter((s) => s.state === 'running').map((s) => s.id)
+    for (const id of answered) assert.ok(running.includes(id), `${id} answered but is not running`)
+    // one record per sandbox, and no container that is not a running sandbox's (pools aside)
+    assert.equal(new Set(batchNow.map((s) => s.id)).size, batchNow.length)
+    await settled()
+    const everyRunning = new Set((await Sandbox.list({ ...conn(0), state: 'running' })).map((s) => s.id))
+    for (const a of fleet.agents) {
+      const containers = (
+        JSON.parse(execFileSync('runsc', [`--root=${a.stateDir}`, 'list', '--format=json']).toString() || '[]') ?? []
+      )
+        .filter((x: { status: string }) => x.status === 'running')
+        .map((x: { id: string }) => x.id.replace(/-[0-9a-f]{6}$/, '')) as string[]
+      for (const name of containers.filter((n) => !n.startsWith('pool-')))
+        assert.ok(everyRunning.has(name), `container ${name} on ${a.id} is no running sandbox`)
+    }
+    await Promise.all(running.map(async (id) => (await Sandbox.connect(id, conn(0))).kill()))
   })
 })

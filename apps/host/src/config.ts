@@ -90,6 +90,7 @@ export const ServerHostConfig = z.object({
     joinToken: true,
     secretPath: true,
     hostGraceSeconds: true,
+    startingTimeoutSeconds: true,
   }).shape,
 })
 export type ServerHostConfig = z.infer<typeof ServerHostConfig>
@@ -130,6 +131,7 @@ const ENV: Record<string, [AnyKey, EnvKind]> = {
   FORKBOX_HOST_ID: ['hostId', 'text'],
   FORKBOX_SECRET_FILE: ['secretPath', 'text'],
   FORKBOX_HOST_GRACE_SECONDS: ['hostGraceSeconds', 'number'],
+  FORKBOX_STARTING_TIMEOUT_SECONDS: ['startingTimeoutSeconds', 'number'],
 }
 
 function fromText(text: string, kind: EnvKind): string | number | boolean | string[] {

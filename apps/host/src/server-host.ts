@@ -27,6 +27,7 @@ export async function startServerHost(opts: ServerHostOptions = {}): Promise<Ser
       secretPath: config.secretPath,
       joinToken: config.joinToken,
       hostGraceSeconds: config.hostGraceSeconds,
+      startingTimeoutSeconds: config.startingTimeoutSeconds,
       logLevel: config.logLevel,
       maxSandboxes: config.maxSandboxes,
       idleTimeoutSeconds: config.idleTimeoutSeconds,

@@ -51,6 +51,11 @@ export const ServerConfig = z.object({
     .default(7 * 24),
   /** Hosts join with this (`forkbox server`); unset: no host can join. */
   joinToken: z.string().min(16).optional(),
+  /**
+   * A sandbox still `starting` after this long was being started by a replica that went away
+   * (fleet): it is errored and stopped (a wake: hibernated again). Longer than any start.
+   */
+  startingTimeoutSeconds: z.number().positive().default(300),
   /** A host with no heartbeat for this long is unreachable: it takes no new sandboxes. */
   hostGraceSeconds: z.number().positive().default(10),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -199,7 +199,10 @@ export async function createControlPlane(opts: {
     const pass = async () => {
       if (fleet) await sandboxes.shareActivity()
       if (!(await leads())) return
-      if (fleet) await watchHosts()
+      if (fleet) {
+        await watchHosts()
+        await sandboxes.sweepStuck(config.startingTimeoutSeconds * 1000)
+      }
       await sandboxes.reap()
       if (Date.now() - lastPrune > 60_000) {
         lastPrune = Date.now()

@@ -155,6 +155,28 @@ export class SandboxService {
     return gone
   }
 
+  /**
+   * Sandboxes left `starting` by a replica that went away mid-create (or mid-wake): a create is
+   * errored and whatever its host started is stopped; a wake goes back to hibernated (its image is
+   * still there).
+   */
+  async sweepStuck(olderThanMs: number): Promise<void> {
+    for (const { id, waking } of await this.store.stuckStarting(new Date(Date.now() - olderThanMs))) {
+      if (this.waking.has(id)) continue
+      if (waking) {
+        if (await this.store.claim(id, 'starting', 'hibernated')) await this.agent.stop(id).catch(() => {})
+        continue
+      }
+      if (
+        await this.store.transition(id, ['starting'], 'errored', 'errored', {
+          errorReason: 'runtime_failed',
+          errorMessage: 'the control plane replica that was starting it went away',
+        })
+      )
+        await this.agent.stop(id).catch(() => {})
+    }
+  }
+
   /** Running sandboxes on hosts that stopped answering are `lost` (until their host is back). */
   async loseAll(host: string, ids: string[]): Promise<void> {
     for (const id of ids)

@@ -212,7 +212,7 @@ export class SandboxStore {
   async claim(id: string, from: SandboxState, to: SandboxState): Promise<boolean> {
     const r = await this.db
       .updateTable('sandboxes')
-      .set({ state: to })
+      .set({ state: to, active_at: new Date().toISOString() })
       .where('id', '=', id)
       .where('state', '=', from)
       .executeTakeFirst()
@@ -277,6 +277,19 @@ export class SandboxStore {
       .union(this.db.selectFrom('snapshots').select('template'))
       .execute()
     return new Set(rows.map((r) => r.template))
+  }
+
+  /** Sandboxes `starting` since before `cutoff` (created, or claimed for a wake): their replica went away. */
+  async stuckStarting(cutoff: Date): Promise<{ id: string; waking: boolean }[]> {
+    const rows = await this.db
+      .selectFrom('sandboxes')
+      .select(['id', 'hibernate_snapshot', 'created_at', 'active_at'])
+      .where('state', '=', 'starting')
+      .execute()
+    const at = cutoff.getTime()
+    return rows
+      .filter((r) => Date.parse(r.active_at ?? r.created_at) < at)
+      .map((r) => ({ id: r.id, waking: r.hibernate_snapshot !== null }))
   }
 
   async active(): Promise<string[]> {
