@@ -45,6 +45,7 @@ import type { GuestClient } from './guest/client.ts'
 import { installGuest } from './guest/install.ts'
 import { NetworkManager } from './network/manager.ts'
 import { connectTcp } from './network/port-connection.ts'
+import { fetchImage } from './remote/images.ts'
 import { CallGate } from './sandboxes/call-gate.ts'
 import { Checkpoints } from './sandboxes/checkpoints.ts'
 import { Containers } from './sandboxes/containers.ts'
@@ -364,6 +365,11 @@ export class LocalAgent implements AgentApi {
 
   importSnapshot(snapshotId: string, body: AsyncIterable<Uint8Array>, sha256: Promise<string>): Promise<void> {
     return this.checkpoints.importSnapshot(snapshotId, body, sha256)
+  }
+
+  async pullSnapshot(snapshotId: string, from: { url: string }): Promise<void> {
+    const { body, sha256 } = await fetchImage(from.url)
+    await this.checkpoints.importSnapshot(snapshotId, body, sha256)
   }
 
   deleteSnapshot(snapshotId: string): Promise<void> {

@@ -3,7 +3,7 @@
 import { chmodSync, mkdirSync, statfsSync } from 'node:fs'
 import { createServer } from 'node:http'
 import { cpus, hostname, totalmem } from 'node:os'
-import { agentRpcServer, defaultAgentConfig, LocalAgent } from '@forkbox/agent'
+import { agentRpcServer, defaultAgentConfig, LocalAgent, serveImage } from '@forkbox/agent'
 import { type HostCapacity, JoinHostResponse, type TemplateProgress } from '@forkbox/protocol'
 import pino from 'pino'
 import { type AgentHostConfig, type AgentHostOptions, agentSettingsOf, loadAgentHostConfig } from './config.ts'
@@ -51,6 +51,7 @@ export async function startAgentHost(
     onError: (err) => log.warn({ err }, 'control-plane connection failed'),
   })
   const server = createServer((req, res) => {
+    if (serveImage(req, res, { credential: () => credential, exportImage: (id) => agent.exportSnapshot(id) })) return
     if (req.url === '/healthz') {
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: true, hostId }))
       return

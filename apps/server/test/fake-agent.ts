@@ -281,6 +281,10 @@ export class FakeAgent implements AgentApi {
     }
   }
   imports: string[] = []
+  /** No peers to pull from: the fleet relays instead. */
+  async pullSnapshot(): Promise<void> {
+    throw new AppError('HOST_UNREACHABLE', 'the fake agent pulls from no peer')
+  }
   async importSnapshot(snapshotId: string, body: AsyncIterable<Uint8Array>, sha256: Promise<string>): Promise<void> {
     const h = createHash('sha256')
     for await (const c of body) h.update(c)

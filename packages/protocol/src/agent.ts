@@ -316,6 +316,11 @@ export interface AgentApi {
   exportSnapshot(
     snapshotId: string,
   ): Promise<{ sizeBytes: number; stream: ReadableStream<Uint8Array>; sha256: Promise<string> }>
+  /**
+   * Fetches a snapshot's image straight from the agent holding it (`from.url`, signed by the
+   * control plane with that agent's credential); hash-checked like an import.
+   */
+  pullSnapshot(snapshotId: string, from: { url: string }): Promise<void>
   /** Takes in a snapshot another host exported; rejects (keeping nothing) unless the bytes match `sha256`. */
   importSnapshot(snapshotId: string, body: AsyncIterable<Uint8Array>, sha256: Promise<string>): Promise<void>
   deleteSnapshot(snapshotId: string): Promise<void>
@@ -366,6 +371,7 @@ export const agentRemoteMethods = [
   'fork',
   'exportSnapshot',
   'importSnapshot',
+  'pullSnapshot',
   'deleteSnapshot',
   'pruneSnapshots',
   'stop',

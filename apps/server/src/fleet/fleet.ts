@@ -52,6 +52,14 @@ async function* chunksOf(stream: ReadableStream<Uint8Array>): AsyncGenerator<Uin
   }
 }
 
+/** How long an agent may use the URL it is given to pull an image from a peer. */
+const IMAGE_URL_VALID_MS = 5 * 60_000
+
+/** What a peer shows the holding agent to read image `snapshotId` until `expires` (the agent checks the same HMAC). */
+export function imageSignature(credential: string, snapshotId: string, expires: number): string {
+  return createHmac('sha256', credential).update(`forkbox-image\0${snapshotId}\0${expires}`).digest('base64url')
+}
+
 /** A host's secret, derived from the server secret and its join's nonce: every replica knows it, nothing stores it. */
 export function hostCredential(secret: Buffer, id: string, nonce: string): string {
   return createHmac('sha256', secret).update(`forkbox-host\0${id}\0${nonce}`).digest('base64url')
@@ -293,9 +301,31 @@ export class Fleet implements AgentApi {
     }
   }
 
-  /** Streams a snapshot's image from one host to another (hash-checked by the receiver). */
+  /**
+   * Copies a snapshot's image from one host to another, hash-checked by the receiver: pulled by
+   * it straight from the holder (signed for a few minutes with the holder's credential), or, when
+   * that fails, relayed through this control plane.
+   */
   async copyImage(snapshotId: string, from: string, to: string): Promise<void> {
     const started = performance.now()
+    const holder = (await this.rows()).find((r) => r.id === from) ?? (await this.hosts.get(from))
+    if (holder) {
+      const expires = Date.now() + IMAGE_URL_VALID_MS
+      const sig = imageSignature(hostCredential(this.secret, holder.id, holder.nonce), snapshotId, expires)
+      const url = new URL(`/v1/agent/images/${encodeURIComponent(snapshotId)}`, holder.url)
+      url.searchParams.set('expires', String(expires))
+      url.searchParams.set('sig', sig)
+      try {
+        await (await this.agentOf(to)).pullSnapshot(snapshotId, { url: url.toString() })
+        this.opts.log.info(
+          { snapshotId, from, to, ms: Math.round(performance.now() - started) },
+          'image pulled between hosts',
+        )
+        return
+      } catch (err) {
+        this.opts.log.warn({ snapshotId, from, to, err: String(err) }, 'direct image pull failed; relaying it')
+      }
+    }
     const image = await (await this.agentOf(from)).exportSnapshot(snapshotId)
     await (await this.agentOf(to)).importSnapshot(snapshotId, chunksOf(image.stream), image.sha256)
     this.opts.log.info(
@@ -456,6 +486,10 @@ export class Fleet implements AgentApi {
   }
 
   async importSnapshot(): Promise<void> {
+    throw new AppError('NOT_IMPLEMENTED', 'a fleet places images itself (copyImage, moveImage)')
+  }
+
+  async pullSnapshot(): Promise<void> {
     throw new AppError('NOT_IMPLEMENTED', 'a fleet places images itself (copyImage, moveImage)')
   }
 

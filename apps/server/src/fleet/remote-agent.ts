@@ -227,6 +227,9 @@ export class RemoteAgent implements AgentApi {
   importSnapshot(snapshotId: string, body: AsyncIterable<Uint8Array>, sha256: Promise<string>) {
     return this.call<void>('importSnapshot', snapshotId, body, sha256)
   }
+  pullSnapshot(snapshotId: string, from: { url: string }) {
+    return this.call<void>('pullSnapshot', snapshotId, from)
+  }
   deleteSnapshot(snapshotId: string) {
     return this.call<void>('deleteSnapshot', snapshotId)
   }

@@ -1,0 +1,78 @@
+// Images from agent to agent over HTTP: the signature the control plane makes is the one the
+// holding agent checks; bad, forged or expired ones are refused; the bytes arrive hash-checked.
+import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer, type Server } from 'node:http'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { imageSignature as agentSignature, serveImage } from '@forkbox/agent'
+import { fetchImage } from '../../agent/src/remote/images.ts'
+import { exportImage, importImage } from '../../agent/src/sandboxes/image-transfer.ts'
+import { imageSignature as fleetSignature } from '../../server/src/fleet/fleet.ts'
+
+const CREDENTIAL = 'host-credential-for-tests'
+let dir: string
+let server: Server
+let base: string
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'fbx-images-'))
+  mkdirSync(join(dir, 'snap-1'))
+  writeFileSync(join(dir, 'snap-1', 'checkpoint.img'), randomBytes(3 * 1024 * 1024 + 17))
+  writeFileSync(join(dir, 'snap-1', 'pages.img'), randomBytes(1000))
+  server = createServer((req, res) => {
+    if (!serveImage(req, res, { credential: () => CREDENTIAL, exportImage: async (id) => exportImage(join(dir, id)) }))
+      res.writeHead(404).end()
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()))
+  base = `http://127.0.0.1:${(server.address() as { port: number }).port}`
+})
+
+after(async () => {
+  await new Promise((r) => server.close(r))
+  rmSync(dir, { recursive: true, force: true })
+})
+
+const urlFor = (id: string, expires: number, sig: string) =>
+  `${base}/v1/agent/images/${id}?expires=${expires}&sig=${sig}`
+
+describe('images between agents', () => {
+  it('the control plane signs what the agent checks', () => {
+    const e = Date.now() + 1000
+    assert.equal(fleetSignature(CREDENTIAL, 'snap-1', e), agentSignature(CREDENTIAL, 'snap-1', e))
+  })
+
+  it('a signed pull copies the image whole, hash-checked', async () => {
+    const expires = Date.now() + 60_000
+    const { body, sha256 } = await fetchImage(urlFor('snap-1', expires, agentSignature(CREDENTIAL, 'snap-1', expires)))
+    await importImage(join(dir, 'copy'), body, sha256)
+    for (const f of ['checkpoint.img', 'pages.img'])
+      assert.deepEqual(readFileSync(join(dir, 'copy', f)), readFileSync(join(dir, 'snap-1', f)))
+  })
+
+  it('refuses a forged, an expired, a far-future or another image signature', async () => {
+    const soon = Date.now() + 60_000
+    const cases = [
+      urlFor('snap-1', soon, agentSignature('another-credential', 'snap-1', soon)),
+      urlFor('snap-1', Date.now() - 1, agentSignature(CREDENTIAL, 'snap-1', Date.now() - 1)),
+      urlFor('snap-1', Date.now() + 3600_000, agentSignature(CREDENTIAL, 'snap-1', Date.now() + 3600_000)),
+      urlFor('snap-1', soon, agentSignature(CREDENTIAL, 'snap-2', soon)),
+      `${base}/v1/agent/images/snap-1`,
+    ]
+    for (const u of cases) await assert.rejects(fetchImage(u), { code: 'HOST_UNREACHABLE' })
+    const missing = Date.now() + 60_000
+    await assert.rejects(fetchImage(urlFor('nope', missing, agentSignature(CREDENTIAL, 'nope', missing))), {
+      code: 'SNAPSHOT_NOT_FOUND',
+    })
+  })
+
+  it('a transfer whose bytes do not match their hash leaves nothing', async () => {
+    async function* bytes() {
+      yield new Uint8Array([1, 2, 3])
+    }
+    await assert.rejects(importImage(join(dir, 'bad'), bytes(), Promise.resolve('0'.repeat(64))))
+    assert.throws(() => readFileSync(join(dir, 'bad', 'x')))
+  })
+})
