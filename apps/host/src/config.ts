@@ -134,6 +134,9 @@ const ENV: Record<string, [AnyKey, EnvKind]> = {
   FORKBOX_STARTING_TIMEOUT_SECONDS: ['startingTimeoutSeconds', 'number'],
 }
 
+/** Every variable a host reads (the deployment files must name only these). */
+export const ENV_VARS: readonly string[] = Object.keys(ENV)
+
 function fromText(text: string, kind: EnvKind): string | number | boolean | string[] {
   switch (kind) {
     case 'text':
