@@ -72,6 +72,7 @@ export interface FleetOptions {
 }
 
 const HOSTS_CACHE_MS = 1_000
+const TEMPLATES_CACHE_MS = 2_000
 
 export class Fleet implements AgentApi {
   private readonly remotes = new Map<string, { key: string; agent: RemoteAgent }>()
@@ -194,7 +195,22 @@ export class Fleet implements AgentApi {
 
   // ---- templates ----
 
-  async templates(): Promise<TemplateInfo[]> {
+  /** Every create reads the templates: asking every host each time would cost a round trip per host. */
+  private templatesCache: { at: number; list: Promise<TemplateInfo[]> } | null = null
+
+  templates(): Promise<TemplateInfo[]> {
+    const now = Date.now()
+    if (!this.templatesCache || now - this.templatesCache.at > TEMPLATES_CACHE_MS) {
+      const list = this.listTemplates()
+      list.catch(() => {
+        if (this.templatesCache?.list === list) this.templatesCache = null
+      })
+      this.templatesCache = { at: now, list }
+    }
+    return this.templatesCache.list
+  }
+
+  private async listTemplates(): Promise<TemplateInfo[]> {
     const byName = new Map<string, TemplateInfo>()
     for (const list of await this.each('listing templates', (a) => a.templates()))
       for (const t of list) {
@@ -205,6 +221,7 @@ export class Fleet implements AgentApi {
   }
 
   async ensureTemplate(name: string, onProgress?: (p: TemplateProgress) => void): Promise<void> {
+    this.templatesCache = null
     const rows = (await this.reachable()).filter((r) => r.state === 'ready')
     await Promise.all(rows.map((r) => this.remote(r).ensureTemplate(name, onProgress)))
   }
@@ -215,6 +232,7 @@ export class Fleet implements AgentApi {
     signal?: AbortSignal,
     registryAuth?: RegistryAuth,
   ): Promise<TemplateBuildResult> {
+    this.templatesCache = null
     const [host] = await this.rank({ template: spec.name, resources: spec.resources.defaults })
     if (!host) throw new AppError('NO_CAPACITY', 'no host can take a build now')
     const result = await (await this.agentOf(host)).buildTemplate(spec, onLog, signal, registryAuth)
@@ -226,10 +244,12 @@ export class Fleet implements AgentApi {
   }
 
   async registerTemplates(specs: TemplateBuildSpec[]): Promise<void> {
+    this.templatesCache = null
     await this.each('registering templates', (a) => a.registerTemplates(specs))
   }
 
   async removeTemplate(name: string): Promise<void> {
+    this.templatesCache = null
     await this.each('removing a template', (a) => a.removeTemplate(name))
   }
 

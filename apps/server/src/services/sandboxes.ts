@@ -191,7 +191,13 @@ export class SandboxService {
 
   private async templateInfo(template: string): Promise<TemplateInfo> {
     const find = async () => (await this.agent.templates()).find((t) => t.name === template)
-    const info = await find()
+    let info = await find()
+    if (!info) {
+      // a fleet answers templates from a cache of a second or two: a template just built through
+      // another replica is asked for again (ensureTemplate refreshes it) before it counts as unknown
+      await this.agent.ensureTemplate(template).catch(() => {})
+      info = await find()
+    }
     if (!info) throw new AppError('TEMPLATE_NOT_FOUND', `no template named ${template}`)
     if (info.ready) return info
     // a template built on first use (a built-in Dockerfile's) knows its image config, EXPOSE
