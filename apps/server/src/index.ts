@@ -89,7 +89,8 @@ export async function createControlPlane(opts: {
     () => store.templatesInUse(),
     registries,
   )
-  await templates.recover()
+  // a fleet's other replicas may be building: their builds are theirs to finish
+  await templates.recover({ shared: fleet !== null })
   const e2bTemplates = new E2bTemplateBuilds(
     templates,
     new TemplateFiles(join(dirname(config.dbPath), 'e2b-template-files'), config.maxContextBytes),

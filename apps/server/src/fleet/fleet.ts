@@ -39,7 +39,7 @@ import type {
 } from '@forkbox/protocol'
 import { AppError } from '@forkbox/protocol'
 import type { Logger } from 'pino'
-import type { HostRow, HostStore } from './hosts-store.ts'
+import type { HostRow, HostStore, Placed } from './hosts-store.ts'
 import { type Candidate, rankHosts } from './placement.ts'
 import { RemoteAgent } from './remote-agent.ts'
 
@@ -73,6 +73,7 @@ export interface FleetOptions {
 
 const HOSTS_CACHE_MS = 1_000
 const TEMPLATES_CACHE_MS = 2_000
+const PLACED_CACHE_MS = 1_000
 
 export class Fleet implements AgentApi {
   private readonly remotes = new Map<string, { key: string; agent: RemoteAgent }>()
@@ -172,13 +173,38 @@ export class Fleet implements AgentApi {
     return out
   }
 
+  /**
+   * What is placed on each host, read from the store at most once a second (an aggregate over
+   * every placement: at 100,000 sandboxes, too much for each create) plus what this replica
+   * placed since.
+   */
+  private async placedNow(): Promise<Map<string, Placed>> {
+    const now = Date.now()
+    if (!this.placedCache || now - this.placedCache.at > PLACED_CACHE_MS) {
+      const map = this.hosts.placed()
+      map.catch(() => {
+        if (this.placedCache?.map === map) this.placedCache = null
+      })
+      this.placedCache = { at: now, map }
+    }
+    return this.placedCache.map
+  }
+
+  /** Counts a placement this replica just made until the next read of the store. */
+  private async reserved(host: string, r: { vcpus: number; memoryMB: number }): Promise<void> {
+    const map = await this.placedNow().catch(() => null)
+    if (!map) return
+    const p = map.get(host) ?? { sandboxes: 0, snapshots: 0, vcpus: 0, memoryMB: 0 }
+    map.set(host, { ...p, sandboxes: p.sandboxes + 1, vcpus: p.vcpus + r.vcpus, memoryMB: p.memoryMB + r.memoryMB })
+  }
+
   /** Hosts that can take a sandbox like `spec`, best first (a restore from a snapshot: by load alone). */
   private async rank(spec: {
     template: string
     snapshot?: string
     resources: { vcpus: number; memoryMB: number }
   }): Promise<string[]> {
-    const placed = await this.hosts.placed()
+    const placed = await this.placedNow()
     const candidates: Candidate[] = (await this.reachable())
       .filter((r) => r.state === 'ready')
       .map((r) => ({
@@ -197,6 +223,7 @@ export class Fleet implements AgentApi {
 
   /** Every create reads the templates: asking every host each time would cost a round trip per host. */
   private templatesCache: { at: number; list: Promise<TemplateInfo[]> } | null = null
+  private placedCache: { at: number; map: Promise<Map<string, Placed>> } | null = null
 
   templates(): Promise<TemplateInfo[]> {
     const now = Date.now()
@@ -271,6 +298,7 @@ export class Fleet implements AgentApi {
       const ranked = await this.rank(spec)
       const target = ranked.includes(holder) ? holder : ranked[0]
       if (!target) throw this.noCapacity(spec)
+      await this.reserved(target, { vcpus: spec.resources.vcpus, memoryMB: spec.resources.memoryMB })
       return this.restoreOn(target, holder, { ...spec, snapshot: spec.snapshot }, signal)
     }
     const ranked = await this.rank(spec)
@@ -278,6 +306,7 @@ export class Fleet implements AgentApi {
     const reserve = { vcpus: spec.resources.vcpus, memoryMB: spec.resources.memoryMB }
     for (const [i, host] of ranked.entries()) {
       await this.hosts.place(spec.id, 'sandbox', host, reserve)
+      await this.reserved(host, reserve)
       try {
         return await (await this.agentOf(host)).start(spec, signal)
       } catch (err) {
@@ -447,8 +476,10 @@ export class Fleet implements AgentApi {
     const [first] = children
     const beside = first ? (await this.rank({ ...first, snapshot: sourceId })).includes(host) : true
     if (opts?.spread || !beside) return this.forkAcross(host, sourceId, children, opts)
-    for (const c of children)
+    for (const c of children) {
       await this.hosts.place(c.id, 'sandbox', host, { vcpus: c.resources.vcpus, memoryMB: c.resources.memoryMB })
+      await this.reserved(host, { vcpus: c.resources.vcpus, memoryMB: c.resources.memoryMB })
+    }
     let outcomes: ForkOutcome[]
     try {
       outcomes = await (await this.agentOf(host)).fork(sourceId, children, opts)
@@ -478,9 +509,8 @@ export class Fleet implements AgentApi {
       for (const c of children) {
         const [best] = await this.rank({ ...c, snapshot: snapshotId })
         targets.push(best ?? null)
-        // held for it now, so the next fork's ranking counts it
-        if (best)
-          await this.hosts.place(c.id, 'sandbox', best, { vcpus: c.resources.vcpus, memoryMB: c.resources.memoryMB })
+        // counted now, so the next fork's ranking sees it (restoreOn records the placement)
+        if (best) await this.reserved(best, { vcpus: c.resources.vcpus, memoryMB: c.resources.memoryMB })
       }
       return await Promise.all(
         children.map(async (c, i): Promise<ForkOutcome> => {

@@ -39,8 +39,8 @@ import type {
 import { AppError, RpcPeer } from '@forkbox/protocol'
 import { type RawData, WebSocket } from 'ws'
 
-/** Where the agent serves calls (its `AGENT_RPC_PATH`), relative to its base URL. */
-const RPC_PATH = '/v1/agent/rpc'
+/** Where the agent serves calls (its `AGENT_RPC_PATH`), under its base URL (which may have a path). */
+const RPC_PATH = 'v1/agent/rpc'
 const PING_INTERVAL_MS = 5_000
 const CONNECT_TIMEOUT_MS = 5_000
 
@@ -84,7 +84,8 @@ export class RemoteAgent implements AgentApi {
 
   private async open(): Promise<RpcPeer> {
     const credential = await this.opts.credential()
-    const ws = new WebSocket(new URL(RPC_PATH, this.opts.url), {
+    const base = this.opts.url.endsWith('/') ? this.opts.url : `${this.opts.url}/`
+    const ws = new WebSocket(new URL(RPC_PATH, base), {
       headers: { authorization: `Bearer ${credential}` },
       handshakeTimeout: CONNECT_TIMEOUT_MS,
       maxPayload: 64 * 1024 * 1024,

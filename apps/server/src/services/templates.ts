@@ -3,7 +3,7 @@
 // agent knows it by.
 import { randomBytes } from 'node:crypto'
 import { EventEmitter } from 'node:events'
-import { createWriteStream, mkdirSync, rmSync } from 'node:fs'
+import { createWriteStream, linkSync, mkdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
@@ -72,12 +72,16 @@ export class TemplateService {
     this.events.setMaxListeners(0)
   }
 
-  /** After a restart: unfinished builds failed with a reason, ready ones made known to the agent again. */
-  async recover(): Promise<void> {
-    for (const id of await this.store.unfinished())
-      await this.store.transition(id, ['waiting', 'queued', 'building'], 'failed', {
-        error: { code: 'INTERNAL', message: 'the control plane restarted during the build' },
-      })
+  /**
+   * After a restart: unfinished builds failed with a reason (unless other replicas may be running
+   * them: `shared`), ready ones made known to the agent again.
+   */
+  async recover(opts: { shared?: boolean } = {}): Promise<void> {
+    if (!opts.shared)
+      for (const id of await this.store.unfinished())
+        await this.store.transition(id, ['waiting', 'queued', 'building'], 'failed', {
+          error: { code: 'INTERNAL', message: 'the control plane restarted during the build' },
+        })
     rmSync(this.limits.contextsDir, { recursive: true, force: true })
     await this.agent.registerTemplates(await this.readySpecs())
     await this.collect()
@@ -272,11 +276,18 @@ export class TemplateService {
       throw new AppError('TEMPLATE_CONFLICT', `build ${buildId} is ${b.status}: it takes no context`)
     mkdirSync(this.limits.contextsDir, { recursive: true, mode: 0o700 })
     const path = join(this.limits.contextsDir, `${buildId}.tar`)
+    // a name of its own per upload: a refused one (over the cap) may answer before its file is gone
+    const part = `${path}.${randomBytes(6).toString('hex')}.part`
     try {
-      await pipeline(body, createWriteStream(path, { flags: 'wx', mode: 0o600 }))
+      await pipeline(body, createWriteStream(part, { flags: 'wx', mode: 0o600 }))
+      // a link, not a rename: a context another upload already put there is never replaced
+      linkSync(part, path)
     } catch (err) {
-      rmSync(path, { force: true })
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST')
+        throw new AppError('TEMPLATE_CONFLICT', `build ${buildId} already has its context`)
       throw err
+    } finally {
+      rmSync(part, { force: true })
     }
     const spec: TemplateBuildSpec = {
       ...b.spec,
