@@ -56,6 +56,8 @@ export const ServerConfig = z.object({
    * (fleet): it is errored and stopped (a wake: hibernated again). Longer than any start.
    */
   startingTimeoutSeconds: z.number().positive().default(300),
+  /** A call refused because its sandbox was moving (it never started) is sent again for this long. */
+  movingRetrySeconds: z.number().positive().default(60),
   /** A host with no heartbeat for this long is unreachable: it takes no new sandboxes. */
   hostGraceSeconds: z.number().positive().default(10),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

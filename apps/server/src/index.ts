@@ -109,6 +109,7 @@ export async function createControlPlane(opts: {
       idleAction: config.idleAction,
       portsDomain: config.portsDomain,
       fleet: fleet !== null,
+      movingRetryMs: config.movingRetrySeconds * 1000,
     },
     new SnapshotStore(db),
     auth,

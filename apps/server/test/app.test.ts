@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, it } from 'node:test'
+import { AppError } from '@forkbox/protocol'
 import { OpenAPIHono } from '@hono/zod-openapi'
 import parsePrometheusTextFormat from 'parse-prometheus-text-format'
 import type { App, AppEnv } from '../src/http/env.ts'
@@ -113,6 +114,22 @@ describe('control plane', () => {
     const r = await call('POST', `/v1/sandboxes/${s.body.id}/exec`, { cmd: 'true' })
     assert.equal(r.status, 409)
     assert.equal(r.body.error.code, 'SANDBOX_NOT_RUNNING')
+  })
+
+  it('a call refused as its sandbox moves (SANDBOX_MOVING: never started) is sent again until it goes through', async () => {
+    const created = await call('POST', '/v1/sandboxes', { template: 'base' })
+    const real = agent.exec.bind(agent)
+    let refused = 0
+    agent.exec = async (...args: Parameters<FakeAgent['exec']>) => {
+      if (refused < 3) {
+        refused++
+        throw new AppError('SANDBOX_MOVING', 'moving')
+      }
+      return real(...args)
+    }
+    const r = await call('POST', `/v1/sandboxes/${created.body.id}/exec`, { cmd: 'echo hi' })
+    assert.equal(r.status, 200, JSON.stringify(r.body))
+    assert.equal(refused, 3)
   })
 
   it('a sandbox that dies by itself is errored with its reason', async () => {

@@ -61,7 +61,14 @@ export function useTestServer(config: Partial<ServerConfigInput> = {}): () => Te
     const agent = new BuildAgent()
     const cp = await createControlPlane({
       agent,
-      config: { dbPath: join(dir, 'db.sqlite'), logLevel: 'silent', reaperIntervalMs: 60_000, ...config },
+      config: {
+        dbPath: join(dir, 'db.sqlite'),
+        logLevel: 'silent',
+        reaperIntervalMs: 60_000,
+        // the fake agent refuses SANDBOX_MOVING for ever: the server's resends give up soon
+        movingRetrySeconds: 0.3,
+        ...config,
+      },
     })
     const apiKey = cp.bootstrapKey
     if (!apiKey) throw new Error('a new store has a bootstrap key')

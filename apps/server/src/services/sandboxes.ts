@@ -36,8 +36,6 @@ type CreateInput = Required<Omit<CreateSandboxRequest, 'resources' | 'snapshot' 
 
 /** How long a call waits for another replica's wake of its sandbox. */
 const WAKE_WAIT_MS = 120_000
-/** A call refused as its sandbox moved is sent again this many times (100 ms apart, each after the sandbox is awake). */
-const MOVING_RETRIES = 600
 
 export class SandboxService {
   private readonly stopping = new Set<Promise<void>>()
@@ -56,6 +54,8 @@ export class SandboxService {
       idleAction?: 'hibernate' | 'kill'
       /** Exposed ports are served under it (see `Sandbox.domain`). */
       portsDomain: string
+      /** How long a call refused as its sandbox moved (it never started) is sent again. */
+      movingRetryMs?: number
       /**
        * A fleet: sandboxes run on other machines (their ports are reached through their agents)
        * and other replicas serve them too (calls seen here are shared through the store).
@@ -506,12 +506,13 @@ export class SandboxService {
   async onSandbox<T>(owner: string, id: string, fn: () => Promise<T>): Promise<T> {
     const release = this.idle.hold(id)
     try {
-      for (let attempt = 0; ; attempt++) {
+      const deadline = Date.now() + (this.limits.movingRetryMs ?? 60_000)
+      for (;;) {
         await this.awake(owner, id)
         try {
           return await fn()
         } catch (err) {
-          if (!(err instanceof AppError && err.code === 'SANDBOX_MOVING') || attempt >= MOVING_RETRIES) throw err
+          if (!(err instanceof AppError && err.code === 'SANDBOX_MOVING') || Date.now() >= deadline) throw err
           await new Promise((r) => setTimeout(r, 100))
         }
       }
