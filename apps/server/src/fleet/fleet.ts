@@ -180,12 +180,25 @@ export class Fleet implements AgentApi {
    */
   private async placedNow(): Promise<Map<string, Placed>> {
     const now = Date.now()
-    if (!this.placedCache || now - this.placedCache.at > PLACED_CACHE_MS) {
+    if (!this.placedCache) {
       const map = this.hosts.placed()
       map.catch(() => {
         if (this.placedCache?.map === map) this.placedCache = null
       })
       this.placedCache = { at: now, map }
+    } else if (now - this.placedCache.at > PLACED_CACHE_MS && !this.placedRefresh) {
+      // read again in the background: creates go on with the last figures meanwhile (the read
+      // takes a few hundred ms at 100,000 placements)
+      const stamp = now
+      this.placedRefresh = this.hosts
+        .placed()
+        .then((map) => {
+          this.placedCache = { at: stamp, map: Promise.resolve(map) }
+        })
+        .catch(() => {})
+        .finally(() => {
+          this.placedRefresh = null
+        })
     }
     return this.placedCache.map
   }
@@ -224,6 +237,7 @@ export class Fleet implements AgentApi {
   /** Every create reads the templates: asking every host each time would cost a round trip per host. */
   private templatesCache: { at: number; list: Promise<TemplateInfo[]> } | null = null
   private placedCache: { at: number; map: Promise<Map<string, Placed>> } | null = null
+  private placedRefresh: Promise<void> | null = null
 
   templates(): Promise<TemplateInfo[]> {
     const now = Date.now()
