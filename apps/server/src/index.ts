@@ -117,10 +117,22 @@ export async function createControlPlane(opts: {
     (owner, ref) => templates.resolve(owner, ref),
     (name) => templates.label(name),
   )
+  /** Sandboxes `ids` placed on `host` against what it runs: kept, re-attached, or errored and unplaced. */
+  const reconcileOn = async (host: string, ids: string[]) => {
+    if (!fleet) return
+    const remote = await fleet.agentOf(host)
+    const gone = await sandboxes.reconcileHost(host, ids, await remote.liveIds(), remote)
+    for (const id of gone) await hostStore.unplace(id)
+  }
   // a fleet's hosts reconcile as each joins (a replica starting finds others mid-create)
   if (!fleet) await sandboxes.recover()
   if (fleet && hosts) {
     hosts.migrate = (id) => sandboxes.migrate(id)
+    hosts.onJoined = async (hostId) => {
+      const remote = await fleet.agentOf(hostId)
+      await remote.registerTemplates(await templates.readySpecs())
+      await reconcileOn(hostId, await hostStore.placedOn(hostId, 'sandbox'))
+    }
     if (session) {
       // a cordon or a join made through another replica counts here at once, not after the cache
       await session.listen(HOSTS_CHANNEL, () => fleet.forgetHosts())
@@ -129,18 +141,6 @@ export async function createControlPlane(opts: {
       }
     }
   }
-  if (fleet && hosts)
-    hosts.onJoined = async (hostId) => {
-      const remote = await fleet.agentOf(hostId)
-      await remote.registerTemplates(await templates.readySpecs())
-      const lost = await sandboxes.reconcileHost(
-        hostId,
-        await hostStore.placedOn(hostId, 'sandbox'),
-        await remote.liveIds(),
-        remote,
-      )
-      for (const id of lost) await hostStore.unplace(id)
-    }
   const bootstrapKey = (await keys.count()) === 0 ? (await keys.create('admin', true)).key : null
   const code = new CodeService(sandboxes, agent, metrics)
   const exec = new ExecService(sandboxes, agent, metrics)
@@ -187,11 +187,7 @@ export async function createControlPlane(opts: {
     const lost = new Map<string, string[]>()
     for (const { id, host } of await hostStore.lostSandboxes())
       if (!silent.has(host)) lost.set(host, [...(lost.get(host) ?? []), id])
-    for (const [host, ids] of lost) {
-      const remote = await fleet.agentOf(host)
-      const gone = await sandboxes.reconcileHost(host, ids, await remote.liveIds(), remote)
-      for (const id of gone) await hostStore.unplace(id)
-    }
+    for (const [host, ids] of lost) await reconcileOn(host, ids)
   }
   // replicas sharing a store take turns by a lock: one reaps at a time, and another takes over
   // within a pass when it dies (its session, and so its lock, ends with it)

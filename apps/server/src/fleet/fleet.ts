@@ -43,6 +43,11 @@ import type { HostRow, HostStore, Placed } from './hosts-store.ts'
 import { type Candidate, rankHosts } from './placement.ts'
 import { RemoteAgent } from './remote-agent.ts'
 
+/** What a sandbox holds of its host: its vCPUs and memory limit. */
+function reservationOf(spec: { resources: { vcpus: number; memoryMB: number } }): { vcpus: number; memoryMB: number } {
+  return { vcpus: spec.resources.vcpus, memoryMB: spec.resources.memoryMB }
+}
+
 async function* chunksOf(stream: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
   const reader = stream.getReader()
   try {
@@ -225,11 +230,7 @@ export class Fleet implements AgentApi {
         capacity: JSON.parse(r.capacity) as HostCapacity,
         placed: placed.get(r.id) ?? { sandboxes: 0, snapshots: 0, vcpus: 0, memoryMB: 0 },
       }))
-    return rankHosts(candidates, {
-      vcpus: spec.resources.vcpus,
-      memoryMB: spec.resources.memoryMB,
-      template: spec.snapshot ? undefined : spec.template,
-    })
+    return rankHosts(candidates, { ...reservationOf(spec), template: spec.snapshot ? undefined : spec.template })
   }
 
   // ---- templates ----
@@ -312,12 +313,12 @@ export class Fleet implements AgentApi {
       const ranked = await this.rank(spec)
       const target = ranked.includes(holder) ? holder : ranked[0]
       if (!target) throw this.noCapacity(spec)
-      await this.reserved(target, { vcpus: spec.resources.vcpus, memoryMB: spec.resources.memoryMB })
+      await this.reserved(target, reservationOf(spec))
       return this.restoreOn(target, holder, { ...spec, snapshot: spec.snapshot }, signal)
     }
     const ranked = await this.rank(spec)
     if (ranked.length === 0) throw this.noCapacity(spec)
-    const reserve = { vcpus: spec.resources.vcpus, memoryMB: spec.resources.memoryMB }
+    const reserve = reservationOf(spec)
     for (const [i, host] of ranked.entries()) {
       await this.hosts.place(spec.id, 'sandbox', host, reserve)
       await this.reserved(host, reserve)
@@ -334,10 +335,7 @@ export class Fleet implements AgentApi {
   }
 
   private noCapacity(spec: Pick<StartSandboxSpec, 'resources'>): AppError {
-    return new AppError('NO_CAPACITY', 'no host has room for this sandbox now', {
-      vcpus: spec.resources.vcpus,
-      memoryMB: spec.resources.memoryMB,
-    })
+    return new AppError('NO_CAPACITY', 'no host has room for this sandbox now', reservationOf(spec))
   }
 
   /** Starts `spec` on `target` from its snapshot on `holder`: copied there first, the copy dropped after. */
@@ -347,10 +345,7 @@ export class Fleet implements AgentApi {
     spec: StartSandboxSpec & { snapshot: string },
     signal?: AbortSignal,
   ): Promise<void> {
-    await this.hosts.place(spec.id, 'sandbox', target, {
-      vcpus: spec.resources.vcpus,
-      memoryMB: spec.resources.memoryMB,
-    })
+    await this.hosts.place(spec.id, 'sandbox', target, reservationOf(spec))
     const agent = await this.agentOf(target)
     try {
       if (target !== holder) await this.copyImage(spec.snapshot, holder, target)
@@ -491,8 +486,8 @@ export class Fleet implements AgentApi {
     const beside = first ? (await this.rank({ ...first, snapshot: sourceId })).includes(host) : true
     if (opts?.spread || !beside) return this.forkAcross(host, sourceId, children, opts)
     for (const c of children) {
-      await this.hosts.place(c.id, 'sandbox', host, { vcpus: c.resources.vcpus, memoryMB: c.resources.memoryMB })
-      await this.reserved(host, { vcpus: c.resources.vcpus, memoryMB: c.resources.memoryMB })
+      await this.hosts.place(c.id, 'sandbox', host, reservationOf(c))
+      await this.reserved(host, reservationOf(c))
     }
     let outcomes: ForkOutcome[]
     try {
@@ -524,7 +519,7 @@ export class Fleet implements AgentApi {
         const [best] = await this.rank({ ...c, snapshot: snapshotId })
         targets.push(best ?? null)
         // counted now, so the next fork's ranking sees it (restoreOn records the placement)
-        if (best) await this.reserved(best, { vcpus: c.resources.vcpus, memoryMB: c.resources.memoryMB })
+        if (best) await this.reserved(best, reservationOf(c))
       }
       return await Promise.all(
         children.map(async (c, i): Promise<ForkOutcome> => {

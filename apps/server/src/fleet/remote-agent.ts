@@ -146,11 +146,6 @@ export class RemoteAgent implements AgentApi {
     return (await peer.call(method, args)) as T
   }
 
-  /** Whether a connection is open now. */
-  get connected(): boolean {
-    return this.socket?.readyState === WebSocket.OPEN
-  }
-
   templates() {
     return this.call<TemplateInfo[]>('templates')
   }
