@@ -160,6 +160,16 @@ function makeAgent(n: number, dir: string): FleetAgent {
   return a
 }
 
+/** The sandbox ids agent `a` runs a container for (each container's bundle record names it). */
+export function runningOn(a: FleetAgent): string[] {
+  const dir = join(a.dataDir, 'sandboxes')
+  if (!existsSync(dir)) return []
+  return readdirSync(dir).flatMap((d) => {
+    const record = join(dir, d, 'forkbox.json')
+    return existsSync(record) ? [(JSON.parse(readFileSync(record, 'utf8')) as { id: string }).id] : []
+  })
+}
+
 /** What an agent of the fleet left behind: all lists must be empty once it stopped. */
 export function agentLeftovers(a: FleetAgent): Record<string, string[]> {
   const containers = existsSync(a.stateDir)

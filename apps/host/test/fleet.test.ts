@@ -170,6 +170,20 @@ describe('fleet', () => {
     )
   })
 
+  it('a host with a warm pool takes creates until this replica has used its pool up, not the whole burst', async () => {
+    const [h1] = hosts
+    assert.ok(h1)
+    await joinHost(h1, capacity({ pool: { base: 2 } }))
+    const placedOn: string[] = []
+    for (let i = 0; i < 5; i++) {
+      const r = await create()
+      assert.equal(r.status, 201, JSON.stringify(r.body))
+      placedOn.push(hostOf(r.body.id) ?? '?')
+    }
+    // the two pooled ones on h1; then by load: h2 until even, then either
+    assert.deepEqual(placedOn.slice(0, 4), ['h1', 'h1', 'h2', 'h2'])
+  })
+
   it('streams a command through the remote agent', async () => {
     const { body } = await create()
     const res = await cp.app.request(`/v1/sandboxes/${body.id}/exec`, {

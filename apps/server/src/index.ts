@@ -35,6 +35,9 @@ const HOSTS_CHANNEL = 'forkbox_hosts'
 /** The advisory lock the replica running the reapers holds (any fixed number: it names the lock). */
 const REAPER_LOCK = 0x66627872
 
+/** An ended sandbox still placed this long after its end had its stop fail: the leader stops it again. */
+const ENDED_STOP_RETRY_MS = 15_000
+
 export interface ControlPlane {
   app: App
   /** For the HTTP server's 'upgrade' event (terminals, exposed ports): the app's routes answer it. */
@@ -179,19 +182,31 @@ export async function createControlPlane(opts: {
   const watchHosts = async () => {
     if (!fleet) return
     fleet.forgetHosts()
-    // right after the store was out, no host could heartbeat: silence then says nothing
-    const silent = new Set(
-      Date.now() - lastStoreFailure < config.hostGraceSeconds * 1000 ? [] : await fleet.silentHosts(),
-    )
+    // right after the store was out, or this replica became the leader (its session to the store
+    // had dropped, perhaps with the store), no host could heartbeat: silence then says nothing
+    const since = Math.max(lastStoreFailure, leadingSince)
+    const silent = new Set(Date.now() - since < config.hostGraceSeconds * 1000 ? [] : await fleet.silentHosts())
     for (const host of silent) await sandboxes.loseAll(host, await hostStore.placedOn(host, 'sandbox'))
     const lost = new Map<string, string[]>()
     for (const { id, host } of await hostStore.lostSandboxes())
       if (!silent.has(host)) lost.set(host, [...(lost.get(host) ?? []), id])
     for (const [host, ids] of lost) await reconcileOn(host, ids)
+    for (const { id, host } of await hostStore.endedButPlaced(new Date(Date.now() - ENDED_STOP_RETRY_MS))) {
+      if (silent.has(host)) continue
+      log.warn({ sandboxId: id, host }, 'an ended sandbox is still placed (its stop failed): stopping it again')
+      await fleet.stop(id).catch((err: unknown) => log.warn({ sandboxId: id, err: String(err) }, 'stopping it failed'))
+    }
   }
   // replicas sharing a store take turns by a lock: one reaps at a time, and another takes over
   // within a pass when it dies (its session, and so its lock, ends with it)
-  const leads = async () => (session ? session.lead(REAPER_LOCK) : true)
+  let leadingSince = 0
+  let leading = false
+  const leads = async () => {
+    const now = session ? await session.lead(REAPER_LOCK) : true
+    if (now && !leading) leadingSince = Date.now()
+    leading = now
+    return now
+  }
   const reaper = setInterval(() => {
     if (reaping) return
     const pass = async () => {

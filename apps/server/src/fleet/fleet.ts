@@ -223,14 +223,37 @@ export class Fleet implements AgentApi {
     resources: { vcpus: number; memoryMB: number }
   }): Promise<string[]> {
     const placed = await this.placedNow()
+    const template = spec.snapshot ? undefined : spec.template
     const candidates: Candidate[] = (await this.reachable())
       .filter((r) => r.state === 'ready')
       .map((r) => ({
         id: r.id,
-        capacity: JSON.parse(r.capacity) as HostCapacity,
+        capacity: this.poolAfterClaims(r, template),
         placed: placed.get(r.id) ?? { sandboxes: 0, snapshots: 0, vcpus: 0, memoryMB: 0 },
       }))
-    return rankHosts(candidates, { ...reservationOf(spec), template: spec.snapshot ? undefined : spec.template })
+    return rankHosts(candidates, { ...reservationOf(spec), template })
+  }
+
+  /**
+   * A host's capacity less the pooled sandboxes of `template` this replica took there since its
+   * last heartbeat: without it a burst of creates all goes to the host that had a full pool.
+   */
+  private poolAfterClaims(row: HostRow, template: string | undefined): HostCapacity {
+    const capacity = JSON.parse(row.capacity) as HostCapacity
+    const pooled = template === undefined ? 0 : (capacity.pool[template] ?? 0)
+    if (pooled === 0) return capacity
+    const since = Date.parse(row.heartbeat_at)
+    const taken = this.poolClaims.filter((c) => c.host === row.id && c.template === template && c.at >= since).length
+    return { ...capacity, pool: { ...capacity.pool, [template as string]: Math.max(0, pooled - taken) } }
+  }
+
+  /** Pooled sandboxes taken lately (for `poolAfterClaims`), the last minute's. */
+  private readonly poolClaims: { host: string; template: string; at: number }[] = []
+
+  private claimed(host: string, template: string): void {
+    const now = Date.now()
+    while ((this.poolClaims[0]?.at ?? now) < now - 60_000) this.poolClaims.shift()
+    this.poolClaims.push({ host, template, at: now })
   }
 
   // ---- templates ----
@@ -322,6 +345,7 @@ export class Fleet implements AgentApi {
     for (const [i, host] of ranked.entries()) {
       await this.hosts.place(spec.id, 'sandbox', host, reserve)
       await this.reserved(host, reserve)
+      this.claimed(host, spec.template)
       try {
         return await (await this.agentOf(host)).start(spec, signal)
       } catch (err) {

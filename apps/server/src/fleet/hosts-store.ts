@@ -101,6 +101,21 @@ export class HostStore {
       .execute()
   }
 
+  /**
+   * Sandboxes that ended before `before` and are still placed: their stop failed (their host was
+   * unreachable then, or the call broke), so the host may still run them.
+   */
+  endedButPlaced(before: Date): Promise<{ id: string; host: string }[]> {
+    return this.db
+      .selectFrom('placements as p')
+      .innerJoin('sandboxes as s', 's.id', 'p.id')
+      .select(['p.id', 'p.host'])
+      .where('p.kind', '=', 'sandbox')
+      .where('s.state', 'in', ['killed', 'errored'])
+      .where('s.ended_at', '<', before.toISOString())
+      .execute()
+  }
+
   /** What is placed on each host. */
   async placed(): Promise<Map<string, Placed>> {
     const rows = await this.db

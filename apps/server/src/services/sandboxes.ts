@@ -118,7 +118,8 @@ export class SandboxService {
 
   /**
    * A host (re)joined the fleet: of the sandboxes placed there, those it runs carry on and the
-   * rest are errored `lost`; what it runs that no record wants is stopped.
+   * rest are errored `lost`; what it runs that no record wants is stopped. Returns the placed ones
+   * it no longer runs (to unplace).
    */
   async reconcileHost(
     host: string,
@@ -148,9 +149,13 @@ export class SandboxService {
         errorMessage: `host ${host} restarted and the sandbox was not running any more`,
       })
     }
+    // what ended while the host could not be told (a kill while it was lost, say) stops now
+    const wasPlaced = new Set(placed)
     for (const id of live) {
       const s = await this.store.get(id)
-      if (s?.state !== 'running' && s?.state !== 'starting') await hostAgent.stop(id)
+      if (s?.state === 'running' || s?.state === 'starting') continue
+      await hostAgent.stop(id)
+      if (wasPlaced.has(id)) gone.push(id)
     }
     return gone
   }
@@ -362,7 +367,12 @@ export class SandboxService {
       void this.agent.deleteSnapshot(hibernated)
       return
     }
-    const p = this.agent.stop(id).catch((err) => this.log.error({ sandboxId: id, err: String(err) }, 'stop failed'))
+    // a fleet's leader stops it again later when this fails (its host or the store was out)
+    const p = this.agent
+      .stop(id)
+      .catch((err) =>
+        this.log[this.limits.fleet ? 'warn' : 'error']({ sandboxId: id, err: String(err) }, 'stop failed'),
+      )
     this.stopping.add(p)
     void p.finally(() => this.stopping.delete(p))
   }
