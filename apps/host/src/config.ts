@@ -30,22 +30,41 @@ export function agentSettingsOf(config: z.infer<ReturnType<typeof AgentSettings.
   return out as z.infer<ReturnType<typeof AgentSettings.pick<typeof AGENT_FIELDS>>>
 }
 
-export const HostConfig = z.object({
-  port: z.number().int().min(0).max(65535).default(7411),
-  host: z.string().default('127.0.0.1'),
-  /** Templates built (if missing) before the server starts answering. */
-  prebuild: z.array(z.string()).default(['base', 'code-interpreter']),
-  ...AgentSettings.pick(AGENT_FIELDS).shape,
-  ...ServerConfig.pick({
-    logLevel: true,
-    maxSandboxes: true,
-    idleTimeoutSeconds: true,
-    idleAction: true,
-    portsDomain: true,
-    portsPathRoute: true,
-    databaseUrl: true,
-  }).shape,
-})
+/** HTTPS on the API's port: both PEM files, or neither (plain HTTP, e.g. behind a TLS-terminating load balancer). */
+const TLS_FIELDS = {
+  /** A certificate chain covering the API's name and `*.{sandboxDomain}` (a wildcard). */
+  tlsCertFile: z.string().optional(),
+  tlsKeyFile: z.string().optional(),
+}
+
+const tlsBoth = (c: { tlsCertFile?: string; tlsKeyFile?: string }) =>
+  (c.tlsCertFile === undefined) === (c.tlsKeyFile === undefined)
+const TLS_BOTH = { message: 'TLS needs both tlsCertFile and tlsKeyFile (FORKBOX_TLS_CERT, FORKBOX_TLS_KEY)' }
+
+/** The server's TLS files, when it serves HTTPS itself. */
+export function tlsOf(c: { tlsCertFile?: string; tlsKeyFile?: string }) {
+  return c.tlsCertFile && c.tlsKeyFile ? { certFile: c.tlsCertFile, keyFile: c.tlsKeyFile } : undefined
+}
+
+export const HostConfig = z
+  .object({
+    port: z.number().int().min(0).max(65535).default(7411),
+    host: z.string().default('127.0.0.1'),
+    /** Templates built (if missing) before the server starts answering. */
+    prebuild: z.array(z.string()).default(['base', 'code-interpreter']),
+    ...AgentSettings.pick(AGENT_FIELDS).shape,
+    ...ServerConfig.pick({
+      logLevel: true,
+      maxSandboxes: true,
+      idleTimeoutSeconds: true,
+      idleAction: true,
+      sandboxDomain: true,
+      portsPathRoute: true,
+      databaseUrl: true,
+    }).shape,
+    ...TLS_FIELDS,
+  })
+  .refine(tlsBoth, TLS_BOTH)
 export type HostConfig = z.infer<typeof HostConfig>
 export type HostOptions = z.input<typeof HostConfig>
 
@@ -73,26 +92,29 @@ export type AgentHostConfig = z.infer<typeof AgentHostConfig>
 export type AgentHostOptions = z.input<typeof AgentHostConfig>
 
 /** `forkbox server`: a control-plane replica with no agent of its own; hosts join it. */
-export const ServerHostConfig = z.object({
-  port: z.number().int().min(0).max(65535).default(7411),
-  host: z.string().default('127.0.0.1'),
-  /** The SQLite file's dir without a database URL; build scratch space either way. */
-  dataDir: HostConfig.shape.dataDir,
-  /** The fleet's cap across hosts (each host has its own). */
-  maxSandboxes: z.number().int().positive().default(100_000),
-  ...ServerConfig.pick({
-    logLevel: true,
-    idleTimeoutSeconds: true,
-    idleAction: true,
-    portsDomain: true,
-    portsPathRoute: true,
-    databaseUrl: true,
-    joinToken: true,
-    secretPath: true,
-    hostGraceSeconds: true,
-    startingTimeoutSeconds: true,
-  }).shape,
-})
+export const ServerHostConfig = z
+  .object({
+    port: z.number().int().min(0).max(65535).default(7411),
+    host: z.string().default('127.0.0.1'),
+    /** The SQLite file's dir without a database URL; build scratch space either way. */
+    dataDir: HostConfig.shape.dataDir,
+    /** The fleet's cap across hosts (each host has its own). */
+    maxSandboxes: z.number().int().positive().default(100_000),
+    ...ServerConfig.pick({
+      logLevel: true,
+      idleTimeoutSeconds: true,
+      idleAction: true,
+      sandboxDomain: true,
+      portsPathRoute: true,
+      databaseUrl: true,
+      joinToken: true,
+      secretPath: true,
+      hostGraceSeconds: true,
+      startingTimeoutSeconds: true,
+    }).shape,
+    ...TLS_FIELDS,
+  })
+  .refine(tlsBoth, TLS_BOTH)
 export type ServerHostConfig = z.infer<typeof ServerHostConfig>
 export type ServerHostOptions = z.input<typeof ServerHostConfig>
 
@@ -122,7 +144,9 @@ const ENV: Record<string, [AnyKey, EnvKind]> = {
   FORKBOX_INSECURE_REGISTRIES: ['insecureRegistries', 'list'],
   FORKBOX_BUILD_CA_BUNDLE: ['buildCaBundle', 'text'],
   FORKBOX_LAYER_CACHE_MB: ['layerCacheMB', 'number'],
-  FORKBOX_PORTS_DOMAIN: ['portsDomain', 'text'],
+  // its name before the E2B data plane was served on it too (the later entry wins when both are set)
+  FORKBOX_PORTS_DOMAIN: ['sandboxDomain', 'text'],
+  FORKBOX_SANDBOX_DOMAIN: ['sandboxDomain', 'text'],
   FORKBOX_PORTS_PATH_ROUTE: ['portsPathRoute', 'flag'],
   FORKBOX_DATABASE_URL: ['databaseUrl', 'text'],
   FORKBOX_JOIN_TOKEN: ['joinToken', 'text'],
@@ -132,6 +156,8 @@ const ENV: Record<string, [AnyKey, EnvKind]> = {
   FORKBOX_SECRET_FILE: ['secretPath', 'text'],
   FORKBOX_HOST_GRACE_SECONDS: ['hostGraceSeconds', 'number'],
   FORKBOX_STARTING_TIMEOUT_SECONDS: ['startingTimeoutSeconds', 'number'],
+  FORKBOX_TLS_CERT: ['tlsCertFile', 'text'],
+  FORKBOX_TLS_KEY: ['tlsKeyFile', 'text'],
 }
 
 /** Every variable a host reads (the deployment files must name only these). */

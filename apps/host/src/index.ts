@@ -1,14 +1,13 @@
 // One host: the control plane and the local agent in one process, served over HTTP.
 
 import { chmodSync, mkdirSync } from 'node:fs'
-import { createServer } from 'node:http'
 import { join } from 'node:path'
 import { defaultAgentConfig, LocalAgent } from '@forkbox/agent'
 import type { TemplateProgress } from '@forkbox/protocol'
 import { createControlPlane } from '@forkbox/server'
 import { getRequestListener } from '@hono/node-server'
-import { agentSettingsOf, type HostConfig, type HostOptions, loadHostConfig } from './config.ts'
-import { listen } from './listen.ts'
+import { agentSettingsOf, type HostConfig, type HostOptions, loadHostConfig, tlsOf } from './config.ts'
+import { serve } from './listen.ts'
 
 export interface Host {
   url: string
@@ -39,20 +38,24 @@ export async function startHost(
       maxSandboxes: config.maxSandboxes,
       idleTimeoutSeconds: config.idleTimeoutSeconds,
       idleAction: config.idleAction,
-      portsDomain: config.portsDomain,
+      sandboxDomain: config.sandboxDomain,
       portsPathRoute: config.portsPathRoute,
     },
   })
-  const server = createServer(getRequestListener(cp.app.fetch))
-  server.on('upgrade', cp.upgrade)
-  const { port, url } = await listen(server, config.port, config.host)
+  const served = await serve(getRequestListener(cp.app.fetch), cp.upgrade, {
+    port: config.port,
+    host: config.host,
+    tls: tlsOf(config),
+    onCertError: (err) => cp.log.error({ err }, 'reloading the TLS certificate failed'),
+  })
+  const { port, url } = served
   return {
     url,
     port,
     bootstrapKey: cp.bootstrapKey,
     config,
     async close() {
-      await new Promise<void>((resolve) => server.close(() => resolve()))
+      await served.close()
       await agent.close()
       await cp.close()
     },

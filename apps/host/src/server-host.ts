@@ -1,12 +1,11 @@
 // `forkbox server`: a control-plane replica with no agent of its own; hosts (`forkbox agent`)
 // join it, and any number of replicas share one Postgres.
 import { chmodSync, mkdirSync } from 'node:fs'
-import { createServer } from 'node:http'
 import { join } from 'node:path'
 import { createControlPlane } from '@forkbox/server'
 import { getRequestListener } from '@hono/node-server'
-import { loadServerHostConfig, type ServerHostConfig, type ServerHostOptions } from './config.ts'
-import { listen } from './listen.ts'
+import { loadServerHostConfig, type ServerHostConfig, type ServerHostOptions, tlsOf } from './config.ts'
+import { serve } from './listen.ts'
 
 export interface ServerHost {
   url: string
@@ -32,21 +31,24 @@ export async function startServerHost(opts: ServerHostOptions = {}): Promise<Ser
       maxSandboxes: config.maxSandboxes,
       idleTimeoutSeconds: config.idleTimeoutSeconds,
       idleAction: config.idleAction,
-      portsDomain: config.portsDomain,
+      sandboxDomain: config.sandboxDomain,
       portsPathRoute: config.portsPathRoute,
     },
   })
-  const server = createServer(getRequestListener(cp.app.fetch))
-  server.on('upgrade', cp.upgrade)
-  const { port, url } = await listen(server, config.port, config.host)
+  const served = await serve(getRequestListener(cp.app.fetch), cp.upgrade, {
+    port: config.port,
+    host: config.host,
+    tls: tlsOf(config),
+    onCertError: (err) => cp.log.error({ err }, 'reloading the TLS certificate failed'),
+  })
+  const { port, url } = served
   return {
     url,
     port,
     bootstrapKey: cp.bootstrapKey,
     config,
     async close() {
-      server.closeAllConnections()
-      await new Promise<void>((resolve) => server.close(() => resolve()))
+      await served.close()
       await cp.close()
     },
   }

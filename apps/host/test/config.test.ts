@@ -11,7 +11,7 @@ describe('host config', () => {
     const server = ServerConfig.parse({ dbPath: '/x' })
     for (const k of ['dataDir', 'runscPath', 'runscStateDir', 'cgroupParent', 'poolSize', 'networkSubnet'] as const)
       assert.equal(c[k], agent[k], k)
-    for (const k of ['logLevel', 'maxSandboxes', 'idleTimeoutSeconds', 'idleAction', 'portsDomain'] as const)
+    for (const k of ['logLevel', 'maxSandboxes', 'idleTimeoutSeconds', 'idleAction', 'sandboxDomain'] as const)
       assert.equal(c[k], server[k], k)
     assert.deepEqual([c.port, c.host, c.prebuild], [7411, '127.0.0.1', ['base', 'code-interpreter']])
     assert.equal(c.templatesDir, undefined, 'the agent puts it under the data dir')

@@ -9,11 +9,11 @@ export const ServerConfig = z.object({
   /** The server secret (tokens' HMAC key); default: `server.secret` beside the database. */
   secretPath: z.string().optional(),
   /**
-   * Exposed ports are served on their own origins, `{port}-{sandboxId}.{portsDomain}` (any port
+   * Exposed ports are served on their own origins, `{port}-{sandboxId}.{sandboxDomain}` (any port
    * of this server). `localhost` works on one box: browsers and curl resolve `*.localhost` to
    * loopback. Set a wildcard DNS name for a server other machines reach.
    */
-  portsDomain: z
+  sandboxDomain: z
     .string()
     .regex(/^[a-z0-9.-]+$/i)
     .default('localhost'),

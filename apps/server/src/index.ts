@@ -46,6 +46,8 @@ export interface ControlPlane {
   keys: KeyStore
   /** A new admin key when the store had none; shown once. */
   bootstrapKey: string | null
+  /** The control plane's logger, for what its host process reports. */
+  log: Logger
   close(): Promise<void>
 }
 
@@ -110,7 +112,7 @@ export async function createControlPlane(opts: {
       maxSandboxes: config.maxSandboxes,
       idleTimeoutMs: config.idleTimeoutSeconds * 1000,
       idleAction: config.idleAction,
-      portsDomain: config.portsDomain,
+      sandboxDomain: config.sandboxDomain,
       fleet: fleet !== null,
       movingRetryMs: config.movingRetrySeconds * 1000,
     },
@@ -241,6 +243,7 @@ export async function createControlPlane(opts: {
     sandboxes,
     keys,
     bootstrapKey,
+    log,
     async close() {
       clearInterval(reaper)
       clearInterval(sampler)

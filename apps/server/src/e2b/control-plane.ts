@@ -96,7 +96,8 @@ function connection(c: Context<AppEnv>, s: Sandbox) {
     envdAccessToken: token,
     // the interpreter's context calls send only this one
     trafficAccessToken: token,
-    domain: null,
+    // the clients address envd at `49983-{id}.{domain}` unless E2B_SANDBOX_URL says otherwise
+    domain: s.domain,
   }
 }
 
@@ -181,7 +182,7 @@ const list: Handler = async (c, owner) => c.json((await listed(c, owner)).map(in
 
 const get: Handler = async (c, owner) => {
   const s = await live(c, owner, c.req.param('id') as string)
-  return c.json({ ...info(s), envdAccessToken: accessToken(c, s.id), domain: null }, 200)
+  return c.json({ ...info(s), envdAccessToken: accessToken(c, s.id), domain: s.domain }, 200)
 }
 
 const kill: Handler = async (c, owner) => {

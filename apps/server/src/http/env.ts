@@ -56,6 +56,8 @@ export interface AppEnv {
     errorFormat?: ErrorFormat
     /** The cookie an exposed port's token may come in (set by the port route for `portToken`). */
     portCookie?: string
+    /** E2B's data plane reached on a sandbox's own name (`49983-{id}.{domain}`): which sandbox and port. */
+    e2bSandbox?: { id: string; port: number }
   }
 }
 

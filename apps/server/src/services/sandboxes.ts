@@ -53,7 +53,7 @@ export class SandboxService {
       idleTimeoutMs?: number
       idleAction?: 'hibernate' | 'kill'
       /** Exposed ports are served under it (see `Sandbox.domain`). */
-      portsDomain: string
+      sandboxDomain: string
       /** How long a call refused as its sandbox moved (it never started) is sent again. */
       movingRetryMs?: number
       /**
@@ -303,7 +303,7 @@ export class SandboxService {
       ...toPublic(s),
       template: await this.templateLabel(s.template),
       accessToken: this.auth.token('port', s.id),
-      domain: this.limits.portsDomain,
+      domain: this.limits.sandboxDomain,
     }
   }
 

@@ -10,6 +10,7 @@ import { AppError } from '@forkbox/protocol'
 import type { Context } from 'hono'
 import { createProxyServer } from 'http-proxy-3'
 import { stream as streamUpgrade } from 'http-proxy-3/dist/lib/http-proxy/passes/ws-incoming.js'
+import { ENVD_PORT, INTERPRETER_PORT } from '../../e2b/sandbox-call.ts'
 import { authenticate, type CredentialSource } from '../../http/credentials.ts'
 import type { App, AppEnv } from '../../http/env.ts'
 import { errorOf, forkboxErrors } from '../../http/errors.ts'
@@ -27,6 +28,8 @@ import {
 /** The owner's API key, or the sandbox's port token (header, query, or the port's cookie). */
 const SOURCES: readonly CredentialSource[] = ['apiKey', 'portToken']
 const PATH = /^\/s\/([A-Za-z0-9_-]{1,64})\/(\d{1,5})(\/.*)?$/
+/** Ports E2B reserves in every sandbox (envd, the code interpreter): the E2B layer answers them. */
+const E2B_DATA_PLANE = new Set([ENVD_PORT, INTERPRETER_PORT])
 
 /** One exchange in flight: what the response handler needs to know about it. */
 interface Exchange {
@@ -92,10 +95,16 @@ export function register(app: App): void {
     const { incoming, upgrade, outgoing: res } = c.env ?? {}
     // under app.request() there is no Node request to carry: not an exposed-port request
     if (!incoming || !(upgrade || res)) return next()
-    const domain = c.var.services.config.portsDomain
+    const domain = c.var.services.config.sandboxDomain
     hostRoute ??= new RegExp(`^(\\d{1,5})-([a-z0-9-]{1,64})\\.${domain.replace(/\./g, '\\.')}(?::\\d+)?$`, 'i')
     const r = portRoute(c, incoming, hostRoute)
     if (!r) return next()
+    if (!r.shared && E2B_DATA_PLANE.has(r.port)) {
+      // E2B's envd and code interpreter on the sandbox's own name, as E2B's clients address
+      // them with only E2B_DOMAIN set: served by the E2B routes, not proxied into the sandbox
+      c.set('e2bSandbox', { id: r.id, port: r.port })
+      return next()
+    }
     if (r.port < 1 || r.port > 65535) throw new AppError('VALIDATION_FAILED', `port ${r.port} is not a TCP port`)
     c.set('portCookie', r.cookie)
     const who = await authenticate(c, SOURCES)
