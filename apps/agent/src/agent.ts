@@ -359,8 +359,8 @@ export class LocalAgent implements AgentApi {
     }
   }
 
-  async exportSnapshot(snapshotId: string) {
-    return this.checkpoints.exportSnapshot(snapshotId)
+  async exportSnapshot(snapshotId: string, skip = 0) {
+    return this.checkpoints.exportSnapshot(snapshotId, skip)
   }
 
   importSnapshot(snapshotId: string, body: AsyncIterable<Uint8Array>, sha256: Promise<string>): Promise<void> {

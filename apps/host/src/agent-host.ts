@@ -51,7 +51,10 @@ export async function startAgentHost(
     onError: (err) => log.warn({ err }, 'control-plane connection failed'),
   })
   const server = createServer((req, res) => {
-    if (serveImage(req, res, { credential: () => credential, exportImage: (id) => agent.exportSnapshot(id) })) return
+    if (
+      serveImage(req, res, { credential: () => credential, exportImage: (id, skip) => agent.exportSnapshot(id, skip) })
+    )
+      return
     if (req.url === '/healthz') {
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: true, hostId }))
       return

@@ -16,6 +16,7 @@ const CREDENTIAL = 'host-credential-for-tests'
 let dir: string
 let server: Server
 let base: string
+const requests: string[] = []
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'fbx-images-'))
@@ -23,7 +24,28 @@ before(async () => {
   writeFileSync(join(dir, 'snap-1', 'checkpoint.img'), randomBytes(3 * 1024 * 1024 + 17))
   writeFileSync(join(dir, 'snap-1', 'pages.img'), randomBytes(1000))
   server = createServer((req, res) => {
-    if (!serveImage(req, res, { credential: () => CREDENTIAL, exportImage: async (id) => exportImage(join(dir, id)) }))
+    // `cut=N` in the first request's query: the connection drops after about N bytes of body,
+    // once per image (the resumed requests carry `offset`)
+    const cut = Number(new URL(req.url ?? '/', 'http://x').searchParams.get('cut') ?? 0)
+    if (cut > 0 && !req.url?.includes('offset=')) {
+      let sent = 0
+      const write = res.write.bind(res) as (chunk: Buffer, ...rest: unknown[]) => boolean
+      res.write = ((chunk: Buffer, ...rest: unknown[]) => {
+        sent += chunk.length
+        if (sent > cut) {
+          res.socket?.destroy()
+          return false
+        }
+        return write(chunk, ...rest)
+      }) as typeof res.write
+    }
+    requests.push(req.url ?? '')
+    if (
+      !serveImage(req, res, {
+        credential: () => CREDENTIAL,
+        exportImage: async (id, skip) => exportImage(join(dir, id), skip),
+      })
+    )
       res.writeHead(404).end()
   })
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()))
@@ -50,6 +72,32 @@ describe('images between agents', () => {
     await importImage(join(dir, 'copy'), body, sha256)
     for (const f of ['checkpoint.img', 'pages.img'])
       assert.deepEqual(readFileSync(join(dir, 'copy', f)), readFileSync(join(dir, 'snap-1', f)))
+  })
+
+  it('a pull cut midway resumes from the byte it reached; the copy is whole', async () => {
+    const expires = Date.now() + 60_000
+    requests.length = 0
+    const url = `${urlFor('snap-1', expires, agentSignature(CREDENTIAL, 'snap-1', expires))}&cut=${1536 * 1024}`
+    const { body, sha256 } = await fetchImage(url)
+    await importImage(join(dir, 'resumed'), body, sha256)
+    for (const f of ['checkpoint.img', 'pages.img'])
+      assert.deepEqual(readFileSync(join(dir, 'resumed', f)), readFileSync(join(dir, 'snap-1', f)))
+    assert.equal(requests.length, 2, JSON.stringify(requests))
+    const offset = Number(new URL(requests[1] ?? '', 'http://x').searchParams.get('offset'))
+    assert.ok(offset > 0 && offset <= 1536 * 1024, `resumed at ${offset}`)
+  })
+
+  it('an image exported twice is the same bytes (what resuming relies on)', async () => {
+    const read = async (skip: number) => {
+      const image = exportImage(join(dir, 'snap-1'), skip)
+      const chunks: Uint8Array[] = []
+      for await (const c of image.stream as unknown as AsyncIterable<Uint8Array>) chunks.push(c)
+      return { bytes: Buffer.concat(chunks), sha: await image.sha256 }
+    }
+    const whole = await read(0)
+    const tail = await read(12345)
+    assert.deepEqual(tail.bytes, whole.bytes.subarray(12345))
+    assert.equal(tail.sha, whole.sha)
   })
 
   it('refuses a forged, an expired, a far-future or another image signature', async () => {

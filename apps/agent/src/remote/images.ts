@@ -21,12 +21,14 @@ export function imageSignature(credential: string, snapshotId: string, expires: 
 export function serveImage(
   req: IncomingMessage,
   res: ServerResponse,
-  opts: { credential: () => string | null; exportImage: (id: string) => Promise<ExportedImage> },
+  opts: { credential: () => string | null; exportImage: (id: string, skip: number) => Promise<ExportedImage> },
 ): boolean {
   const url = new URL(req.url ?? '/', 'http://agent')
   if (req.method !== 'GET' || !url.pathname.startsWith(IMAGE_PATH)) return false
   const id = url.pathname.slice(IMAGE_PATH.length)
   const expires = Number(url.searchParams.get('expires'))
+  // a resumed pull: the stream from this byte on (the signature covers the image, any part of it)
+  const offset = Number(url.searchParams.get('offset') ?? 0)
   const sig = Buffer.from(url.searchParams.get('sig') ?? '')
   const credential = opts.credential()
   const now = Date.now()
@@ -34,6 +36,8 @@ export function serveImage(
     credential !== null &&
     /^[A-Za-z0-9_-]{1,100}$/.test(id) &&
     Number.isSafeInteger(expires) &&
+    Number.isSafeInteger(offset) &&
+    offset >= 0 &&
     expires > now &&
     expires - now <= MAX_VALID_MS &&
     (() => {
@@ -44,7 +48,7 @@ export function serveImage(
     res.writeHead(401).end()
     return true
   }
-  opts.exportImage(id).then(
+  opts.exportImage(id, offset).then(
     (image) => {
       res.writeHead(200, {
         'content-type': 'application/x-tar',
@@ -72,29 +76,81 @@ export function serveImage(
   return true
 }
 
-/** Reads an image a peer serves: its bytes as they come, and its SHA-256 once they all came. */
-export function fetchImage(url: string): Promise<{ body: AsyncIterable<Uint8Array>; sha256: Promise<string> }> {
+/** How often a cut pull is resumed before it fails. */
+const RESUMES = 5
+
+/** One GET of the image from byte `offset` on: the response, once its status says it is the image. */
+function requestImage(url: string, offset: number): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
-    const req = get(url, { timeout: 30_000 }, (res) => {
-      if (res.statusCode !== 200) {
-        res.resume()
-        const code = res.statusCode === 404 ? 'SNAPSHOT_NOT_FOUND' : 'HOST_UNREACHABLE'
-        reject(new AppError(code, `the peer refused the image (${res.statusCode})`))
-        return
-      }
-      const sha256 = new Promise<string>((ok, fail) => {
-        res.once('end', () => {
-          const sha = res.trailers[SHA_TRAILER]
-          if (sha) ok(sha)
-          else fail(new AppError('INTERNAL', 'the peer ended the image without its hash'))
-        })
-        res.once('error', fail)
-        res.once('aborted', () => fail(new AppError('HOST_UNREACHABLE', 'the peer cut the image off')))
-      })
-      sha256.catch(() => {})
-      resolve({ body: res, sha256 })
+    const req = get(offset > 0 ? `${url}&offset=${offset}` : url, { timeout: 30_000 }, (res) => {
+      if (res.statusCode === 200) return resolve(res)
+      res.resume()
+      const code = res.statusCode === 404 ? 'SNAPSHOT_NOT_FOUND' : 'HOST_UNREACHABLE'
+      reject(new AppError(code, `the peer refused the image (${res.statusCode})`))
     })
     req.on('timeout', () => req.destroy(new Error('timed out')))
     req.on('error', (err) => reject(new AppError('HOST_UNREACHABLE', `the peer did not answer: ${err.message}`)))
   })
+}
+
+/**
+ * Reads an image a peer serves: its bytes as they come, and its SHA-256 once they all came. A
+ * transfer cut midway is resumed from the byte it reached (up to 5 times), not begun again.
+ */
+export async function fetchImage(url: string): Promise<{ body: AsyncIterable<Uint8Array>; sha256: Promise<string> }> {
+  let settle!: { resolve(h: string): void; reject(e: unknown): void }
+  const sha256 = new Promise<string>((resolve, reject) => {
+    settle = { resolve, reject }
+  })
+  sha256.catch(() => {})
+  // the first answer is awaited here: a refusal (404, a bad signature) fails the call itself
+  const first = await requestImage(url, 0)
+  let res: IncomingMessage | null = first
+  const body = async function* () {
+    let received = 0
+    for (let resumes = 0; ; ) {
+      try {
+        res ??= await requestImage(url, received)
+        const ended = new Promise<void>((ok, fail) => {
+          ;(res as IncomingMessage).once('end', ok)
+          ;(res as IncomingMessage).once('aborted', () => fail(new Error('the peer cut the image off')))
+        })
+        ended.catch(() => {})
+        for await (const c of res as AsyncIterable<Buffer>) {
+          received += c.length
+          yield c
+        }
+        await ended
+        const sha = res.trailers[SHA_TRAILER]
+        if (!sha) throw new Error('the image ended without its hash')
+        settle.resolve(sha)
+        return
+      } catch (err) {
+        res?.destroy()
+        res = null
+        if (err instanceof AppError && err.code === 'SNAPSHOT_NOT_FOUND') {
+          settle.reject(err)
+          throw err
+        }
+        if (++resumes > RESUMES) {
+          const e = new AppError(
+            'HOST_UNREACHABLE',
+            `the image transfer broke off ${RESUMES + 1} times: ${String(err)}`,
+          )
+          settle.reject(e)
+          throw e
+        }
+        await new Promise((r) => setTimeout(r, 200 * resumes))
+      }
+    }
+  }
+  const guarded = async function* () {
+    try {
+      yield* body()
+    } finally {
+      // a reader that stopped early (a bad entry, a full disk) ends the transfer
+      res?.destroy()
+    }
+  }
+  return { body: guarded(), sha256 }
 }

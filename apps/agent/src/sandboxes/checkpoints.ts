@@ -122,9 +122,9 @@ export class Checkpoints {
     }
   }
 
-  /** The snapshot's image as one stream, to copy it to another host. */
-  exportSnapshot(snapshotId: string): ExportedImage {
-    return exportImage(this.image(snapshotId))
+  /** The snapshot's image as one stream, to copy it to another host (less its first `skip` bytes: a resumed copy). */
+  exportSnapshot(snapshotId: string, skip = 0): ExportedImage {
+    return exportImage(this.image(snapshotId), skip)
   }
 
   /** A snapshot copied from another host; known once its bytes match their hash. */

@@ -19,6 +19,7 @@ import { AppError } from '@forkbox/protocol'
 import { extract, pack } from 'tar-stream'
 
 const CHUNK_BYTES = 1024 * 1024
+const EPOCH = new Date(0)
 
 /** Image files are flat, named by runsc: nothing else is taken in. */
 const FILE_NAME = /^[A-Za-z0-9._-]{1,128}$/
@@ -30,9 +31,16 @@ export interface ExportedImage {
   sha256: Promise<string>
 }
 
-export function exportImage(dir: string): ExportedImage {
+/**
+ * The image in `dir` as a tar stream. The stream is the same bytes every time (names in order, no
+ * times, no owners), so a cut transfer resumes with `skip`: the bytes already sent are made again
+ * (and hashed: the hash is always the whole stream's) but not sent.
+ */
+export function exportImage(dir: string, skip = 0): ExportedImage {
   if (!existsSync(dir)) throw new AppError('SNAPSHOT_NOT_FOUND', 'no such image on this host')
-  const files = readdirSync(dir).filter((f) => FILE_NAME.test(f) && statSync(join(dir, f)).isFile())
+  const files = readdirSync(dir)
+    .filter((f) => FILE_NAME.test(f) && statSync(join(dir, f)).isFile())
+    .sort()
   const sizeBytes = files.reduce((n, f) => n + statSync(join(dir, f)).size, 0)
   const tar = pack()
   const hash = createHash('sha256')
@@ -44,7 +52,7 @@ export function exportImage(dir: string): ExportedImage {
   ;(async () => {
     for (const f of files) {
       const size = statSync(join(dir, f)).size
-      const entry = tar.entry({ name: f, size, mode: 0o600 })
+      const entry = tar.entry({ name: f, size, mode: 0o600, mtime: EPOCH, uid: 0, gid: 0 })
       await pipeline(createReadStream(join(dir, f), { highWaterMark: CHUNK_BYTES }), entry)
     }
     tar.finalize()
@@ -54,8 +62,12 @@ export function exportImage(dir: string): ExportedImage {
     try {
       let batch: Buffer[] = []
       let batched = 0
-      for await (const c of tar as AsyncIterable<Buffer>) {
-        hash.update(c)
+      let toSkip = skip
+      for await (const whole of tar as AsyncIterable<Buffer>) {
+        hash.update(whole)
+        const c = toSkip >= whole.length ? null : whole.subarray(toSkip)
+        toSkip = Math.max(0, toSkip - whole.length)
+        if (!c) continue
         batch.push(c)
         batched += c.length
         if (batched >= CHUNK_BYTES) {
