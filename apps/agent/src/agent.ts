@@ -39,6 +39,7 @@ import type {
   TemplateProgress,
   TemplatePruneResult,
 } from '@forkbox/protocol'
+import { AppError } from '@forkbox/protocol'
 import type { AgentConfig } from './config.ts'
 import { readGuestBundle } from './guest/bundle.ts'
 import type { GuestClient } from './guest/client.ts'
@@ -49,6 +50,7 @@ import { fetchImage } from './remote/images.ts'
 import { CallGate } from './sandboxes/call-gate.ts'
 import { Checkpoints } from './sandboxes/checkpoints.ts'
 import { Containers } from './sandboxes/containers.ts'
+import { ImageStore } from './sandboxes/image-store.ts'
 import { reconcile } from './sandboxes/recovery.ts'
 import { WarmPool } from './sandboxes/warm-pool.ts'
 import { imageDefaults as imageDefaultsOf, startImage, TemplateBaker } from './templates/baker.ts'
@@ -81,6 +83,7 @@ export class LocalAgent implements AgentApi {
   private readonly baker: TemplateBaker
   private readonly pool: WarmPool
   private readonly checkpoints: Checkpoints
+  private readonly imageStore: ImageStore | null
   private readonly gate = new CallGate()
   private readonly layers: LayerStore
   private readonly builder: TemplateBuilder
@@ -122,6 +125,7 @@ export class LocalAgent implements AgentApi {
     )
     this.pool = new WarmPool(config, this.containers, this.baker, log)
     this.checkpoints = new Checkpoints(config, this.containers, this.baker)
+    this.imageStore = config.imageStore ? new ImageStore(config.imageStore) : null
     this.layers = new LayerStore(config.templatesDir)
     this.oci = { cacheDir: join(config.templatesDir, '.oci'), insecureRegistries: config.insecureRegistries, log }
     this.builder = new TemplateBuilder({
@@ -367,17 +371,35 @@ export class LocalAgent implements AgentApi {
     return this.checkpoints.importSnapshot(snapshotId, body, sha256)
   }
 
-  async pullSnapshot(snapshotId: string, from: { url: string }): Promise<void> {
-    const { body, sha256 } = await fetchImage(from.url)
+  async pullSnapshot(snapshotId: string, from: { url: string } | { store: true }): Promise<void> {
+    if ('url' in from) {
+      const { body, sha256 } = await fetchImage(from.url)
+      return this.checkpoints.importSnapshot(snapshotId, body, sha256)
+    }
+    if (!this.imageStore) throw new AppError('SNAPSHOT_NOT_FOUND', 'this host mounts no image store')
+    const { body, sha256 } = await this.imageStore.get(snapshotId)
     await this.checkpoints.importSnapshot(snapshotId, body, sha256)
   }
 
-  deleteSnapshot(snapshotId: string): Promise<void> {
-    return this.checkpoints.deleteSnapshot(snapshotId)
+  async storeSnapshot(snapshotId: string): Promise<boolean> {
+    if (!this.imageStore) return false
+    await this.imageStore.put(snapshotId, this.checkpoints.exportSnapshot(snapshotId))
+    return true
   }
 
-  pruneSnapshots(keep: string[]): Promise<void> {
-    return this.checkpoints.pruneSnapshots(keep)
+  /** The shared image store's id, when this host mounts one. */
+  get imageStoreId(): string | undefined {
+    return this.imageStore?.id
+  }
+
+  async deleteSnapshot(snapshotId: string, opts: { stored?: boolean } = {}): Promise<void> {
+    if (opts.stored) this.imageStore?.drop(snapshotId)
+    await this.checkpoints.deleteSnapshot(snapshotId)
+  }
+
+  async pruneSnapshots(keep: string[]): Promise<void> {
+    this.imageStore?.prune(keep)
+    await this.checkpoints.pruneSnapshots(keep)
   }
 
   stop(id: string): Promise<void> {

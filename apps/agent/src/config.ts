@@ -56,6 +56,11 @@ export const AgentSettings = z.object({
   networkAllowPrivate: z.array(z.string()).default([]),
   /** DNS servers (`ip` or `ip:port`) the sandboxes' resolver forwards to; empty: the host's resolv.conf. */
   dnsUpstreams: z.array(z.string().transform((u) => (u.includes(':') ? u : `${u}:53`))).default([]),
+  /**
+   * A directory on storage every host of a fleet mounts (NFS, ...): snapshots' and hibernated
+   * sandboxes' images are kept there too, so they restore on any host, also when theirs is gone.
+   */
+  imageStore: z.string().optional(),
   /** Network slots (namespace + veth) kept made ahead of creates. */
   spareNetworkSlots: z.number().int().min(0).default(4),
 })

@@ -41,7 +41,7 @@ export async function startAgentHost(
   const hostId = hostIdOf(config)
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 })
   chmodSync(config.dataDir, 0o700)
-  const agent = new LocalAgent(defaultAgentConfig(agentSettingsOf(config)))
+  const agent = new LocalAgent(defaultAgentConfig({ ...agentSettingsOf(config), imageStore: config.imageStore }))
   await agent.reconcile()
   for (const t of config.prebuild) await agent.ensureTemplate(t, onTemplateProgress)
 
@@ -77,6 +77,7 @@ export async function startAgentHost(
       sandboxes: live.length,
       templates: templates.filter((t) => t.ready).map((t) => t.name),
       pool,
+      imageStore: agent.imageStoreId,
     }
   }
   const post = (path: string, auth: string, body: unknown, signal: AbortSignal) =>

@@ -87,6 +87,7 @@ export const AgentHostConfig = z.object({
   prebuild: z.array(z.string()).default(['base', 'code-interpreter']),
   logLevel: ServerConfig.shape.logLevel,
   ...AgentSettings.pick(AGENT_FIELDS).shape,
+  imageStore: AgentSettings.shape.imageStore,
 })
 export type AgentHostConfig = z.infer<typeof AgentHostConfig>
 export type AgentHostOptions = z.input<typeof AgentHostConfig>
@@ -156,6 +157,7 @@ const ENV: Record<string, [AnyKey, EnvKind]> = {
   FORKBOX_SECRET_FILE: ['secretPath', 'text'],
   FORKBOX_HOST_GRACE_SECONDS: ['hostGraceSeconds', 'number'],
   FORKBOX_STARTING_TIMEOUT_SECONDS: ['startingTimeoutSeconds', 'number'],
+  FORKBOX_IMAGE_STORE: ['imageStore', 'text'],
   FORKBOX_TLS_CERT: ['tlsCertFile', 'text'],
   FORKBOX_TLS_KEY: ['tlsKeyFile', 'text'],
 }

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer, request, type Server } from 'node:http'
+import type { Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, it } from 'node:test'
@@ -21,6 +22,8 @@ interface TestHost {
   server: Server
   url: string
   credential: string | null
+  /** Every connection made to it (the agent's WebSockets included), to cut them as a host dying would. */
+  sockets: Set<Socket>
 }
 
 let dir: string
@@ -55,7 +58,11 @@ function capacity(over: Partial<HostCapacity> = {}): HostCapacity {
 
 async function serveHost(id: string): Promise<TestHost> {
   const agent = new FakeAgent()
-  const host: TestHost = { id, agent, server: createServer(), url: '', credential: null }
+  const host: TestHost = { id, agent, server: createServer(), url: '', credential: null, sockets: new Set() }
+  host.server.on('connection', (socket) => {
+    host.sockets.add(socket)
+    socket.on('close', () => host.sockets.delete(socket))
+  })
   const rpc = agentRpcServer(agent, { credential: () => host.credential })
   host.server.on('upgrade', rpc.upgrade)
   host.server.on('close', () => rpc.close())
@@ -77,6 +84,20 @@ async function create(body: Record<string, unknown> = {}) {
 }
 
 const hostOf = (id: string) => hosts.find((h) => h.agent.live.has(id))?.id
+
+/** The control plane again, on the same store, with other settings (the hosts' joins carry over). */
+async function restartControlPlane(config: { hostGraceSeconds: number }): Promise<void> {
+  await cp.close()
+  cp = await createControlPlane({
+    config: {
+      dbPath: join(dir, 'db.sqlite'),
+      logLevel: 'silent',
+      reaperIntervalMs: 60_000,
+      joinToken: TOKEN,
+      ...config,
+    },
+  })
+}
 
 beforeEach(async () => {
   dir = mkdtempSync(join(tmpdir(), 'fbx-fleet-'))
@@ -184,6 +205,16 @@ describe('fleet', () => {
     assert.deepEqual(placedOn.slice(0, 4), ['h1', 'h1', 'h2', 'h2'])
   })
 
+  it('creates ranked at the same moment see each other: a burst spreads as one at a time does', async () => {
+    for (const h of hosts) await joinHost(h, capacity({ pool: { base: 1 } }))
+    const made = await Promise.all([0, 1, 2, 3].map(() => create()))
+    for (const r of made) assert.equal(r.status, 201, JSON.stringify(r.body))
+    assert.deepEqual(
+      hosts.map((h) => h.agent.live.size),
+      [2, 2],
+    )
+  })
+
   it('streams a command through the remote agent', async () => {
     const { body } = await create()
     const res = await cp.app.request(`/v1/sandboxes/${body.id}/exec`, {
@@ -214,16 +245,7 @@ describe('fleet', () => {
   })
 
   it('a host whose heartbeats stopped takes no new sandboxes', async () => {
-    await cp.close()
-    cp = await createControlPlane({
-      config: {
-        dbPath: join(dir, 'db.sqlite'),
-        logLevel: 'silent',
-        reaperIntervalMs: 60_000,
-        joinToken: TOKEN,
-        hostGraceSeconds: 0.3,
-      },
-    })
+    await restartControlPlane({ hostGraceSeconds: 0.3 })
     await new Promise((r) => setTimeout(r, 400))
     const h2 = hosts[1] as TestHost
     assert.equal(
@@ -282,6 +304,48 @@ describe('fleet', () => {
     // the image is gone from both once woken
     assert.deepEqual([...other.agent.snapshots], [])
     assert.deepEqual([...holder.agent.snapshots], [])
+  })
+
+  it('with a shared image store, a hibernated sandbox wakes on another host after its own died', async () => {
+    await restartControlPlane({ hostGraceSeconds: 1.5 })
+    const [h1, h2] = hosts as [TestHost, TestHost]
+    const store = new Set<string>()
+    for (const h of hosts) {
+      h.agent.imageStore = store
+      await joinHost(h, capacity({ imageStore: 'store-a' }))
+    }
+    const beat = setInterval(() => {
+      void call(
+        'POST',
+        `/v1/hosts/${h2.id}/heartbeat`,
+        { capacity: capacity({ imageStore: 'store-a' }) },
+        h2.credential,
+      )
+    }, 100)
+    try {
+      await call('POST', '/v1/hosts/h2/cordon')
+      const { body } = await create()
+      await call('POST', '/v1/hosts/h2/uncordon')
+      assert.equal(hostOf(body.id), 'h1')
+      assert.equal((await call('POST', `/v1/sandboxes/${body.id}/hibernate`)).status, 200)
+      for (let i = 0; i < 50 && store.size === 0; i++) await new Promise((r) => setTimeout(r, 20))
+      const [image] = [...store]
+      assert.ok(image?.startsWith('hib-'), JSON.stringify([...store]))
+      // h1 dies: no heartbeats, nothing answers
+      h1.server.close()
+      for (const socket of h1.sockets) socket.destroy()
+      // past the grace period (the fleet's view of the hosts is up to a second old)
+      await new Promise((r) => setTimeout(r, 2600))
+      const r = await call('POST', `/v1/sandboxes/${body.id}/exec`, { cmd: 'echo woke' })
+      assert.equal(r.status, 200, JSON.stringify(r.body))
+      assert.equal(hostOf(body.id), 'h2')
+      assert.deepEqual(h2.agent.imports, [image])
+      // woken, the image is gone, from the store too (removed through h2: h1 is gone)
+      for (let i = 0; i < 50 && store.size > 0; i++) await new Promise((r) => setTimeout(r, 20))
+      assert.deepEqual([...store], [])
+    } finally {
+      clearInterval(beat)
+    }
   })
 
   it('drain moves running sandboxes live and images by copy; the host ends cordoned and empty', async () => {

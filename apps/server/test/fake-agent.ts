@@ -238,7 +238,8 @@ export class FakeAgent implements AgentApi {
       await this.deleteSnapshot(snapshotId)
     }
   }
-  async deleteSnapshot(snapshotId: string): Promise<void> {
+  async deleteSnapshot(snapshotId: string, opts: { stored?: boolean } = {}): Promise<void> {
+    if (opts.stored) this.imageStore?.delete(snapshotId)
     this.snapshots.delete(snapshotId)
   }
   async pruneSnapshots(keep: string[]): Promise<void> {
@@ -281,9 +282,20 @@ export class FakeAgent implements AgentApi {
     }
   }
   imports: string[] = []
-  /** No peers to pull from: the fleet relays instead. */
-  async pullSnapshot(): Promise<void> {
-    throw new AppError('HOST_UNREACHABLE', 'the fake agent pulls from no peer')
+  /** The shared image store this fake mounts (shared with other fakes), if any. */
+  imageStore: Set<string> | null = null
+  /** No peers to pull from (the fleet relays instead); from the image store when it has one. */
+  async pullSnapshot(snapshotId: string, from: { url: string } | { store: true }): Promise<void> {
+    if (!('store' in from)) throw new AppError('HOST_UNREACHABLE', 'the fake agent pulls from no peer')
+    if (!this.imageStore?.has(snapshotId)) throw new AppError('SNAPSHOT_NOT_FOUND', 'not in the store')
+    this.imports.push(snapshotId)
+    this.snapshots.add(snapshotId)
+  }
+  async storeSnapshot(snapshotId: string): Promise<boolean> {
+    if (!this.imageStore) return false
+    if (!this.snapshots.has(snapshotId)) throw new AppError('SNAPSHOT_NOT_FOUND', 'gone')
+    this.imageStore.add(snapshotId)
+    return true
   }
   async importSnapshot(snapshotId: string, body: AsyncIterable<Uint8Array>, sha256: Promise<string>): Promise<void> {
     const h = createHash('sha256')

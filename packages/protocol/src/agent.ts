@@ -318,12 +318,19 @@ export interface AgentApi {
   ): Promise<{ sizeBytes: number; stream: ReadableStream<Uint8Array>; sha256: Promise<string> }>
   /**
    * Fetches a snapshot's image straight from the agent holding it (`from.url`, signed by the
-   * control plane with that agent's credential); hash-checked like an import.
+   * control plane with that agent's credential), or from the shared image store; hash-checked
+   * like an import.
    */
-  pullSnapshot(snapshotId: string, from: { url: string }): Promise<void>
+  pullSnapshot(snapshotId: string, from: { url: string } | { store: true }): Promise<void>
   /** Takes in a snapshot another host exported; rejects (keeping nothing) unless the bytes match `sha256`. */
   importSnapshot(snapshotId: string, body: AsyncIterable<Uint8Array>, sha256: Promise<string>): Promise<void>
-  deleteSnapshot(snapshotId: string): Promise<void>
+  /**
+   * Copies a snapshot's image into the shared image store (`FORKBOX_IMAGE_STORE`), from where any
+   * host mounting it can pull it (`{ store: true }`) even once this one is gone. False: no store.
+   */
+  storeSnapshot(snapshotId: string): Promise<boolean>
+  /** Removes this host's copy; `stored`: the shared store's too (the snapshot is gone for good). */
+  deleteSnapshot(snapshotId: string, opts?: { stored?: boolean }): Promise<void>
   /** Removes every stored snapshot not in `keep` (after a crash, what no record owns). */
   pruneSnapshots(keep: string[]): Promise<void>
   /** Stops the sandbox at once; the slow teardown continues in the background. */
@@ -372,6 +379,7 @@ export const agentRemoteMethods = [
   'exportSnapshot',
   'importSnapshot',
   'pullSnapshot',
+  'storeSnapshot',
   'deleteSnapshot',
   'pruneSnapshots',
   'stop',

@@ -18,6 +18,8 @@ export const HostCapacity = z.object({
   templates: z.array(z.string().max(200)).max(10_000),
   /** Restored, unclaimed pool sandboxes by template. */
   pool: z.record(z.string().max(200), z.number().int().nonnegative()),
+  /** The shared image store this host mounts (its id: hosts with the same one share images through it). */
+  imageStore: z.string().max(100).optional(),
 })
 export type HostCapacity = z.infer<typeof HostCapacity>
 

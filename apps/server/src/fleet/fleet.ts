@@ -43,6 +43,23 @@ import type { HostRow, HostStore, Placed } from './hosts-store.ts'
 import { type Candidate, rankHosts } from './placement.ts'
 import { RemoteAgent } from './remote-agent.ts'
 
+/** The shared image store a host mounts (its id), if any. */
+function storeOf(row: HostRow): string | undefined {
+  return (JSON.parse(row.capacity) as HostCapacity).imageStore
+}
+
+/** Adds a sandbox's reservation to what `placed` says host `host` holds. */
+function bump(placed: Map<string, Placed>, host: string, r: { vcpus: number; memoryMB: number }): void {
+  const p = placed.get(host) ?? { sandboxes: 0, snapshots: 0, vcpus: 0, memoryMB: 0 }
+  placed.set(host, { ...p, sandboxes: p.sandboxes + 1, vcpus: p.vcpus + r.vcpus, memoryMB: p.memoryMB + r.memoryMB })
+}
+
+/** Whether two hosts mount the same image store. */
+function sameStore(a: HostRow, b: HostRow): boolean {
+  const store = storeOf(a)
+  return store !== undefined && store === storeOf(b)
+}
+
 /** What a sandbox holds of its host: its vCPUs and memory limit. */
 function reservationOf(spec: { resources: { vcpus: number; memoryMB: number } }): { vcpus: number; memoryMB: number } {
   return { vcpus: spec.resources.vcpus, memoryMB: spec.resources.memoryMB }
@@ -211,17 +228,18 @@ export class Fleet implements AgentApi {
   /** Counts a placement this replica just made until the next read of the store. */
   private async reserved(host: string, r: { vcpus: number; memoryMB: number }): Promise<void> {
     const map = await this.placedNow().catch(() => null)
-    if (!map) return
-    const p = map.get(host) ?? { sandboxes: 0, snapshots: 0, vcpus: 0, memoryMB: 0 }
-    map.set(host, { ...p, sandboxes: p.sandboxes + 1, vcpus: p.vcpus + r.vcpus, memoryMB: p.memoryMB + r.memoryMB })
+    if (map) bump(map, host, r)
   }
 
   /** Hosts that can take a sandbox like `spec`, best first (a restore from a snapshot: by load alone). */
-  private async rank(spec: {
-    template: string
-    snapshot?: string
-    resources: { vcpus: number; memoryMB: number }
-  }): Promise<string[]> {
+  private async rank(
+    spec: {
+      template: string
+      snapshot?: string
+      resources: { vcpus: number; memoryMB: number }
+    },
+    opts: { reserveFirst?: boolean } = {},
+  ): Promise<string[]> {
     const placed = await this.placedNow()
     const template = spec.snapshot ? undefined : spec.template
     const candidates: Candidate[] = (await this.reachable())
@@ -231,7 +249,15 @@ export class Fleet implements AgentApi {
         capacity: this.poolAfterClaims(r, template),
         placed: placed.get(r.id) ?? { sandboxes: 0, snapshots: 0, vcpus: 0, memoryMB: 0 },
       }))
-    return rankHosts(candidates, { ...reservationOf(spec), template })
+    const ranked = rankHosts(candidates, { ...reservationOf(spec), template })
+    const [first] = ranked
+    if (opts.reserveFirst && first) {
+      // counted before anything else runs: creates ranked at the same moment see each other
+      // (between here and their placement in the store there are awaits)
+      bump(placed, first, reservationOf(spec))
+      if (template !== undefined) this.claimed(first, template)
+    }
+    return ranked
   }
 
   /**
@@ -339,13 +365,15 @@ export class Fleet implements AgentApi {
       await this.reserved(target, reservationOf(spec))
       return this.restoreOn(target, holder, { ...spec, snapshot: spec.snapshot }, signal)
     }
-    const ranked = await this.rank(spec)
+    const ranked = await this.rank(spec, { reserveFirst: true })
     if (ranked.length === 0) throw this.noCapacity(spec)
     const reserve = reservationOf(spec)
     for (const [i, host] of ranked.entries()) {
       await this.hosts.place(spec.id, 'sandbox', host, reserve)
-      await this.reserved(host, reserve)
-      this.claimed(host, spec.template)
+      if (i > 0) {
+        await this.reserved(host, reserve)
+        this.claimed(host, spec.template)
+      }
       try {
         return await (await this.agentOf(host)).start(spec, signal)
       } catch (err) {
@@ -389,8 +417,41 @@ export class Fleet implements AgentApi {
    * that fails, relayed through this control plane.
    */
   async copyImage(snapshotId: string, from: string, to: string): Promise<void> {
-    const started = performance.now()
     const holder = (await this.rows()).find((r) => r.id === from) ?? (await this.hosts.get(from))
+    const target = (await this.rows()).find((r) => r.id === to)
+    const shared = holder !== undefined && target !== undefined && sameStore(holder, target)
+    // a silent holder is not waited for when the image store has the image
+    if (shared && !this.isFresh(holder)) return this.pullStored(snapshotId, to)
+    try {
+      await this.copyFromHolder(snapshotId, holder, from, to)
+    } catch (err) {
+      if (!shared) throw err
+      this.opts.log.warn(
+        { snapshotId, from, to, err: String(err) },
+        'the image holder failed; pulling it from the image store',
+      )
+      await this.pullStored(snapshotId, to).catch(() => {
+        throw err
+      })
+    }
+  }
+
+  private async pullStored(snapshotId: string, to: string): Promise<void> {
+    const started = performance.now()
+    await (await this.agentOf(to)).pullSnapshot(snapshotId, { store: true })
+    this.opts.log.info(
+      { snapshotId, to, ms: Math.round(performance.now() - started) },
+      'image pulled from the image store',
+    )
+  }
+
+  private async copyFromHolder(
+    snapshotId: string,
+    holder: HostRow | undefined,
+    from: string,
+    to: string,
+  ): Promise<void> {
+    const started = performance.now()
     if (holder) {
       const expires = Date.now() + IMAGE_URL_VALID_MS
       const sig = imageSignature(hostCredential(this.secret, holder.id, holder.nonce), snapshotId, expires)
@@ -487,16 +548,48 @@ export class Fleet implements AgentApi {
     return (await this.onSandbox(id)).codeContext(id, req)
   }
 
+  /** A snapshot or a hibernation's image; copied to the shared image store, if any, in the background. */
   async snapshot(id: string, snapshotId: string, opts?: SnapshotOptions): Promise<{ sizeBytes: number }> {
+    const { host, sizeBytes } = await this.checkpoint(id, snapshotId, opts)
+    this.storeInBackground(host, snapshotId)
+    return { sizeBytes }
+  }
+
+  private async checkpoint(
+    id: string,
+    snapshotId: string,
+    opts?: SnapshotOptions,
+  ): Promise<{ host: string; sizeBytes: number }> {
     const host = await this.hosts.hostOf(id)
     if (!host) throw new AppError('SANDBOX_NOT_RUNNING', `sandbox ${id} is not running`)
     await this.hosts.place(snapshotId, 'snapshot', host, { vcpus: 0, memoryMB: 0 })
     try {
-      return await (await this.agentOf(host)).snapshot(id, snapshotId, opts)
+      return { host, ...(await (await this.agentOf(host)).snapshot(id, snapshotId, opts)) }
     } catch (err) {
       await this.hosts.unplace(snapshotId)
       throw err
     }
+  }
+
+  /** Images being written to the shared store, by snapshot id (a delete waits for its write). */
+  private readonly storing = new Map<string, Promise<void>>()
+
+  private storeInBackground(host: string, snapshotId: string): void {
+    const write = (async () => {
+      const row = (await this.rows()).find((r) => r.id === host)
+      if (!row || !storeOf(row)) return
+      const started = performance.now()
+      if (await (await this.agentOf(host)).storeSnapshot(snapshotId))
+        this.opts.log.info(
+          { snapshotId, host, ms: Math.round(performance.now() - started) },
+          'image written to the image store',
+        )
+    })()
+      .catch((err: unknown) =>
+        this.opts.log.warn({ snapshotId, host, err: String(err) }, 'writing an image to the image store failed'),
+      )
+      .finally(() => this.storing.delete(snapshotId))
+    this.storing.set(snapshotId, write)
   }
 
   async fork(
@@ -535,7 +628,8 @@ export class Fleet implements AgentApi {
     opts: ForkOptions = {},
   ): Promise<ForkOutcome[]> {
     const snapshotId = `fork-${randomBytes(10).toString('hex')}`
-    await this.snapshot(sourceId, snapshotId)
+    // read once by the forks and deleted: not worth the image store
+    await this.checkpoint(sourceId, snapshotId)
     try {
       await opts.onCheckpointed?.()
       const targets: (string | null)[] = []
@@ -576,11 +670,25 @@ export class Fleet implements AgentApi {
     throw new AppError('NOT_IMPLEMENTED', 'a fleet places images itself (copyImage, moveImage)')
   }
 
+  /** The snapshot is gone for good: its holder's image, and the shared store's copy. */
   async deleteSnapshot(snapshotId: string): Promise<void> {
     const host = await this.hosts.hostOf(snapshotId)
     if (!host) return
-    await (await this.agentOf(host)).deleteSnapshot(snapshotId)
+    await this.storing.get(snapshotId)
+    try {
+      await (await this.agentOf(host)).deleteSnapshot(snapshotId, { stored: true })
+    } catch (err) {
+      // its host is gone: the store's copy goes through another host that mounts it
+      const holder = (await this.rows()).find((r) => r.id === host)
+      const other = (await this.reachable()).find((r) => r.id !== host && holder && sameStore(r, holder))
+      if (!other) throw err
+      await this.remote(other).deleteSnapshot(snapshotId, { stored: true })
+    }
     await this.hosts.unplace(snapshotId)
+  }
+
+  async storeSnapshot(): Promise<boolean> {
+    throw new AppError('NOT_IMPLEMENTED', 'a fleet stores images itself (snapshot)')
   }
 
   async pruneSnapshots(keep: string[]): Promise<void> {

@@ -223,11 +223,14 @@ export class RemoteAgent implements AgentApi {
   importSnapshot(snapshotId: string, body: AsyncIterable<Uint8Array>, sha256: Promise<string>) {
     return this.call<void>('importSnapshot', snapshotId, body, sha256)
   }
-  pullSnapshot(snapshotId: string, from: { url: string }) {
+  pullSnapshot(snapshotId: string, from: { url: string } | { store: true }) {
     return this.call<void>('pullSnapshot', snapshotId, from)
   }
-  deleteSnapshot(snapshotId: string) {
-    return this.call<void>('deleteSnapshot', snapshotId)
+  storeSnapshot(snapshotId: string) {
+    return this.call<boolean>('storeSnapshot', snapshotId)
+  }
+  deleteSnapshot(snapshotId: string, opts?: { stored?: boolean }) {
+    return this.call<void>('deleteSnapshot', snapshotId, opts)
   }
   pruneSnapshots(keep: string[]) {
     return this.call<void>('pruneSnapshots', keep)
