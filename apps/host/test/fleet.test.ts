@@ -291,6 +291,22 @@ describe('fleet', () => {
     assert.deepEqual([...holder.agent.snapshots], [])
   })
 
+  it('fork with spread leaves the source host even when it is the less loaded one', async () => {
+    await call('POST', '/v1/hosts/h2/cordon')
+    const { body } = await create()
+    await call('POST', '/v1/hosts/h2/uncordon')
+    await call('POST', '/v1/hosts/h1/cordon')
+    for (let i = 0; i < 3; i++) assert.equal((await create()).status, 201)
+    await call('POST', '/v1/hosts/h1/uncordon')
+    assert.deepEqual(
+      hosts.map((h) => h.agent.live.size),
+      [1, 3],
+    )
+    const forks = await call('POST', `/v1/sandboxes/${body.id}/fork`, { count: 1, spread: true })
+    assert.equal(forks.status, 201, JSON.stringify(forks.body))
+    assert.equal(hostOf(forks.body.sandboxes[0].id), 'h2')
+  })
+
   it('a hibernated sandbox whose host is cordoned wakes on another, from a copy of its image', async () => {
     const { body } = await create()
     const holder = hosts.find((h) => h.agent.live.has(body.id)) as TestHost

@@ -619,7 +619,8 @@ export class Fleet implements AgentApi {
 
   /**
    * Forks on other hosts too: the source checkpointed once on its host, then each fork placed
-   * (least loaded first, counting the ones placed before it) and restored there from a copy.
+   * (least loaded first, counting the ones placed before it; with `spread`, a host no fork of this
+   * call took yet first) and restored there from a copy.
    */
   private async forkAcross(
     host: string,
@@ -633,8 +634,12 @@ export class Fleet implements AgentApi {
     try {
       await opts.onCheckpointed?.()
       const targets: (string | null)[] = []
+      // spread: each fork on a host of its own, other than the source's, while there are such hosts
+      const used = new Set([host])
       for (const c of children) {
-        const [best] = await this.rank({ ...c, snapshot: snapshotId })
+        const ranked = await this.rank({ ...c, snapshot: snapshotId })
+        const best = (opts.spread ? ranked.find((h) => !used.has(h)) : undefined) ?? ranked[0]
+        if (best) used.add(best)
         targets.push(best ?? null)
         // counted now, so the next fork's ranking sees it (restoreOn records the placement)
         if (best) await this.reserved(best, reservationOf(c))
