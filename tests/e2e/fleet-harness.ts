@@ -105,6 +105,8 @@ function makeAgent(n: number, dir: string): FleetAgent {
         FORKBOX_PREBUILD: 'base',
         FORKBOX_POOL_SIZE: '1',
         FORKBOX_LOG_LEVEL: 'warn',
+        // one directory every agent mounts, as a fleet's NFS share would be
+        FORKBOX_IMAGE_STORE: join(dir, 'image-store'),
       }
       // nsenter, not `ip netns exec`: that one also remounts /sys, hiding the cgroup hierarchies
       const proc = spawn(

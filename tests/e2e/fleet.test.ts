@@ -4,7 +4,9 @@
 // replicas; a TTL expires once; nothing is left on any host afterwards.
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
+import { readdirSync } from 'node:fs'
 import { request } from 'node:http'
+import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { ForkboxClient, type PtyHandle, Sandbox, type SandboxEvent } from '@forkbox/sdk'
 import { agentLeftovers, type Fleet, removeFleet, runningOn, startFleet } from './fleet-harness.ts'
@@ -360,6 +362,40 @@ describe('fleet', () => {
     } finally {
       await admin('/v1/hosts/h1/uncordon')
       await sbx.kill()
+    }
+  })
+
+  it('with the shared image store, a hibernated sandbox wakes on another host after its own was killed', async () => {
+    await settled()
+    const h1 = fleet.agents[1]
+    assert.ok(h1)
+    const sbx = await createOn('h1')
+    const store = join(fleet.dir, 'image-store')
+    const images = () => readdirSync(store).filter((f) => f.endsWith('.sha256'))
+    try {
+      await sbx.files.write('/tmp/kept.txt', 'kept')
+      await sbx.exec('sleep 1000', { background: true })
+      await sbx.hibernate()
+      // its image reaches the store in the background
+      for (let i = 0; i < 150 && images().length === 0; i++) await new Promise((r) => setTimeout(r, 200))
+      assert.equal(images().length, 1)
+      await h1.kill9()
+      let state = ''
+      for (let i = 0; i < 100 && state !== 'unreachable'; i++) {
+        state = (await hosts()).find((h) => h.id === 'h1')?.state ?? ''
+        if (state !== 'unreachable') await new Promise((r) => setTimeout(r, 200))
+      }
+      assert.equal(state, 'unreachable')
+      assert.equal(await sbx.files.read('/tmp/kept.txt'), 'kept')
+      assert.match((await sbx.exec('ps -eo args')).stdout, /sleep 1000/)
+      const where = (await fleet.placements()) as { id: string; host: string }[]
+      assert.notEqual(where.find((p) => p.id === sbx.id)?.host, 'h1')
+      // woken, its image is gone from the store too (through a host that answers)
+      for (let i = 0; i < 50 && images().length > 0; i++) await new Promise((r) => setTimeout(r, 200))
+      assert.deepEqual(images(), [])
+    } finally {
+      await sbx.kill()
+      await h1.start(fleet.replicas[0]?.port ?? 0)
     }
   })
 
