@@ -4,8 +4,9 @@
 // replicas; a TTL expires once; nothing is left on any host afterwards.
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import { readdirSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { ForkboxClient, type PtyHandle, Sandbox, type SandboxEvent } from '@forkbox/sdk'
@@ -396,6 +397,27 @@ describe('fleet', () => {
     } finally {
       await sbx.kill()
       await h1.start(fleet.replicas[0]?.port ?? 0)
+    }
+  })
+
+  it('a Dockerfile build with an uploaded context, through replica B: built on a host, its sandboxes run on any', async () => {
+    const work = mkdtempSync(join(tmpdir(), 'fbx-fleet-ctx-'))
+    try {
+      writeFileSync(join(work, 'Dockerfile'), 'FROM forkbox:base\nCOPY greeting.txt /opt/greeting.txt\n')
+      writeFileSync(join(work, 'greeting.txt'), 'from the context')
+      const client = new ForkboxClient(conn(1))
+      const build = await client.templates.build({ name: 'fleet-ctx', context: work })
+      assert.equal(build.status, 'ready')
+      for (const host of ['h0', 'h2']) {
+        const sbx = await createOn(host, { template: 'fleet-ctx' })
+        try {
+          assert.equal(await sbx.files.read('/opt/greeting.txt'), 'from the context')
+        } finally {
+          await sbx.kill()
+        }
+      }
+    } finally {
+      rmSync(work, { recursive: true, force: true })
     }
   })
 

@@ -2,8 +2,11 @@
 // front over its rooms: template baking, the warm pool, container lifecycle, checkpoints and the
 // guest client.
 
-import { existsSync, mkdirSync, rmSync } from 'node:fs'
+import { randomBytes } from 'node:crypto'
+import { createWriteStream, existsSync, mkdirSync, rmSync } from 'node:fs'
 import { basename, join } from 'node:path'
+import { Readable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
 import type {
   AgentApi,
   BuildLogLine,
@@ -39,7 +42,7 @@ import type {
   TemplateProgress,
   TemplatePruneResult,
 } from '@forkbox/protocol'
-import { AppError } from '@forkbox/protocol'
+import { AppError, withUpload } from '@forkbox/protocol'
 import type { AgentConfig } from './config.ts'
 import { readGuestBundle } from './guest/bundle.ts'
 import type { GuestClient } from './guest/client.ts'
@@ -171,14 +174,24 @@ export class LocalAgent implements AgentApi {
     return this.baker.ensureTemplate(name, onProgress)
   }
 
-  buildTemplate(
+  async buildTemplate(
     spec: TemplateBuildSpec,
     onLog: (line: BuildLogLine) => void,
     signal?: AbortSignal,
     registryAuth?: RegistryAuth,
+    upload?: AsyncIterable<Uint8Array>,
   ): Promise<TemplateBuildResult> {
     const deps = { baker: this.baker, templatesDir: this.config.templatesDir, dockerfiles: this, oci: this.oci }
-    return buildUserTemplate(deps, spec, onLog, signal, registryAuth)
+    if (!upload) return buildUserTemplate(deps, spec, onLog, signal, registryAuth)
+    const dir = join(this.config.dataDir, 'uploads')
+    mkdirSync(dir, { recursive: true, mode: 0o700 })
+    const path = join(dir, `${randomBytes(8).toString('hex')}.tar`)
+    try {
+      await pipeline(Readable.from(upload), createWriteStream(path, { mode: 0o600 }), { signal })
+      return await buildUserTemplate(deps, withUpload(spec, path), onLog, signal, registryAuth)
+    } finally {
+      rmSync(path, { force: true })
+    }
   }
 
   async registerTemplates(specs: TemplateBuildSpec[]): Promise<void> {

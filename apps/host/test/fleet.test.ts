@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, it } from 'node:test'
 import { agentRpcServer } from '@forkbox/agent'
-import type { HostCapacity } from '@forkbox/protocol'
+import { type HostCapacity, type TemplateBuildSpec, uploadOf } from '@forkbox/protocol'
 import { type ControlPlane, createControlPlane } from '@forkbox/server'
 import { getRequestListener } from '@hono/node-server'
 import { FakeAgent } from '../../server/test/fake-agent.ts'
@@ -213,6 +213,28 @@ describe('fleet', () => {
       hosts.map((h) => h.agent.live.size),
       [2, 2],
     )
+  })
+
+  it("a build's uploaded context reaches the building host as bytes, not as a path on the replica's disk", async () => {
+    const r = await call('POST', '/v1/templates', { name: 'ctx', dockerfile: 'FROM scratch\nCOPY . /', context: true })
+    assert.equal(r.status, 202, JSON.stringify(r.body))
+    const context = new Uint8Array(300_000).map((_, i) => i % 251)
+    const res = await cp.app.request(`/v1/builds/${r.body.build.id}/context`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/x-tar' },
+      body: context,
+    })
+    assert.equal(res.status, 202, await res.text())
+    let status = ''
+    for (let i = 0; i < 100 && status !== 'ready' && status !== 'failed'; i++) {
+      status = (await call('GET', `/v1/builds/${r.body.build.id}`)).body.status
+      if (status !== 'ready') await new Promise((r) => setTimeout(r, 20))
+    }
+    assert.equal(status, 'ready')
+    const built = hosts.flatMap((h) => h.agent.builds)
+    assert.equal(built.length, 1)
+    assert.equal(uploadOf(built[0]?.spec as TemplateBuildSpec), undefined)
+    assert.deepEqual(new Uint8Array(built[0]?.context ?? []), context)
   })
 
   it('streams a command through the remote agent', async () => {

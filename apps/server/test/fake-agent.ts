@@ -35,6 +35,7 @@ import {
   type TemplateBuildSpec,
   type TemplateInfo,
   type TemplatePruneResult,
+  uploadOf,
 } from '@forkbox/protocol'
 
 const entry = (path: string): FileEntry => ({
@@ -83,12 +84,17 @@ export class FakeAgent implements AgentApi {
     onLog: (line: BuildLogLine) => void,
     _signal?: AbortSignal,
     registryAuth: RegistryAuth = {},
+    upload?: AsyncIterable<Uint8Array>,
   ): Promise<TemplateBuildResult> {
     this.buildAuth.push(registryAuth)
-    const { source } = spec
-    const tar =
-      source.kind === 'dockerfile' ? source.contextTar : source.kind === 'archive' ? source.archiveTar : undefined
-    this.builds.push({ spec, context: tar ? readFileSync(tar) : null })
+    const tar = uploadOf(spec)
+    let context: Buffer | null = tar ? readFileSync(tar) : null
+    if (upload) {
+      const chunks: Uint8Array[] = []
+      for await (const c of upload) chunks.push(c)
+      context = Buffer.concat(chunks)
+    }
+    this.builds.push({ spec, context })
     onLog({ stream: 'system', message: `building ${spec.name}` })
     await this.buildGate
     const err = this.buildError

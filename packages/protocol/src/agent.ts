@@ -192,6 +192,20 @@ export interface TemplateBuildSpec {
   readyCmd?: string
 }
 
+/** The uploaded file a build reads (its context tarball or image archive), if any. */
+export function uploadOf(spec: TemplateBuildSpec): string | undefined {
+  const { source } = spec
+  return source.kind === 'dockerfile' ? source.contextTar : source.kind === 'archive' ? source.archiveTar : undefined
+}
+
+/** The spec with its upload read from `path` (undefined: none) instead. */
+export function withUpload(spec: TemplateBuildSpec, path: string | undefined): TemplateBuildSpec {
+  const { source } = spec
+  if (source.kind === 'dockerfile') return { ...spec, source: { ...source, contextTar: path } }
+  if (source.kind === 'archive') return { ...spec, source: { ...source, archiveTar: path } }
+  return spec
+}
+
 export interface PruneOptions {
   layerCacheBytes?: number
   /** Only evict build layers down to the cap (what runs after every build). */
@@ -251,6 +265,11 @@ export interface AgentApi {
     onLog: (line: BuildLogLine) => void,
     signal?: AbortSignal,
     registryAuth?: RegistryAuth,
+    /**
+     * The build context (or image archive) the spec's source takes, as bytes: from a control plane
+     * on another machine, whose upload path means nothing here. Kept in scratch space for the build.
+     */
+    upload?: AsyncIterable<Uint8Array>,
   ): Promise<TemplateBuildResult>
   /** Makes templates built before known again (after a restart): their artifacts are rebuilt on use if gone. */
   registerTemplates(specs: TemplateBuildSpec[]): Promise<void>

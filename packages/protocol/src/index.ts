@@ -26,7 +26,7 @@ export type {
   TemplateProgress,
   TemplatePruneResult,
 } from './agent.ts'
-export { agentRemoteMethods } from './agent.ts'
+export { agentRemoteMethods, uploadOf, withUpload } from './agent.ts'
 export { BuildLogEvent, BuildPhase, BuildStepFinished, BuildStepOutput, BuildStepStarted } from './builds.ts'
 export {
   AppError,

@@ -1,6 +1,7 @@
 // Many hosts as one agent: the control plane's services call this `AgentApi`, and it places new
 // sandboxes on a host and sends every other call to the host the sandbox (or snapshot) is on.
 import { createHmac, randomBytes } from 'node:crypto'
+import { createReadStream } from 'node:fs'
 import type {
   AgentApi,
   BuildLogLine,
@@ -37,7 +38,7 @@ import type {
   TemplateProgress,
   TemplatePruneResult,
 } from '@forkbox/protocol'
-import { AppError } from '@forkbox/protocol'
+import { AppError, uploadOf, withUpload } from '@forkbox/protocol'
 import type { Logger } from 'pino'
 import type { HostRow, HostStore, Placed } from './hosts-store.ts'
 import { type Candidate, rankHosts } from './placement.ts'
@@ -326,7 +327,15 @@ export class Fleet implements AgentApi {
     this.templatesCache = null
     const [host] = await this.rank({ template: spec.name, resources: spec.resources.defaults })
     if (!host) throw new AppError('NO_CAPACITY', 'no host can take a build now')
-    const result = await (await this.agentOf(host)).buildTemplate(spec, onLog, signal, registryAuth)
+    // its upload is on this replica's disk: the bytes go along, the path means nothing there
+    const upload = uploadOf(spec)
+    const result = await (await this.agentOf(host)).buildTemplate(
+      upload ? withUpload(spec, undefined) : spec,
+      onLog,
+      signal,
+      registryAuth,
+      upload ? createReadStream(upload, { highWaterMark: 1024 * 1024 }) : undefined,
+    )
     // the others build it from the pinned spec when a sandbox of it lands there
     await this.each('registering a template', (a, h) =>
       h === host ? Promise.resolve() : a.registerTemplates([result.pinned]),

@@ -157,8 +157,9 @@ export class RemoteAgent implements AgentApi {
     onLog: (line: BuildLogLine) => void,
     signal?: AbortSignal,
     registryAuth?: RegistryAuth,
+    upload?: AsyncIterable<Uint8Array>,
   ) {
-    return this.call<TemplateBuildResult>('buildTemplate', spec, onLog, signal, registryAuth)
+    return this.call<TemplateBuildResult>('buildTemplate', spec, onLog, signal, registryAuth, upload)
   }
   registerTemplates(specs: TemplateBuildSpec[]) {
     return this.call<void>('registerTemplates', specs)

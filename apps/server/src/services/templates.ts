@@ -22,6 +22,7 @@ import {
   type TemplateListing,
   type TemplatePruneResult,
   type UserTemplate,
+  uploadOf,
 } from '@forkbox/protocol'
 import type { Logger } from 'pino'
 import type { RegistryCredentialStore } from '../store/registry-credentials.ts'
@@ -471,9 +472,7 @@ export class TemplateService {
       })
       if (!(err instanceof AppError)) this.log.error({ err, buildId: id }, 'template build failed')
     } finally {
-      const { source } = b.spec
-      const upload =
-        source.kind === 'dockerfile' ? source.contextTar : source.kind === 'archive' ? source.archiveTar : undefined
+      const upload = uploadOf(b.spec)
       if (upload) rmSync(upload, { force: true })
     }
   }
