@@ -217,6 +217,7 @@ export async function createControlPlane(opts: {
       if (fleet) {
         await watchHosts()
         await sandboxes.sweepStuck(config.startingTimeoutSeconds * 1000)
+        await templates.failLapsed()
       }
       await sandboxes.reap()
       if (Date.now() - lastPrune > 60_000) {

@@ -39,6 +39,9 @@ export interface TemplateLimits {
   ceilingTemplate: string
 }
 
+/** A replica's hold on a build it queues or runs: renewed every third of it. */
+const BUILD_LEASE_MS = 60_000
+
 /** How long a build waits for its context upload. */
 const CONTEXT_WAIT_MS = 60 * 60_000
 
@@ -71,7 +74,13 @@ export class TemplateService {
     private readonly registries?: RegistryCredentialStore,
   ) {
     this.events.setMaxListeners(0)
+    this.leaseTimer = setInterval(() => {
+      if (this.queue.length > 0 || this.running.size > 0) this.renewLeases()
+    }, BUILD_LEASE_MS / 3)
+    this.leaseTimer.unref()
   }
+
+  private readonly leaseTimer: NodeJS.Timeout
 
   /**
    * After a restart: unfinished builds failed with a reason (unless other replicas may be running
@@ -402,7 +411,32 @@ export class TemplateService {
 
   private enqueue(id: string): void {
     this.queue.push(id)
+    this.renewLeases()
     this.pump()
+  }
+
+  /** Marks the builds this replica queues or runs as its own a while longer (see `failLapsed`). */
+  private renewLeases(): void {
+    const ids = [...this.queue, ...this.running.keys()]
+    this.store
+      .renewLeases(ids, new Date(Date.now() + BUILD_LEASE_MS))
+      .catch((err: unknown) => this.log.debug({ err: String(err) }, 'renewing build leases failed'))
+  }
+
+  /**
+   * Replicas sharing a store: builds queued or running on one that went away (no lease renewed
+   * for a minute) are failed, not left `building` for ever. The leader runs this.
+   */
+  async failLapsed(): Promise<void> {
+    for (const id of await this.store.lapsed(new Date())) {
+      if (this.queue.includes(id) || this.running.has(id)) continue
+      if (
+        await this.store.transition(id, ['queued', 'building'], 'failed', {
+          error: { code: 'INTERNAL', message: 'the control plane replica running the build went away' },
+        })
+      )
+        this.log.warn({ buildId: id }, 'build failed: its replica went away')
+    }
   }
 
   private pump(): void {
@@ -484,6 +518,7 @@ export class TemplateService {
 
   /** Stops accepting builds and waits for those running to end (they are aborted). */
   async drain(): Promise<void> {
+    clearInterval(this.leaseTimer)
     this.queue.length = 0
     const done = [...this.running.keys()].map(
       (id) => new Promise<void>((r) => this.events.once(`done:${id}`, () => r())),

@@ -71,6 +71,8 @@ export interface TemplateBuildsTable {
   created_at: string
   finished_at: string | null
   removed: Generated<number>
+  /** Until when the replica queueing or running it owns it (it renews this while it does). */
+  lease_until: string | null
 }
 
 export interface BuildLogsTable {
@@ -284,6 +286,11 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
     '0003-activity': {
       async up(db: Kysely<unknown>) {
         await db.schema.alterTable('sandboxes').addColumn('active_at', 'text').execute()
+      },
+    },
+    '0004-build-leases': {
+      async up(db: Kysely<unknown>) {
+        await db.schema.alterTable('template_builds').addColumn('lease_until', 'text').execute()
       },
     },
   }

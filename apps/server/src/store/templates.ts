@@ -255,6 +255,28 @@ export class TemplateStore {
     return Number(r.numUpdatedRows) > 0
   }
 
+  /** This replica still queues or runs builds `ids`: they stay its own until `until`. */
+  async renewLeases(ids: string[], until: Date): Promise<void> {
+    if (ids.length === 0) return
+    await this.db
+      .updateTable('template_builds')
+      .set({ lease_until: until.toISOString() })
+      .where('id', 'in', ids)
+      .where('status', 'in', ['queued', 'building'])
+      .execute()
+  }
+
+  /** Builds queued or running whose replica stopped renewing their lease before `now` (it went away). */
+  async lapsed(now: Date): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('template_builds')
+      .select('id')
+      .where('status', 'in', ['queued', 'building'])
+      .where('lease_until', '<', now.toISOString())
+      .execute()
+    return rows.map((r) => r.id)
+  }
+
   /** Builds waiting for their context since before `before` (an ISO time). */
   async waitingSince(before: string): Promise<string[]> {
     const rows = await this.db
