@@ -1,0 +1,163 @@
+// Images between hosts: copied from the holder (pulled straight by the receiver, else relayed
+// through this replica), or from the shared image store when the holder is gone; written to the
+// store in the background after a snapshot or a hibernation.
+import { createHmac } from 'node:crypto'
+import { AppError, type HostCapacity } from '@forkbox/protocol'
+import type { Logger } from 'pino'
+import type { HostRow, HostStore } from './hosts-store.ts'
+import { hostCredential, type Links } from './links.ts'
+
+/** How long an agent may use the URL it is given to pull an image from a peer. */
+const IMAGE_URL_VALID_MS = 5 * 60_000
+
+/** What a peer shows the holding agent to read image `snapshotId` until `expires` (the agent checks the same HMAC). */
+export function imageSignature(credential: string, snapshotId: string, expires: number): string {
+  return createHmac('sha256', credential).update(`forkbox-image\0${snapshotId}\0${expires}`).digest('base64url')
+}
+
+/** The shared image store a host mounts (its id), if any. */
+function storeOf(row: HostRow): string | undefined {
+  return (JSON.parse(row.capacity) as HostCapacity).imageStore
+}
+
+/** Whether two hosts mount the same image store. */
+function sameStore(a: HostRow, b: HostRow): boolean {
+  const store = storeOf(a)
+  return store !== undefined && store === storeOf(b)
+}
+
+async function* chunksOf(stream: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
+  const reader = stream.getReader()
+  try {
+    for (let r = await reader.read(); !r.done; r = await reader.read()) yield r.value
+  } finally {
+    reader.releaseLock()
+  }
+}
+
+export class Images {
+  constructor(
+    private readonly links: Links,
+    private readonly hosts: HostStore,
+    private readonly secret: Buffer,
+    private readonly log: Logger,
+  ) {}
+
+  /**
+   * Copies a snapshot's image from one host to another, hash-checked by the receiver: pulled by
+   * it straight from the holder (signed for a few minutes with the holder's credential), or, when
+   * that fails, relayed through this control plane.
+   */
+  async copyImage(snapshotId: string, from: string, to: string): Promise<void> {
+    const holder = (await this.links.rows()).find((r) => r.id === from) ?? (await this.hosts.get(from))
+    const target = (await this.links.rows()).find((r) => r.id === to)
+    const shared = holder !== undefined && target !== undefined && sameStore(holder, target)
+    // a silent holder is not waited for when the image store has the image
+    if (shared && !this.links.isFresh(holder)) return this.pullStored(snapshotId, to)
+    try {
+      await this.copyFromHolder(snapshotId, holder, from, to)
+    } catch (err) {
+      if (!shared) throw err
+      this.log.warn(
+        { snapshotId, from, to, err: String(err) },
+        'the image holder failed; pulling it from the image store',
+      )
+      await this.pullStored(snapshotId, to).catch(() => {
+        throw err
+      })
+    }
+  }
+
+  private async pullStored(snapshotId: string, to: string): Promise<void> {
+    const started = performance.now()
+    await (await this.links.agentOf(to)).pullSnapshot(snapshotId, { store: true })
+    this.log.info({ snapshotId, to, ms: Math.round(performance.now() - started) }, 'image pulled from the image store')
+  }
+
+  private async copyFromHolder(
+    snapshotId: string,
+    holder: HostRow | undefined,
+    from: string,
+    to: string,
+  ): Promise<void> {
+    const started = performance.now()
+    if (holder) {
+      const expires = Date.now() + IMAGE_URL_VALID_MS
+      const sig = imageSignature(hostCredential(this.secret, holder.id, holder.nonce), snapshotId, expires)
+      const url = new URL(`/v1/agent/images/${encodeURIComponent(snapshotId)}`, holder.url)
+      url.searchParams.set('expires', String(expires))
+      url.searchParams.set('sig', sig)
+      try {
+        await (await this.links.agentOf(to)).pullSnapshot(snapshotId, { url: url.toString() })
+        this.log.info(
+          { snapshotId, from, to, ms: Math.round(performance.now() - started) },
+          'image pulled between hosts',
+        )
+        return
+      } catch (err) {
+        this.log.warn({ snapshotId, from, to, err: String(err) }, 'direct image pull failed; relaying it')
+      }
+    }
+    const image = await (await this.links.agentOf(from)).exportSnapshot(snapshotId)
+    await (await this.links.agentOf(to)).importSnapshot(snapshotId, chunksOf(image.stream), image.sha256)
+    this.log.info(
+      { snapshotId, from, to, bytes: image.sizeBytes, ms: Math.round(performance.now() - started) },
+      'image copied between hosts',
+    )
+  }
+
+  /** Where an image leaving host `from` goes: the reachable, uncordoned host with the most free disk. */
+  async imageTarget(from: string): Promise<string> {
+    const best = (await this.links.reachable())
+      .filter((r) => r.id !== from && r.state === 'ready')
+      .map((r) => ({ id: r.id, free: (JSON.parse(r.capacity) as HostCapacity).diskFreeBytes }))
+      .sort((a, b) => b.free - a.free)[0]
+    if (!best) throw new AppError('NO_CAPACITY', 'no other host can take the image')
+    return best.id
+  }
+
+  /** Moves a snapshot's image to another host: copied, placed there, removed from the first. */
+  async moveImage(snapshotId: string, to: string): Promise<void> {
+    const from = await this.hosts.hostOf(snapshotId)
+    if (!from || from === to) return
+    await this.copyImage(snapshotId, from, to)
+    await this.hosts.place(snapshotId, 'snapshot', to, { vcpus: 0, memoryMB: 0 })
+    await (await this.links.agentOf(from)).deleteSnapshot(snapshotId).catch(() => {})
+  }
+
+  /** Images being written to the shared store, by snapshot id (a delete waits for its write). */
+  private readonly storing = new Map<string, Promise<void>>()
+
+  /** Copies a new image to the shared store, if its host mounts one, after the call that made it answered. */
+  storeInBackground(host: string, snapshotId: string): void {
+    const write = (async () => {
+      const row = (await this.links.rows()).find((r) => r.id === host)
+      if (!row || !storeOf(row)) return
+      const started = performance.now()
+      if (await (await this.links.agentOf(host)).storeSnapshot(snapshotId))
+        this.log.info(
+          { snapshotId, host, ms: Math.round(performance.now() - started) },
+          'image written to the image store',
+        )
+    })()
+      .catch((err: unknown) =>
+        this.log.warn({ snapshotId, host, err: String(err) }, 'writing an image to the image store failed'),
+      )
+      .finally(() => this.storing.delete(snapshotId))
+    this.storing.set(snapshotId, write)
+  }
+
+  /** Removes the image from its holder and the shared store (once a write there in progress ended). */
+  async deleteEverywhere(snapshotId: string, host: string): Promise<void> {
+    await this.storing.get(snapshotId)
+    try {
+      await (await this.links.agentOf(host)).deleteSnapshot(snapshotId, { stored: true })
+    } catch (err) {
+      // its host is gone: the store's copy goes through another host that mounts it
+      const holder = (await this.links.rows()).find((r) => r.id === host)
+      const other = (await this.links.reachable()).find((r) => r.id !== host && holder && sameStore(r, holder))
+      if (!other) throw err
+      await this.links.remote(other).deleteSnapshot(snapshotId, { stored: true })
+    }
+  }
+}
