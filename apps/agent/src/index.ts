@@ -1,7 +1,7 @@
 export { LocalAgent } from './agent.ts'
 export { type AgentConfig, type AgentConfigInput, AgentSettings, defaultAgentConfig } from './config.ts'
 export { CLOSED, networkNames } from './network/manager.ts'
-export { IMAGE_PATH, imageSignature, serveImage } from './remote/images.ts'
+export { IMAGE_PATH, imageSignature, sendSlots, serveImage } from './remote/images.ts'
 export { AGENT_RPC_PATH, type AgentRpcServer, agentRpcServer } from './remote/serve.ts'
 export type { BuildLogSink } from './templates/build-log.ts'
 export type { TemplateBuildInput, TemplateBuildResult } from './templates/builder.ts'

@@ -3,7 +3,7 @@
 import { chmodSync, mkdirSync, statfsSync } from 'node:fs'
 import { createServer } from 'node:http'
 import { cpus, hostname, totalmem } from 'node:os'
-import { agentRpcServer, defaultAgentConfig, LocalAgent, serveImage } from '@forkbox/agent'
+import { agentRpcServer, defaultAgentConfig, LocalAgent, sendSlots, serveImage } from '@forkbox/agent'
 import { type HostCapacity, JoinHostResponse, type TemplateProgress } from '@forkbox/protocol'
 import pino from 'pino'
 import { type AgentHostConfig, type AgentHostOptions, agentSettingsOf, loadAgentHostConfig } from './config.ts'
@@ -32,6 +32,9 @@ function hostIdOf(config: AgentHostConfig): string {
   return id || 'host'
 }
 
+/** Images this host sends to others at once (each a disk read and a network stream); more wait. */
+const IMAGE_SENDS = 4
+
 export async function startAgentHost(
   opts: Partial<AgentHostOptions> & { onTemplateProgress?: (p: TemplateProgress) => void } = {},
 ): Promise<AgentHost> {
@@ -50,11 +53,10 @@ export async function startAgentHost(
     credential: () => credential,
     onError: (err) => log.warn({ err }, 'control-plane connection failed'),
   })
+  const slots = sendSlots(IMAGE_SENDS)
   const server = createServer((req, res) => {
-    if (
-      serveImage(req, res, { credential: () => credential, exportImage: (id, skip) => agent.exportSnapshot(id, skip) })
-    )
-      return
+    const exportImage = (id: string, skip: number) => agent.exportSnapshot(id, skip)
+    if (serveImage(req, res, { credential: () => credential, exportImage, slots })) return
     if (req.url === '/healthz') {
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: true, hostId }))
       return

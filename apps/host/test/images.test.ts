@@ -7,7 +7,7 @@ import { createServer, type Server } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
-import { imageSignature as agentSignature, serveImage } from '@forkbox/agent'
+import { imageSignature as agentSignature, sendSlots, serveImage } from '@forkbox/agent'
 import { fetchImage } from '../../agent/src/remote/images.ts'
 import { exportImage, importImage } from '../../agent/src/sandboxes/image-transfer.ts'
 import { imageSignature as fleetSignature } from '../../server/src/fleet/fleet.ts'
@@ -17,6 +17,9 @@ let dir: string
 let server: Server
 let base: string
 const requests: string[] = []
+/** Images being sent now, and the most at once. */
+const sending = { now: 0, most: 0 }
+const slots = sendSlots(2)
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'fbx-images-'))
@@ -43,7 +46,18 @@ before(async () => {
     if (
       !serveImage(req, res, {
         credential: () => CREDENTIAL,
-        exportImage: async (id, skip) => exportImage(join(dir, id), skip),
+        exportImage: async (id, skip) => {
+          const image = exportImage(join(dir, id), skip)
+          sending.now++
+          sending.most = Math.max(sending.most, sending.now)
+          const done = new TransformStream<Uint8Array, Uint8Array>({
+            flush() {
+              sending.now--
+            },
+          })
+          return { ...image, stream: image.stream.pipeThrough(done) }
+        },
+        slots,
       })
     )
       res.writeHead(404).end()
@@ -85,6 +99,25 @@ describe('images between agents', () => {
     assert.equal(requests.length, 2, JSON.stringify(requests))
     const offset = Number(new URL(requests[1] ?? '', 'http://x').searchParams.get('offset'))
     assert.ok(offset > 0 && offset <= 1536 * 1024, `resumed at ${offset}`)
+  })
+
+  it('a host sends at most its slots of images at once; the other pullers wait their turn, none fails', async () => {
+    const expires = Date.now() + 60_000
+    sending.now = 0
+    sending.most = 0
+    const url = urlFor('snap-1', expires, agentSignature(CREDENTIAL, 'snap-1', expires))
+    await Promise.all(
+      [0, 1, 2, 3, 4].map(async (i) => {
+        const { body, sha256 } = await fetchImage(url)
+        await importImage(join(dir, `many-${i}`), body, sha256)
+      }),
+    )
+    for (let i = 0; i < 5; i++)
+      assert.deepEqual(
+        readFileSync(join(dir, `many-${i}`, 'pages.img')),
+        readFileSync(join(dir, 'snap-1', 'pages.img')),
+      )
+    assert.equal(sending.most, 2)
   })
 
   it('an image exported twice is the same bytes (what resuming relies on)', async () => {

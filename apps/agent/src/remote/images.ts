@@ -17,11 +17,50 @@ export function imageSignature(credential: string, snapshotId: string, expires: 
   return createHmac('sha256', credential).update(`forkbox-image\0${snapshotId}\0${expires}`).digest('base64url')
 }
 
+/** Turns for sending images: at most `n` at once on a host; more wait theirs (their pullers wait, not fail). */
+export interface SendSlots {
+  take(): Promise<() => void>
+}
+
+export function sendSlots(n: number): SendSlots {
+  let free = n
+  const waiting: (() => void)[] = []
+  const release = () => {
+    const next = waiting.shift()
+    if (next) next()
+    else free++
+  }
+  return {
+    take() {
+      if (free > 0) {
+        free--
+        return Promise.resolve(once(release))
+      }
+      return new Promise((resolve) => waiting.push(() => resolve(once(release))))
+    },
+  }
+}
+
+function once(fn: () => void): () => void {
+  let done = false
+  return () => {
+    if (!done) {
+      done = true
+      fn()
+    }
+  }
+}
+
 /** Serves `GET /v1/agent/images/{id}?expires=&sig=`; false when the request is not one. */
 export function serveImage(
   req: IncomingMessage,
   res: ServerResponse,
-  opts: { credential: () => string | null; exportImage: (id: string, skip: number) => Promise<ExportedImage> },
+  opts: {
+    credential: () => string | null
+    exportImage: (id: string, skip: number) => Promise<ExportedImage>
+    /** Sends at once (a spread fork's pulls all come to the source's host): unbounded without. */
+    slots?: SendSlots
+  },
 ): boolean {
   const url = new URL(req.url ?? '/', 'http://agent')
   if (req.method !== 'GET' || !url.pathname.startsWith(IMAGE_PATH)) return false
@@ -48,7 +87,20 @@ export function serveImage(
     res.writeHead(401).end()
     return true
   }
-  opts.exportImage(id, offset).then(
+  const turn = opts.slots ? opts.slots.take() : Promise.resolve(() => {})
+  turn
+    .then((release) => {
+      res.once('close', release)
+      // a puller that gave up while it waited
+      if (res.destroyed) return release()
+      return send(res, opts.exportImage(id, offset))
+    })
+    .catch(() => res.destroy())
+  return true
+}
+
+function send(res: ServerResponse, exported: Promise<ExportedImage>): Promise<void> {
+  return exported.then(
     (image) => {
       res.writeHead(200, {
         'content-type': 'application/x-tar',
@@ -73,7 +125,6 @@ export function serveImage(
       res.writeHead(status).end()
     },
   )
-  return true
 }
 
 /** How often a cut pull is resumed before it fails. */
