@@ -35,6 +35,8 @@ if [[ $for_tests -eq 1 ]]; then
   command -v htpasswd >/dev/null || need_apt+=(apache2-utils)
   # the OCI tests push an image of only a static busybox (no Python, no libc)
   if [[ ! -x /bin/busybox ]] || ldd /bin/busybox >/dev/null 2>&1; then need_apt+=(busybox-static); fi
+  # the TLS tests make a CA and certificates
+  command -v openssl >/dev/null || need_apt+=(openssl)
 fi
 # packages whose binaries tests run on their own (temp dirs, free ports): their services stay off.
 # The OCI template tests start a registry; the store tests a PostgreSQL cluster.
