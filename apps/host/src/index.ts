@@ -5,9 +5,8 @@ import { join } from 'node:path'
 import { defaultAgentConfig, LocalAgent } from '@forkbox/agent'
 import type { TemplateProgress } from '@forkbox/protocol'
 import { createControlPlane } from '@forkbox/server'
-import { getRequestListener } from '@hono/node-server'
-import { agentSettingsOf, type HostConfig, type HostOptions, loadHostConfig, tlsOf } from './config.ts'
-import { serve } from './listen.ts'
+import { agentSettingsOf, type HostConfig, type HostOptions, loadHostConfig } from './config.ts'
+import { serveControlPlane } from './listen.ts'
 
 export interface Host {
   url: string
@@ -42,12 +41,7 @@ export async function startHost(
       portsPathRoute: config.portsPathRoute,
     },
   })
-  const served = await serve(getRequestListener(cp.app.fetch), cp.upgrade, {
-    port: config.port,
-    host: config.host,
-    tls: tlsOf(config),
-    onCertError: (err) => cp.log.error({ err }, 'reloading the TLS certificate failed'),
-  })
+  const served = await serveControlPlane(cp, config)
   const { port, url } = served
   return {
     url,

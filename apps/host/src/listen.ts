@@ -3,6 +3,9 @@ import { readFileSync, unwatchFile, watchFile } from 'node:fs'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { createServer as createTlsServer } from 'node:https'
 import type { Duplex } from 'node:stream'
+import type { ControlPlane } from '@forkbox/server'
+import { getRequestListener } from '@hono/node-server'
+import { tlsOf } from './config.ts'
 
 /** PEM files: a certificate chain for the API's name and `*.{sandboxDomain}`, and its key. */
 export interface TlsFiles {
@@ -36,6 +39,19 @@ export async function listen(
   })
   const shown = host === '0.0.0.0' ? '127.0.0.1' : host
   return { port: bound, url: `${tls ? 'https' : 'http'}://${shown}:${bound}` }
+}
+
+/** Serves a control plane (`forkbox up`'s or a replica's) on the host's port, over HTTPS when the config names TLS files. */
+export function serveControlPlane(
+  cp: ControlPlane,
+  config: { port: number; host: string; tlsCertFile?: string; tlsKeyFile?: string },
+): Promise<Served> {
+  return serve(getRequestListener(cp.app.fetch), cp.upgrade, {
+    port: config.port,
+    host: config.host,
+    tls: tlsOf(config),
+    onCertError: (err) => cp.log.error({ err }, 'reloading the TLS certificate failed'),
+  })
 }
 
 /**

@@ -3,9 +3,8 @@
 import { chmodSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { createControlPlane } from '@forkbox/server'
-import { getRequestListener } from '@hono/node-server'
-import { loadServerHostConfig, type ServerHostConfig, type ServerHostOptions, tlsOf } from './config.ts'
-import { serve } from './listen.ts'
+import { loadServerHostConfig, type ServerHostConfig, type ServerHostOptions } from './config.ts'
+import { serveControlPlane } from './listen.ts'
 
 export interface ServerHost {
   url: string
@@ -35,12 +34,7 @@ export async function startServerHost(opts: ServerHostOptions = {}): Promise<Ser
       portsPathRoute: config.portsPathRoute,
     },
   })
-  const served = await serve(getRequestListener(cp.app.fetch), cp.upgrade, {
-    port: config.port,
-    host: config.host,
-    tls: tlsOf(config),
-    onCertError: (err) => cp.log.error({ err }, 'reloading the TLS certificate failed'),
-  })
+  const served = await serveControlPlane(cp, config)
   const { port, url } = served
   return {
     url,
