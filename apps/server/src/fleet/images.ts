@@ -49,8 +49,9 @@ export class Images {
    * that fails, relayed through this control plane.
    */
   async copyImage(snapshotId: string, from: string, to: string): Promise<void> {
-    const holder = (await this.links.rows()).find((r) => r.id === from) ?? (await this.hosts.get(from))
-    const target = (await this.links.rows()).find((r) => r.id === to)
+    const rows = await this.links.rows()
+    const holder = rows.find((r) => r.id === from) ?? (await this.hosts.get(from))
+    const target = rows.find((r) => r.id === to)
     const shared = holder !== undefined && target !== undefined && sameStore(holder, target)
     // a silent holder is not waited for when the image store has the image
     if (shared && !this.links.isFresh(holder)) return this.pullStored(snapshotId, to)

@@ -105,16 +105,31 @@ export class Placer {
     const pooled = template === undefined ? 0 : (capacity.pool[template] ?? 0)
     if (pooled === 0) return capacity
     const since = Date.parse(row.heartbeat_at)
-    const taken = this.poolClaims.filter((c) => c.host === row.id && c.template === template && c.at >= since).length
+    const taken = (this.poolClaims.get(claimKey(row.id, template as string)) ?? []).filter((at) => at >= since).length
     return { ...capacity, pool: { ...capacity.pool, [template as string]: Math.max(0, pooled - taken) } }
   }
 
-  /** Pooled sandboxes taken lately (for `poolAfterClaims`), the last minute's. */
-  private readonly poolClaims: { host: string; template: string; at: number }[] = []
+  /**
+   * Pooled sandboxes taken lately (for `poolAfterClaims`), by host and template: when, the last
+   * minute's. Keyed so a ranking over many hosts reads only each host's own claims.
+   */
+  private readonly poolClaims = new Map<string, number[]>()
+  private claimsSwept = 0
 
   claimed(host: string, template: string): void {
     const now = Date.now()
-    while ((this.poolClaims[0]?.at ?? now) < now - 60_000) this.poolClaims.shift()
-    this.poolClaims.push({ host, template, at: now })
+    const key = claimKey(host, template)
+    this.poolClaims.set(key, [...(this.poolClaims.get(key) ?? []).filter((at) => at >= now - CLAIM_MEMORY_MS), now])
+    // claims of hosts no create goes to any more are dropped now and then
+    if (now - this.claimsSwept < CLAIM_MEMORY_MS) return
+    this.claimsSwept = now
+    for (const [k, ats] of this.poolClaims) if ((ats.at(-1) ?? 0) < now - CLAIM_MEMORY_MS) this.poolClaims.delete(k)
   }
+}
+
+/** How long a pooled sandbox taken is remembered (heartbeats report pools every 2 s). */
+const CLAIM_MEMORY_MS = 60_000
+
+function claimKey(host: string, template: string): string {
+  return `${host}\0${template}`
 }
