@@ -144,6 +144,7 @@ def _status_of(code: str) -> int:
         "HOST_UNREACHABLE": 503,
         "STORE_UNAVAILABLE": 503,
         "SANDBOX_MOVING": 503,
+        "TEMPLATE_UNAVAILABLE": 503,
     }.get(code, 500)
 
 

@@ -2,7 +2,16 @@
 // and host agents as child processes (`forkbox agent`), each in a network namespace of its own
 // reaching the replicas over a veth pair, with its own state dir, cgroup parent and sandbox subnet.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
-import { createWriteStream, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  createWriteStream,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { networkNames } from '@forkbox/agent'
@@ -31,6 +40,8 @@ export interface FleetAgent {
   /** The host side of its veth (replicas listen on every address; the agent reaches them here). */
   gateway: string
   dataDir: string
+  /** The shared templates dir, or (`ownTemplates`) one of its own under its data dir. */
+  templatesDir: string
   stateDir: string
   cgroupParent: string
   subnet: string
@@ -61,7 +72,21 @@ export interface Fleet {
   stop(): Promise<void>
 }
 
-function makeAgent(n: number, dir: string): FleetAgent {
+/**
+ * A templates dir of an agent's own, with the built-in templates (hardlinked from the shared dir
+ * the e2e run built) but no rootfs a Dockerfile build made: a host that shares no disk with the
+ * others, as far as templates built by users go.
+ */
+function ownTemplatesDir(dataDir: string): string {
+  const own = join(dataDir, 'templates')
+  mkdirSync(own)
+  for (const name of readdirSync(sharedTemplatesDir))
+    if (/^[a-z0-9][a-z0-9_.-]*-[0-9a-f]{16}(\.snapshot-[0-9a-f]{16})?$/.test(name) && !name.includes('built-'))
+      execFileSync('cp', ['-al', join(sharedTemplatesDir, name), join(own, name)])
+  return own
+}
+
+function makeAgent(n: number, dir: string, ownTemplates: boolean): FleetAgent {
   const tag = `${process.pid % 100000}${n}`
   const ns = `fbxf-${tag}`
   const hostIf = `fh${tag}`
@@ -78,12 +103,14 @@ function makeAgent(n: number, dir: string): FleetAgent {
   ip('netns', 'exec', ns, 'ip', 'link', 'set', 'lo', 'up')
   ip('netns', 'exec', ns, 'ip', 'route', 'add', 'default', 'via', gateway)
   const cgroupParent = `fbx-fleet-${tag}`
+  const dataDir = mkdtempSync(join(dir, `agent${n}-`))
   const a: FleetAgent = {
     id: `h${n}`,
     ns,
     addr,
     gateway,
-    dataDir: mkdtempSync(join(dir, `agent${n}-`)),
+    dataDir,
+    templatesDir: ownTemplates ? ownTemplatesDir(dataDir) : sharedTemplatesDir,
     stateDir: `/run/${cgroupParent}`,
     cgroupParent,
     subnet: testSubnet(n + 1),
@@ -98,7 +125,7 @@ function makeAgent(n: number, dir: string): FleetAgent {
         FORKBOX_HOST_ID: a.id,
         FORKBOX_ADVERTISE_URL: `http://${addr}:${AGENT_PORT}`,
         FORKBOX_DATA_DIR: a.dataDir,
-        FORKBOX_TEMPLATES_DIR: sharedTemplatesDir,
+        FORKBOX_TEMPLATES_DIR: a.templatesDir,
         FORKBOX_RUNSC_STATE_DIR: a.stateDir,
         FORKBOX_CGROUP_PARENT: cgroupParent,
         FORKBOX_NETWORK_SUBNET: a.subnet,
@@ -211,6 +238,8 @@ export async function startFleet(opts: {
   agents: number
   hostGraceSeconds?: number
   startingTimeoutSeconds?: number
+  /** Agents (by index) with a templates dir of their own rather than the shared one. */
+  ownTemplates?: number[]
 }): Promise<Fleet> {
   const dir = mkdtempSync(join(tmpdir(), 'fbx-fleet-'))
   const pg = await startPostgres()
@@ -311,7 +340,7 @@ export async function startFleet(opts: {
     for (let i = 0; i < opts.replicas; i++) replicas.push(await startReplica())
     fleet.apiKey = replicas[0]?.bootstrapKey ?? ''
     if (!fleet.apiKey) throw new Error('the first replica on an empty database must make the admin key')
-    for (let n = 0; n < opts.agents; n++) agents.push(makeAgent(n, dir))
+    for (let n = 0; n < opts.agents; n++) agents.push(makeAgent(n, dir, opts.ownTemplates?.includes(n) ?? false))
     // each agent joins through a different replica
     await Promise.all(agents.map((a, n) => a.start(replicas[n % replicas.length]?.port ?? 0)))
   } catch (err) {

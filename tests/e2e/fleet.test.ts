@@ -4,7 +4,7 @@
 // replicas; a TTL expires once; nothing is left on any host afterwards.
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, lstatSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -44,7 +44,8 @@ function viaPort(replica: number, id: string, port: number, path: string): Promi
 }
 
 before(async () => {
-  fleet = await startFleet({ replicas: 2, agents: 3, startingTimeoutSeconds: 15 })
+  // h2 shares no templates dir with the others: a template a user built elsewhere is copied to it
+  fleet = await startFleet({ replicas: 2, agents: 3, startingTimeoutSeconds: 15, ownTemplates: [2] })
 })
 
 after(async () => {
@@ -400,21 +401,45 @@ describe('fleet', () => {
     }
   })
 
-  it('a Dockerfile build with an uploaded context, through replica B: built on a host, its sandboxes run on any', async () => {
+  it('a Dockerfile build with an uploaded context, through replica B: built on a host, its sandboxes run on any; one with a templates dir of its own pulls its image', async () => {
     const work = mkdtempSync(join(tmpdir(), 'fbx-fleet-ctx-'))
+    const client = new ForkboxClient(conn(1))
+    const own = fleet.agents[2] as (typeof fleet.agents)[number]
+    const builtThere = () => readdirSync(own.templatesDir).filter((n) => /^built-[0-9a-f]{16}$/.test(n))
     try {
       writeFileSync(join(work, 'Dockerfile'), 'FROM forkbox:base\nCOPY greeting.txt /opt/greeting.txt\n')
       writeFileSync(join(work, 'greeting.txt'), 'from the context')
-      const client = new ForkboxClient(conn(1))
-      const build = await client.templates.build({ name: 'fleet-ctx', context: work })
+      // built where the shared templates dir is
+      await client.hosts.cordon(own.id)
+      const build = await client.templates
+        .build({ name: 'fleet-ctx', context: work })
+        .finally(() => client.hosts.uncordon(own.id))
       assert.equal(build.status, 'ready')
+      assert.deepEqual(builtThere(), [])
       for (const host of ['h0', 'h2']) {
+        const started = performance.now()
         const sbx = await createOn(host, { template: 'fleet-ctx' })
+        if (host === own.id)
+          console.log(
+            `# create on a host without the template's image (pulled, then baked): ${Math.round(performance.now() - started)} ms`,
+          )
         try {
           assert.equal(await sbx.files.read('/opt/greeting.txt'), 'from the context')
+          assert.equal((await sbx.exec('id -un')).stdout, 'user\n')
         } finally {
           await sbx.kill()
         }
+      }
+      // the image came whole, owners and modes kept, and stays for the next create there
+      const [rootfs] = builtThere()
+      assert.ok(rootfs, 'the image is on h2 now')
+      const copied = join(own.templatesDir, rootfs)
+      const shared = join(fleet.agents[0]?.templatesDir ?? '', rootfs)
+      for (const path of ['opt/greeting.txt', 'usr/bin/sudo', 'home/user', 'tmp', 'etc/shadow'].filter((p) =>
+        existsSync(join(shared, p)),
+      )) {
+        const [a, b] = [lstatSync(join(shared, path)), lstatSync(join(copied, path))]
+        assert.deepEqual([b.uid, b.gid, b.mode], [a.uid, a.gid, a.mode], path)
       }
     } finally {
       rmSync(work, { recursive: true, force: true })

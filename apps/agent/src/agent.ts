@@ -64,9 +64,10 @@ import {
   type TemplateBuildInput,
 } from './templates/builder.ts'
 import type { TemplateDefinition } from './templates/definition.ts'
-import { LayerStore } from './templates/layers.ts'
+import { LayerStore, tempName } from './templates/layers.ts'
 import type { OciOptions } from './templates/oci.ts'
 import { pruneTemplatesDir, rootfsInUse } from './templates/prune.ts'
+import { BUILT_ROOTFS, exportRootfs, importRootfs } from './templates/rootfs-transfer.ts'
 import { buildUserTemplate, builtDefinition, builtImage, registerUserTemplate } from './templates/user-templates.ts'
 
 const REFILL_DELAY_MS = 250
@@ -392,6 +393,34 @@ export class LocalAgent implements AgentApi {
     if (!this.imageStore) throw new AppError('SNAPSHOT_NOT_FOUND', 'this host mounts no image store')
     const { body, sha256 } = await this.imageStore.get(snapshotId)
     await this.checkpoints.importSnapshot(snapshotId, body, sha256)
+  }
+
+  /** Pulls of built templates' rootfs under way, by name: a second caller waits for the first. */
+  private readonly rootfsPulls = new Map<string, Promise<void>>()
+
+  pullRootfs(rootfs: string, from: { url: string }): Promise<void> {
+    if (!BUILT_ROOTFS.test(rootfs))
+      return Promise.reject(new AppError('VALIDATION_FAILED', `not a template image name: ${rootfs}`))
+    let pull = this.rootfsPulls.get(rootfs)
+    if (!pull) {
+      pull = (async () => {
+        const started = performance.now()
+        const { body, sha256 } = await fetchImage(from.url)
+        const dir = join(this.config.templatesDir, rootfs)
+        // unpacked under the layer store's root: a pull cut by a crash is removed at the next start
+        const bytes = await importRootfs(dir, join(this.layers.root, tempName()), body, sha256)
+        log(
+          `template image ${rootfs} pulled from a peer: ${bytes} bytes in ${Math.round(performance.now() - started)} ms`,
+        )
+      })().finally(() => this.rootfsPulls.delete(rootfs))
+      this.rootfsPulls.set(rootfs, pull)
+    }
+    return pull
+  }
+
+  /** A built template's rootfs (`built-…`) as a tar stream from byte `skip` on, for a peer pulling it. */
+  exportRootfs(rootfs: string, skip = 0) {
+    return exportRootfs(join(this.config.templatesDir, rootfs), skip)
   }
 
   async storeSnapshot(snapshotId: string): Promise<boolean> {

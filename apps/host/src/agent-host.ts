@@ -56,7 +56,8 @@ export async function startAgentHost(
   const slots = sendSlots(IMAGE_SENDS)
   const server = createServer((req, res) => {
     const exportImage = (id: string, skip: number) => agent.exportSnapshot(id, skip)
-    if (serveImage(req, res, { credential: () => credential, exportImage, slots })) return
+    const exportRootfs = (name: string, skip: number) => agent.exportRootfs(name, skip)
+    if (serveImage(req, res, { credential: () => credential, exportImage, exportRootfs, slots })) return
     if (req.url === '/healthz') {
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: true, hostId }))
       return

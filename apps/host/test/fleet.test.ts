@@ -8,8 +8,8 @@ import type { Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, it } from 'node:test'
-import { agentRpcServer } from '@forkbox/agent'
-import { type HostCapacity, type TemplateBuildSpec, uploadOf } from '@forkbox/protocol'
+import { agentRpcServer, imageSignature as agentSignature } from '@forkbox/agent'
+import { AppError, type HostCapacity, type TemplateBuildSpec, uploadOf } from '@forkbox/protocol'
 import { type ControlPlane, createControlPlane } from '@forkbox/server'
 import { getRequestListener } from '@hono/node-server'
 import { FakeAgent } from '../../server/test/fake-agent.ts'
@@ -235,6 +235,75 @@ describe('fleet', () => {
     assert.equal(built.length, 1)
     assert.equal(uploadOf(built[0]?.spec as TemplateBuildSpec), undefined)
     assert.deepEqual(new Uint8Array(built[0]?.context ?? []), context)
+  })
+
+  /** Builds template `name` (a Dockerfile, no context) through the API; resolves with the host that built it and its agent name. */
+  async function buildTemplate(name: string): Promise<{ builder: TestHost; agentName: string }> {
+    const r = await call('POST', '/v1/templates', { name, dockerfile: 'FROM scratch\n' })
+    assert.equal(r.status, 202, JSON.stringify(r.body))
+    let status = ''
+    for (let i = 0; i < 100 && status !== 'ready' && status !== 'failed'; i++) {
+      status = (await call('GET', `/v1/builds/${r.body.build.id}`)).body.status
+      if (status !== 'ready') await new Promise((r) => setTimeout(r, 20))
+    }
+    assert.equal(status, 'ready')
+    const builder = hosts.find((h) => h.agent.builds.length > 0) as TestHost
+    const agentName = builder.agent.builds[0]?.spec.name as string
+    return { builder, agentName }
+  }
+
+  it("a template built on one host runs on another: its image is pulled there from the builder's, signed for it", async () => {
+    const { builder, agentName } = await buildTemplate('mine')
+    const other = hosts.find((h) => h !== builder) as TestHost
+    // registered there from its pinned spec, but its rootfs is only on the builder's disk
+    assert.ok(other.agent.userTemplates.has(agentName))
+    other.agent.missingRootfs.set(agentName, 'built-0123456789abcdef')
+    // a sandbox made on the builder, hibernated, then woken on the other host: its image and its template's go there
+    await call('POST', `/v1/hosts/${other.id}/cordon`)
+    const { body } = await create({ template: 'mine' })
+    assert.equal(hostOf(body.id), builder.id)
+    assert.equal((await call('POST', `/v1/sandboxes/${body.id}/hibernate`)).status, 200)
+    await call('POST', `/v1/hosts/${other.id}/uncordon`)
+    await call('POST', `/v1/hosts/${builder.id}/cordon`)
+    const r = await call('POST', `/v1/sandboxes/${body.id}/exec`, { cmd: 'echo woke' })
+    assert.equal(r.status, 200, JSON.stringify(r.body))
+    assert.equal(hostOf(body.id), other.id)
+    assert.equal(other.agent.rootfsPulls.length, 1)
+    const url = new URL(other.agent.rootfsPulls[0]?.url ?? '')
+    assert.equal(url.origin, builder.url)
+    assert.equal(url.pathname, '/v1/agent/rootfs/built-0123456789abcdef')
+    const expires = Number(url.searchParams.get('expires'))
+    assert.equal(
+      url.searchParams.get('sig'),
+      agentSignature(builder.credential as string, 'built-0123456789abcdef', expires, 'rootfs'),
+    )
+    // signed for the rootfs only: the same signature reads no snapshot of that name
+    assert.notEqual(
+      url.searchParams.get('sig'),
+      agentSignature(builder.credential as string, 'built-0123456789abcdef', expires),
+    )
+    // a create there now finds it in place
+    const again = await create({ template: 'mine' })
+    assert.equal(again.status, 201, JSON.stringify(again.body))
+    assert.equal(hostOf(again.body.id), other.id)
+    assert.equal(other.agent.rootfsPulls.length, 1)
+  })
+
+  it('a template whose image no reachable host has: 503 TEMPLATE_UNAVAILABLE, nothing placed', async () => {
+    const { builder, agentName } = await buildTemplate('mine')
+    const other = hosts.find((h) => h !== builder) as TestHost
+    other.agent.missingRootfs.set(agentName, 'built-0123456789abcdef')
+    other.agent.pullError = new AppError('SNAPSHOT_NOT_FOUND', 'the peer refused the image (404)')
+    await call('POST', `/v1/hosts/${builder.id}/cordon`)
+    const r = await create({ template: 'mine' })
+    assert.equal(r.status, 503, JSON.stringify(r.body))
+    assert.equal(r.body.error.code, 'TEMPLATE_UNAVAILABLE')
+    assert.equal(r.body.error.details.template, agentName)
+    assert.equal(other.agent.live.size, 0)
+    assert.deepEqual(
+      (await call('GET', '/v1/hosts')).body.hosts.map((h: { placed: { sandboxes: number } }) => h.placed.sandboxes),
+      [0, 0],
+    )
   })
 
   it('streams a command through the remote agent', async () => {

@@ -66,17 +66,36 @@ export class FakeAgent implements AgentApi {
   /** Every build as it came: its spec and its context tarball's bytes (the server removes the file after). */
   builds: { spec: TemplateBuildSpec; context: Buffer | null }[] = []
 
+  /** Templates built on another host whose rootfs this one lacks (name → rootfs): their starts fail until it is pulled. */
+  missingRootfs = new Map<string, string>()
+  /** Every rootfs pull asked of this agent; a pull fails with `pullError` when it is set. */
+  rootfsPulls: { rootfs: string; url: string }[] = []
+  pullError: AppError | null = null
+
+  private needsRootfs(template: string): void {
+    const rootfs = this.missingRootfs.get(template)
+    if (rootfs) throw new AppError('TEMPLATE_UNAVAILABLE', 'built on another host', { template, rootfs })
+  }
+
+  async pullRootfs(rootfs: string, from: { url: string }): Promise<void> {
+    this.rootfsPulls.push({ rootfs, url: from.url })
+    if (this.pullError) throw this.pullError
+    for (const [name, r] of this.missingRootfs) if (r === rootfs) this.missingRootfs.delete(name)
+  }
+
   async templates(): Promise<TemplateInfo[]> {
     const r = { vcpus: 1, memoryMB: 512, diskMB: 1024, pids: 1024 }
     const user = [...this.userTemplates.values()].map((t) => ({
       name: t.name,
       description: t.description,
       ...t.resources,
-      ready: true,
+      ready: !this.missingRootfs.has(t.name),
     }))
     return [{ name: 'base', description: 'fake', defaults: r, maxima: { ...r, memoryMB: 2048 }, ready: true }, ...user]
   }
-  async ensureTemplate(): Promise<void> {}
+  async ensureTemplate(name: string): Promise<void> {
+    this.needsRootfs(name)
+  }
   /** The registry logins each build was given, in build order. */
   buildAuth: RegistryAuth[] = []
   async buildTemplate(
@@ -120,6 +139,7 @@ export class FakeAgent implements AgentApi {
   failAfter = Number.POSITIVE_INFINITY
   async start(spec: StartSandboxSpec): Promise<void> {
     if (spec.snapshot && !this.snapshots.has(spec.snapshot)) throw new AppError('SNAPSHOT_NOT_FOUND', 'gone')
+    this.needsRootfs(spec.template)
     if (this.failAfter-- <= 0) throw new AppError('INTERNAL', 'start failed')
     this.started.push(spec)
     this.live.add(spec.id)

@@ -341,6 +341,12 @@ export interface AgentApi {
    * like an import.
    */
   pullSnapshot(snapshotId: string, from: { url: string } | { store: true }): Promise<void>
+  /**
+   * Fetches the rootfs a template build made on another host (`rootfs`, the `built-…` name a
+   * `TEMPLATE_UNAVAILABLE` error's details give) straight from an agent that has it (`from.url`,
+   * signed like a snapshot's), owners and modes kept, hash-checked; kept until the template goes.
+   */
+  pullRootfs(rootfs: string, from: { url: string }): Promise<void>
   /** Takes in a snapshot another host exported; rejects (keeping nothing) unless the bytes match `sha256`. */
   importSnapshot(snapshotId: string, body: AsyncIterable<Uint8Array>, sha256: Promise<string>): Promise<void>
   /**
@@ -398,6 +404,7 @@ export const agentRemoteMethods = [
   'exportSnapshot',
   'importSnapshot',
   'pullSnapshot',
+  'pullRootfs',
   'storeSnapshot',
   'deleteSnapshot',
   'pruneSnapshots',

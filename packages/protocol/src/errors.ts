@@ -36,6 +36,11 @@ export const errorStatus = {
   HOST_UNREACHABLE: 503,
   /** The sandbox is being hibernated or moved to another host; the call did not start (retryable). */
   SANDBOX_MOVING: 503,
+  /**
+   * A template built on another host whose image no reachable host has now (retryable: its host
+   * may come back); `details.rootfs` names the image.
+   */
+  TEMPLATE_UNAVAILABLE: 503,
   /** The control plane's database does not answer (retryable: sandboxes keep running meanwhile). */
   STORE_UNAVAILABLE: 503,
   GUEST_ERROR: 502,

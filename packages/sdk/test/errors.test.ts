@@ -61,6 +61,7 @@ const expected = {
   HOST_UNREACHABLE: ServiceUnavailableError,
   STORE_UNAVAILABLE: ServiceUnavailableError,
   SANDBOX_MOVING: ServiceUnavailableError,
+  TEMPLATE_UNAVAILABLE: ServiceUnavailableError,
   NO_SPACE: InternalServerError,
   GUEST_ERROR: InternalServerError,
   PORT_UNREACHABLE: InternalServerError,

@@ -1,6 +1,7 @@
-// Images straight from host to host: an agent serves its snapshots' images over HTTP to a peer
-// holding a short-lived signature the control plane made with this agent's credential, and pulls
-// one from a peer the same way; the bytes never cross the control plane.
+// Images straight from host to host: an agent serves its snapshots' images (and the rootfs of
+// templates built on it) over HTTP to a peer holding a short-lived signature the control plane
+// made with this agent's credential, and pulls one from a peer the same way; the bytes never
+// cross the control plane.
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { get, type IncomingMessage, type ServerResponse } from 'node:http'
 import { Readable } from 'node:stream'
@@ -8,13 +9,17 @@ import { AppError } from '@forkbox/protocol'
 import type { ExportedImage } from '../sandboxes/image-transfer.ts'
 
 export const IMAGE_PATH = '/v1/agent/images/'
+export const ROOTFS_PATH = '/v1/agent/rootfs/'
 const SHA_TRAILER = 'x-forkbox-sha256'
 /** A signature is good for this long at most, whatever it says. */
 const MAX_VALID_MS = 10 * 60_000
 
-/** The signature a peer shows to read image `snapshotId` until `expires` (ms since the epoch). */
-export function imageSignature(credential: string, snapshotId: string, expires: number): string {
-  return createHmac('sha256', credential).update(`forkbox-image\0${snapshotId}\0${expires}`).digest('base64url')
+/** What a peer reads: a snapshot's image, or a built template's rootfs. */
+export type ImageKind = 'image' | 'rootfs'
+
+/** The signature a peer shows to read `id` (of `kind`) until `expires` (ms since the epoch). */
+export function imageSignature(credential: string, id: string, expires: number, kind: ImageKind = 'image'): string {
+  return createHmac('sha256', credential).update(`forkbox-${kind}\0${id}\0${expires}`).digest('base64url')
 }
 
 /** Turns for sending images: at most `n` at once on a host; more wait theirs (their pullers wait, not fail). */
@@ -51,20 +56,29 @@ function once(fn: () => void): () => void {
   }
 }
 
-/** Serves `GET /v1/agent/images/{id}?expires=&sig=`; false when the request is not one. */
+/**
+ * Serves `GET /v1/agent/images/{id}?expires=&sig=` (and `/v1/agent/rootfs/{name}`, a built
+ * template's rootfs); false when the request is neither.
+ */
 export function serveImage(
   req: IncomingMessage,
   res: ServerResponse,
   opts: {
     credential: () => string | null
     exportImage: (id: string, skip: number) => Promise<ExportedImage>
+    exportRootfs?: (name: string, skip: number) => Promise<ExportedImage>
     /** Sends at once (a spread fork's pulls all come to the source's host): unbounded without. */
     slots?: SendSlots
   },
 ): boolean {
   const url = new URL(req.url ?? '/', 'http://agent')
-  if (req.method !== 'GET' || !url.pathname.startsWith(IMAGE_PATH)) return false
-  const id = url.pathname.slice(IMAGE_PATH.length)
+  const kind: ImageKind | null = url.pathname.startsWith(IMAGE_PATH)
+    ? 'image'
+    : url.pathname.startsWith(ROOTFS_PATH) && opts.exportRootfs
+      ? 'rootfs'
+      : null
+  if (req.method !== 'GET' || !kind) return false
+  const id = url.pathname.slice((kind === 'image' ? IMAGE_PATH : ROOTFS_PATH).length)
   const expires = Number(url.searchParams.get('expires'))
   // a resumed pull: the stream from this byte on (the signature covers the image, any part of it)
   const offset = Number(url.searchParams.get('offset') ?? 0)
@@ -80,7 +94,7 @@ export function serveImage(
     expires > now &&
     expires - now <= MAX_VALID_MS &&
     (() => {
-      const want = Buffer.from(imageSignature(credential, id, expires))
+      const want = Buffer.from(imageSignature(credential, id, expires, kind))
       return sig.length === want.length && timingSafeEqual(sig, want)
     })()
   if (!good) {
@@ -93,7 +107,9 @@ export function serveImage(
       res.once('close', release)
       // a puller that gave up while it waited
       if (res.destroyed) return release()
-      return send(res, opts.exportImage(id, offset))
+      const exported =
+        kind === 'rootfs' && opts.exportRootfs ? opts.exportRootfs(id, offset) : opts.exportImage(id, offset)
+      return send(res, exported)
     })
     .catch(() => res.destroy())
   return true
@@ -121,7 +137,9 @@ function send(res: ServerResponse, exported: Promise<ExportedImage>): Promise<vo
       })
     },
     (err: unknown) => {
-      const status = err instanceof AppError && err.code === 'SNAPSHOT_NOT_FOUND' ? 404 : 500
+      const missing =
+        err instanceof AppError && (err.code === 'SNAPSHOT_NOT_FOUND' || err.code === 'TEMPLATE_UNAVAILABLE')
+      const status = missing ? 404 : 500
       res.writeHead(status).end()
     },
   )

@@ -43,12 +43,6 @@ export function exportImage(dir: string, skip = 0): ExportedImage {
     .sort()
   const sizeBytes = files.reduce((n, f) => n + statSync(join(dir, f)).size, 0)
   const tar = pack()
-  const hash = createHash('sha256')
-  let settle!: { resolve(h: string): void; reject(e: Error): void }
-  const sha256 = new Promise<string>((resolve, reject) => {
-    settle = { resolve, reject }
-  })
-  sha256.catch(() => {})
   ;(async () => {
     for (const f of files) {
       const size = statSync(join(dir, f)).size
@@ -57,13 +51,30 @@ export function exportImage(dir: string, skip = 0): ExportedImage {
     }
     tar.finalize()
   })().catch((err: unknown) => tar.destroy(err instanceof Error ? err : new Error(String(err))))
-  // chunks of a MiB or more: each is a round trip when the image crosses the control plane
+  return { sizeBytes, ...hashedStream(tar as AsyncIterable<Buffer>, skip) }
+}
+
+/**
+ * `source` as a stream of chunks of a MiB or more (each is a round trip when the bytes cross the
+ * control plane), without its first `skip` bytes, and the SHA-256 of all of it (skipped bytes
+ * included) once it was read to its end.
+ */
+export function hashedStream(
+  source: AsyncIterable<Buffer>,
+  skip: number,
+): { stream: ReadableStream<Uint8Array>; sha256: Promise<string> } {
+  const hash = createHash('sha256')
+  let settle!: { resolve(h: string): void; reject(e: Error): void }
+  const sha256 = new Promise<string>((resolve, reject) => {
+    settle = { resolve, reject }
+  })
+  sha256.catch(() => {})
   const hashed = async function* () {
     try {
       let batch: Buffer[] = []
       let batched = 0
       let toSkip = skip
-      for await (const whole of tar as AsyncIterable<Buffer>) {
+      for await (const whole of source) {
         hash.update(whole)
         const c = toSkip >= whole.length ? null : whole.subarray(toSkip)
         toSkip = Math.max(0, toSkip - whole.length)
@@ -83,7 +94,7 @@ export function exportImage(dir: string, skip = 0): ExportedImage {
       throw err
     }
   }
-  return { sizeBytes, stream: Readable.toWeb(Readable.from(hashed())) as ReadableStream<Uint8Array>, sha256 }
+  return { stream: Readable.toWeb(Readable.from(hashed())) as ReadableStream<Uint8Array>, sha256 }
 }
 
 /** Writes the image from `body` to `dir` once its bytes hash to what `sha256` resolves to. */

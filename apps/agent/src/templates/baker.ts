@@ -263,6 +263,16 @@ export class TemplateBaker {
           def = await this.withImageConfig(def, onProgress)
         }
         const rootfs = this.rootfsOf(def)
+        // a user's build made its rootfs on another host: it is copied here (by the control plane), never remade
+        if (!existsSync(rootfs) && this.userTemplates.has(name) && this.builtRootfs.has(name))
+          throw new AppError(
+            'TEMPLATE_UNAVAILABLE',
+            `template ${name} was built on another host; its image is not here`,
+            {
+              template: name,
+              rootfs: basename(rootfs),
+            },
+          )
         const layout = this.imageLayouts.get(name)
         if (!existsSync(rootfs) && layout) await this.unpack(def, layout, rootfs, onProgress)
         else if (!existsSync(rootfs))

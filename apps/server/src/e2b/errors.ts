@@ -59,6 +59,7 @@ const connectCodeOf = {
   HOST_UNREACHABLE: 'unavailable',
   STORE_UNAVAILABLE: 'unavailable',
   SANDBOX_MOVING: 'unavailable',
+  TEMPLATE_UNAVAILABLE: 'unavailable',
   GUEST_ERROR: 'internal',
   PORT_UNREACHABLE: 'unavailable',
   CODE_RUNTIME_MISSING: 'failed_precondition',

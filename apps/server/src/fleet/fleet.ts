@@ -40,7 +40,7 @@ import type {
 import { AppError, uploadOf, withUpload } from '@forkbox/protocol'
 import type { Logger } from 'pino'
 import type { HostRow, HostStore } from './hosts-store.ts'
-import { Images } from './images.ts'
+import { Images, missingTemplateImage } from './images.ts'
 import { HostLinks } from './links.ts'
 import { Placer, reservationOf } from './placer.ts'
 import type { RemoteAgent } from './remote-agent.ts'
@@ -133,7 +133,32 @@ export class Fleet implements AgentApi {
   async ensureTemplate(name: string, onProgress?: (p: TemplateProgress) => void): Promise<void> {
     this.templatesCache = null
     const rows = (await this.links.reachable()).filter((r) => r.state === 'ready')
-    await Promise.all(rows.map((r) => this.links.remote(r).ensureTemplate(name, onProgress)))
+    const results = await Promise.allSettled(rows.map((r) => this.links.remote(r).ensureTemplate(name, onProgress)))
+    const failures = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []))
+    // a template built on another host is ready where its image is; the others copy it when a sandbox lands there
+    const elsewhere = failures.filter((e) => missingTemplateImage(e))
+    if (failures.length === 0 || (failures.length === elsewhere.length && elsewhere.length < results.length)) return
+    throw failures.find((e) => !missingTemplateImage(e)) ?? failures[0]
+  }
+
+  /**
+   * Runs `call` (on `host`) again after copying there the template image it failed for lack of
+   * (a template a user built on another host); any other failure is its own.
+   */
+  private async withTemplateImage<T>(
+    host: string,
+    call: () => Promise<T>,
+    onCopy?: (template: string) => void,
+  ): Promise<T> {
+    try {
+      return await call()
+    } catch (err) {
+      const missing = missingTemplateImage(err)
+      if (!missing) throw err
+      onCopy?.(missing.template)
+      await this.images.copyRootfs(missing, host)
+      return call()
+    }
   }
 
   async buildTemplate(
@@ -147,12 +172,19 @@ export class Fleet implements AgentApi {
     if (!host) throw new AppError('NO_CAPACITY', 'no host can take a build now')
     // its upload is on this replica's disk: the bytes go along, the path means nothing there
     const upload = uploadOf(spec)
-    const result = await (await this.agentOf(host)).buildTemplate(
-      upload ? withUpload(spec, undefined) : spec,
-      onLog,
-      signal,
-      registryAuth,
-      upload ? createReadStream(upload, { highWaterMark: 1024 * 1024 }) : undefined,
+    const agent = await this.agentOf(host)
+    // a FROM of a template built on another host: its image is copied here first
+    const result = await this.withTemplateImage(
+      host,
+      () =>
+        agent.buildTemplate(
+          upload ? withUpload(spec, undefined) : spec,
+          onLog,
+          signal,
+          registryAuth,
+          upload ? createReadStream(upload, { highWaterMark: 1024 * 1024 }) : undefined,
+        ),
+      (template) => onLog({ stream: 'system', message: `copying template ${template} from the host that built it` }),
     )
     // the others build it from the pinned spec when a sandbox of it lands there
     await this.links.each('registering a template', (a, h) =>
@@ -202,7 +234,8 @@ export class Fleet implements AgentApi {
         this.placer.claimed(host, spec.template)
       }
       try {
-        return await (await this.agentOf(host)).start(spec, signal)
+        const agent = await this.agentOf(host)
+        return await this.withTemplateImage(host, () => agent.start(spec, signal))
       } catch (err) {
         await this.hosts.unplace(spec.id)
         // a host that cannot be reached started nothing: the next one may
@@ -228,7 +261,7 @@ export class Fleet implements AgentApi {
     const agent = await this.agentOf(target)
     try {
       if (target !== holder) await this.images.copyImage(spec.snapshot, holder, target)
-      await agent.start(spec, signal)
+      await this.withTemplateImage(target, () => agent.start(spec, signal))
     } catch (err) {
       await this.hosts.unplace(spec.id)
       throw err
@@ -394,6 +427,10 @@ export class Fleet implements AgentApi {
 
   async pullSnapshot(): Promise<void> {
     throw new AppError('NOT_IMPLEMENTED', 'a fleet places images itself (copyImage, moveImage)')
+  }
+
+  async pullRootfs(): Promise<void> {
+    throw new AppError('NOT_IMPLEMENTED', 'a fleet copies template images itself (on a create that needs one)')
   }
 
   /** The snapshot is gone for good: its holder's image, and the shared store's copy. */

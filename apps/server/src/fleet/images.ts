@@ -10,9 +10,27 @@ import { hostCredential, type Links } from './links.ts'
 /** How long an agent may use the URL it is given to pull an image from a peer. */
 const IMAGE_URL_VALID_MS = 5 * 60_000
 
-/** What a peer shows the holding agent to read image `snapshotId` until `expires` (the agent checks the same HMAC). */
-export function imageSignature(credential: string, snapshotId: string, expires: number): string {
-  return createHmac('sha256', credential).update(`forkbox-image\0${snapshotId}\0${expires}`).digest('base64url')
+/** How many hosts a template image is asked of before the copy fails. */
+const ROOTFS_HOLDERS_TRIED = 8
+
+/**
+ * What a peer shows the holding agent to read `id` until `expires` (the agent checks the same
+ * HMAC): a snapshot's image, or (`rootfs`) a built template's rootfs.
+ */
+export function imageSignature(
+  credential: string,
+  id: string,
+  expires: number,
+  kind: 'image' | 'rootfs' = 'image',
+): string {
+  return createHmac('sha256', credential).update(`forkbox-${kind}\0${id}\0${expires}`).digest('base64url')
+}
+
+/** The template image a call failed for lack of on its host (`TEMPLATE_UNAVAILABLE` from an agent), if that is why. */
+export function missingTemplateImage(err: unknown): { rootfs: string; template: string } | null {
+  if (!(err instanceof AppError) || err.code !== 'TEMPLATE_UNAVAILABLE') return null
+  const { rootfs, template } = err.details ?? {}
+  return typeof rootfs === 'string' && typeof template === 'string' ? { rootfs, template } : null
 }
 
 /** The shared image store a host mounts (its id), if any. */
@@ -75,6 +93,49 @@ export class Images {
     this.log.info({ snapshotId, to, ms: Math.round(performance.now() - started) }, 'image pulled from the image store')
   }
 
+  /** A URL `holder` serves `id` at, signed for a few minutes with its credential. */
+  private signedUrl(holder: HostRow, kind: 'image' | 'rootfs', id: string): string {
+    const expires = Date.now() + IMAGE_URL_VALID_MS
+    const sig = imageSignature(hostCredential(this.secret, holder.id, holder.nonce), id, expires, kind)
+    const url = new URL(`/v1/agent/${kind === 'image' ? 'images' : 'rootfs'}/${encodeURIComponent(id)}`, holder.url)
+    url.searchParams.set('expires', String(expires))
+    url.searchParams.set('sig', sig)
+    return url.toString()
+  }
+
+  /**
+   * Copies a built template's rootfs to host `to` from a host that has it: those that list the
+   * template as ready first, then any other reachable one (a build a moment ago is in no
+   * heartbeat yet). Pulled straight by `to`, hash-checked; never relayed.
+   */
+  async copyRootfs(missing: { rootfs: string; template: string }, to: string): Promise<void> {
+    const started = performance.now()
+    const lists = (r: HostRow) => (JSON.parse(r.capacity) as HostCapacity).templates.includes(missing.template)
+    const holders = (await this.links.reachable())
+      .filter((r) => r.id !== to)
+      .sort((a, b) => Number(lists(b)) - Number(lists(a)))
+      .slice(0, ROOTFS_HOLDERS_TRIED)
+    const agent = await this.links.agentOf(to)
+    let last: unknown = null
+    for (const holder of holders) {
+      try {
+        await agent.pullRootfs(missing.rootfs, { url: this.signedUrl(holder, 'rootfs', missing.rootfs) })
+        this.log.info(
+          { ...missing, from: holder.id, to, ms: Math.round(performance.now() - started) },
+          'template image pulled between hosts',
+        )
+        return
+      } catch (err) {
+        last = err
+      }
+    }
+    throw new AppError(
+      'TEMPLATE_UNAVAILABLE',
+      `template ${missing.template} was built on a host that is not reachable now, and no other host has its image${last ? ` (${String(last)})` : ''}`,
+      missing,
+    )
+  }
+
   private async copyFromHolder(
     snapshotId: string,
     holder: HostRow | undefined,
@@ -83,13 +144,10 @@ export class Images {
   ): Promise<void> {
     const started = performance.now()
     if (holder) {
-      const expires = Date.now() + IMAGE_URL_VALID_MS
-      const sig = imageSignature(hostCredential(this.secret, holder.id, holder.nonce), snapshotId, expires)
-      const url = new URL(`/v1/agent/images/${encodeURIComponent(snapshotId)}`, holder.url)
-      url.searchParams.set('expires', String(expires))
-      url.searchParams.set('sig', sig)
       try {
-        await (await this.links.agentOf(to)).pullSnapshot(snapshotId, { url: url.toString() })
+        await (await this.links.agentOf(to)).pullSnapshot(snapshotId, {
+          url: this.signedUrl(holder, 'image', snapshotId),
+        })
         this.log.info(
           { snapshotId, from, to, ms: Math.round(performance.now() - started) },
           'image pulled between hosts',

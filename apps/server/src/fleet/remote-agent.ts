@@ -227,6 +227,9 @@ export class RemoteAgent implements AgentApi {
   pullSnapshot(snapshotId: string, from: { url: string } | { store: true }) {
     return this.call<void>('pullSnapshot', snapshotId, from)
   }
+  pullRootfs(rootfs: string, from: { url: string }) {
+    return this.call<void>('pullRootfs', rootfs, from)
+  }
   storeSnapshot(snapshotId: string) {
     return this.call<boolean>('storeSnapshot', snapshotId)
   }

@@ -1,0 +1,201 @@
+// A built template's rootfs from agent to agent over HTTP (real GNU tar both ways): owners, modes,
+// times, symlinks and hardlinks arrive as they were; a cut pull resumes; the rootfs signature
+// reads no snapshot; a hostile archive writes nothing outside the dir it is unpacked in.
+import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
+import {
+  chmodSync,
+  existsSync,
+  lchownSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs'
+import { createServer, type Server } from 'node:http'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { pack } from 'tar-stream'
+import { fetchImage, imageSignature, serveImage } from '../src/remote/images.ts'
+import { exportImage } from '../src/sandboxes/image-transfer.ts'
+import { exportRootfs, importRootfs } from '../src/templates/rootfs-transfer.ts'
+
+const CREDENTIAL = 'host-credential-for-tests'
+const NAME = 'built-0123456789abcdef'
+let dir: string
+let server: Server
+let base: string
+const requests: string[] = []
+
+/** A small rootfs with what a real one has: owners, setuid, sticky dirs, absolute and relative symlinks, hardlinks. */
+function makeTree(root: string): void {
+  mkdirSync(join(root, 'usr/bin'), { recursive: true })
+  mkdirSync(join(root, 'home/user'), { recursive: true })
+  mkdirSync(join(root, 'tmp'))
+  chmodSync(join(root, 'tmp'), 0o1777)
+  writeFileSync(join(root, 'usr/bin/python3'), Buffer.alloc(2 * 1024 * 1024 + 5, 9))
+  chmodSync(join(root, 'usr/bin/python3'), 0o755)
+  writeFileSync(join(root, 'usr/bin/sudo'), 'sudo')
+  chmodSync(join(root, 'usr/bin/sudo'), 0o4755)
+  symlinkSync('/usr/bin/python3', join(root, 'usr/bin/python'))
+  symlinkSync('python3', join(root, 'usr/bin/python3.11'))
+  linkSync(join(root, 'usr/bin/python3'), join(root, 'usr/bin/python3-hard'))
+  writeFileSync(join(root, 'home/user/.profile'), 'export A=1\n')
+  lchownSync(join(root, 'home/user/.profile'), 1000, 1000)
+  lchownSync(join(root, 'home/user'), 1000, 1000)
+  writeFileSync(join(root, 'home/user/empty'), '')
+  utimesSync(join(root, 'usr/bin/sudo'), new Date('2024-01-02T03:04:05Z'), new Date('2024-01-02T03:04:05Z'))
+}
+
+/** Every entry under `root`: its type, owner, mode, mtime (in seconds, as tar keeps it), and its content's hash or its link target. */
+function describeTree(root: string): Record<string, string> {
+  const out: Record<string, string> = {}
+  const walk = (rel: string) => {
+    for (const name of readdirSync(join(root, rel)).sort()) {
+      const r = rel ? `${rel}/${name}` : name
+      const p = join(root, r)
+      const st = lstatSync(p)
+      const what = st.isSymbolicLink()
+        ? `link:${readlinkSync(p)}`
+        : st.isDirectory()
+          ? 'dir'
+          : `file:${createHash('sha256').update(readFileSync(p)).digest('hex')}`
+      out[r] =
+        `${what} ${st.uid}:${st.gid} ${(st.mode & 0o7777).toString(8)} ${st.isSymbolicLink() ? '' : Math.floor(st.mtimeMs / 1000)}`
+      if (st.isDirectory()) walk(r)
+    }
+  }
+  walk('')
+  return out
+}
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'fbx-rootfs-'))
+  makeTree(join(dir, NAME))
+  mkdirSync(join(dir, 'scratch'))
+  mkdirSync(join(dir, 'snap-1'))
+  writeFileSync(join(dir, 'snap-1', 'pages.img'), 'pages')
+  server = createServer((req, res) => {
+    // `cut=N` in the first request's query: the connection drops after about N bytes of body
+    const cut = Number(new URL(req.url ?? '/', 'http://x').searchParams.get('cut') ?? 0)
+    if (cut > 0 && !req.url?.includes('offset=')) {
+      let sent = 0
+      const write = res.write.bind(res) as (chunk: Buffer, ...rest: unknown[]) => boolean
+      res.write = ((chunk: Buffer, ...rest: unknown[]) => {
+        sent += chunk.length
+        if (sent > cut) {
+          res.socket?.destroy()
+          return false
+        }
+        return write(chunk, ...rest)
+      }) as typeof res.write
+    }
+    requests.push(req.url ?? '')
+    const served = serveImage(req, res, {
+      credential: () => CREDENTIAL,
+      exportImage: async (id, skip) => exportImage(join(dir, id), skip),
+      exportRootfs: (name, skip) => exportRootfs(join(dir, name), skip),
+    })
+    if (!served) res.writeHead(404).end()
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()))
+  base = `http://127.0.0.1:${(server.address() as { port: number }).port}`
+})
+
+after(async () => {
+  await new Promise((r) => server.close(r))
+  rmSync(dir, { recursive: true, force: true })
+})
+
+function rootfsUrl(name: string, kind: 'image' | 'rootfs' = 'rootfs'): string {
+  const expires = Date.now() + 60_000
+  return `${base}/v1/agent/rootfs/${name}?expires=${expires}&sig=${imageSignature(CREDENTIAL, name, expires, kind)}`
+}
+
+async function pull(url: string, into: string): Promise<number> {
+  const { body, sha256 } = await fetchImage(url)
+  return importRootfs(into, join(dir, 'scratch', `pull-${Math.random()}`), body, sha256)
+}
+
+describe('template images between agents', () => {
+  it('a signed pull copies the rootfs whole: owners, modes, times, symlinks and hardlinks as they were', async () => {
+    const into = join(dir, 'copy-1')
+    assert.ok((await pull(rootfsUrl(NAME), into)) > 2 * 1024 * 1024)
+    assert.deepEqual(describeTree(into), describeTree(join(dir, NAME)))
+    assert.equal(lstatSync(join(into, 'usr/bin/python3')).ino, lstatSync(join(into, 'usr/bin/python3-hard')).ino)
+    assert.equal((lstatSync(into).mode & 0o7777).toString(8), (lstatSync(join(dir, NAME)).mode & 0o7777).toString(8))
+    // nothing of the pull is left beside it
+    assert.deepEqual(readdirSync(join(dir, 'scratch')), [])
+  })
+
+  it('a pull cut midway resumes from the byte it reached; the copy is whole', async () => {
+    requests.length = 0
+    const into = join(dir, 'copy-2')
+    await pull(`${rootfsUrl(NAME)}&cut=${1536 * 1024}`, into)
+    assert.deepEqual(describeTree(into), describeTree(join(dir, NAME)))
+    assert.equal(requests.length, 2, JSON.stringify(requests))
+    assert.ok(Number(new URL(requests[1] ?? '', 'http://x').searchParams.get('offset')) > 0)
+  })
+
+  it("a snapshot's signature reads no rootfs, a rootfs's no snapshot; only built template names are served", async () => {
+    await assert.rejects(pull(rootfsUrl(NAME, 'image'), join(dir, 'no-1')), { code: 'HOST_UNREACHABLE' })
+    const expires = Date.now() + 60_000
+    const asSnapshot = `${base}/v1/agent/images/snap-1?expires=${expires}&sig=${imageSignature(CREDENTIAL, 'snap-1', expires, 'rootfs')}`
+    await assert.rejects(fetchImage(asSnapshot), { code: 'HOST_UNREACHABLE' })
+    // a snapshot's dir asked for as a rootfs, and a rootfs that is not there: not found, nothing sent
+    await assert.rejects(pull(rootfsUrl('snap-1'), join(dir, 'no-2')), { code: 'SNAPSHOT_NOT_FOUND' })
+    await assert.rejects(pull(rootfsUrl('built-ffffffffffffffff'), join(dir, 'no-3')), { code: 'SNAPSHOT_NOT_FOUND' })
+    for (const d of ['no-1', 'no-2', 'no-3']) assert.equal(existsSync(join(dir, d)), false)
+  })
+
+  it('a hostile archive writes nothing outside its dir: no `..`, no absolute names, no writes through its own symlinks', async () => {
+    const outside = join(dir, 'outside')
+    mkdirSync(outside)
+    const tar = pack()
+    tar.entry({ name: './', type: 'directory', mode: 0o755 })
+    tar.entry({ name: './../escaped', mode: 0o644 }, 'x')
+    tar.entry({ name: '/abs-escaped', mode: 0o644 }, 'x')
+    tar.entry({ name: './link', type: 'symlink', linkname: outside })
+    tar.entry({ name: './link/through', mode: 0o644 }, 'x')
+    tar.entry({ name: './rel', type: 'symlink', linkname: '../outside' })
+    tar.entry({ name: './rel/through', mode: 0o644 }, 'x')
+    tar.finalize()
+    const chunks: Buffer[] = []
+    for await (const c of tar as AsyncIterable<Buffer>) chunks.push(c)
+    const bytes = Buffer.concat(chunks)
+    const sha = createHash('sha256').update(bytes).digest('hex')
+    async function* body() {
+      yield bytes
+    }
+    const into = join(dir, 'hostile')
+    await importRootfs(into, join(dir, 'scratch', 'hostile'), body(), Promise.resolve(sha)).catch(() => {})
+    assert.deepEqual(readdirSync(outside), [])
+    assert.equal(existsSync(join(dir, 'escaped')), false)
+    assert.equal(existsSync('/abs-escaped'), false)
+    assert.deepEqual(readdirSync(join(dir, 'scratch')), [])
+  })
+
+  it('a transfer whose bytes do not match their hash leaves nothing', async () => {
+    const image = await exportRootfs(join(dir, NAME))
+    const into = join(dir, 'corrupt')
+    await assert.rejects(
+      importRootfs(
+        into,
+        join(dir, 'scratch', 'corrupt'),
+        image.stream as unknown as AsyncIterable<Uint8Array>,
+        Promise.resolve('0'.repeat(64)),
+      ),
+      /corrupted/,
+    )
+    assert.equal(existsSync(into), false)
+    assert.deepEqual(readdirSync(join(dir, 'scratch')), [])
+  })
+})
