@@ -158,7 +158,11 @@ function requestImage(url: string, offset: number): Promise<IncomingMessage> {
       reject(new AppError(code, `the peer refused the image (${res.statusCode})`))
     })
     req.on('timeout', () => req.destroy(new Error('timed out')))
-    req.on('error', (err) => reject(new AppError('HOST_UNREACHABLE', `the peer did not answer: ${err.message}`)))
+    // a connection cut before the answer (not refused: no one listening fails at once) is worth asking again
+    req.on('error', (err: NodeJS.ErrnoException) => {
+      const cut = err.code === 'ECONNRESET' || err.message === 'timed out'
+      reject(new AppError('HOST_UNREACHABLE', `the peer did not answer: ${err.message}`, cut ? { cut } : undefined))
+    })
   })
 }
 
@@ -172,9 +176,18 @@ export async function fetchImage(url: string): Promise<{ body: AsyncIterable<Uin
     settle = { resolve, reject }
   })
   sha256.catch(() => {})
-  // the first answer is awaited here: a refusal (404, a bad signature) fails the call itself
-  const first = await requestImage(url, 0)
-  let res: IncomingMessage | null = first
+  // the first answer is awaited here: a refusal (404, a bad signature) or a peer no one answers
+  // for fails the call itself; a connection cut before the answer is tried again, as a cut
+  // transfer is
+  let res: IncomingMessage | null = null
+  for (let attempt = 1; !res; attempt++) {
+    try {
+      res = await requestImage(url, 0)
+    } catch (err) {
+      if (!(err instanceof AppError && err.details?.cut) || attempt > RESUMES) throw err
+      await new Promise((r) => setTimeout(r, 200 * attempt))
+    }
+  }
   const body = async function* () {
     let received = 0
     for (let resumes = 0; ; ) {
