@@ -49,13 +49,15 @@ const sandbox = {
   fetch: globalThis.fetch,
   structuredClone,
   display: (value) => emit({ t: 'display', main: false, data: represent(value) }),
+  __forkboxImport: (spec) => importFor(spec),
 }
 sandbox.globalThis = sandbox
 const context = vm.createContext(sandbox)
 let count = 0
 
 function represent(value) {
-  const data = { text: typeof value === 'string' ? util.inspect(value) : util.inspect(value, { depth: 4 }) }
+  // a string as itself (as E2B's interpreter shows it), anything else as util.inspect does
+  const data = { text: typeof value === 'string' ? value : util.inspect(value, { depth: 4 }) }
   if (value && typeof value === 'object') {
     if (typeof value.toHTML === 'function') data.html = String(value.toHTML())
     try {
@@ -65,6 +67,78 @@ function represent(value) {
     }
   }
   return data
+}
+
+/**
+ * ES module imports as the dynamic imports a script can run: `import x from 'm'`,
+ * `import { a, b as c } from 'm'`, `import * as ns from 'm'`, `import 'm'` (at the start of a
+ * line). Their names become globals of the context, so later cells see them as they see any
+ * top-level name.
+ */
+function rewriteImports(code) {
+  const IMPORT =
+    /^[ \t]*import\s+(?:(?<what>[\w$*{][^'";]*?)\s+from\s+)?(?<q>['"])(?<spec>[^'"]+)\k<q>[ \t]*;?[ \t]*$/gm
+  let found = false
+  const out = code.replace(IMPORT, (_line, what, _q, spec) => {
+    found = true
+    const load = `await __forkboxImport(${JSON.stringify(spec)})`
+    if (!what) return `${load};`
+    const parts = []
+    let rest = what.trim()
+    const star = /^(?:([\w$]+)\s*,\s*)?\*\s+as\s+([\w$]+)$/.exec(rest)
+    if (star) {
+      const [, def, ns] = star
+      return `${ns} = ${load};${def ? ` ${def} = ${ns}.default;` : ''}`
+    }
+    const def = /^([\w$]+)\s*(?:,\s*|$)/.exec(rest)
+    if (def) {
+      parts.push(`default: ${def[1]}`)
+      rest = rest.slice(def[0].length).trim()
+    }
+    const named = /^\{([^}]*)\}$/.exec(rest)
+    if (named) {
+      for (const n of named[1]
+        .split(',')
+        .map((x) => x.trim())
+        .filter(Boolean)) {
+        const m = /^([\w$]+)(?:\s+as\s+([\w$]+))?$/.exec(n)
+        if (!m) return _line
+        parts.push(m[2] ? `${m[1]}: ${m[2]}` : m[1])
+      }
+    } else if (rest) return _line
+    return `({ ${parts.join(', ')} } = ${load});`
+  })
+  return { code: out, found }
+}
+
+/** `import(spec)` for a cell: resolved from the context's working directory, as `require` there would. */
+async function importFor(spec) {
+  if (spec.startsWith('node:') || require('node:module').builtinModules.includes(spec)) return import(spec)
+  const { createRequire } = require('node:module')
+  const { pathToFileURL } = require('node:url')
+  const resolved = createRequire(`${process.cwd()}/`).resolve(spec)
+  return import(pathToFileURL(resolved).href)
+}
+
+/**
+ * An async cell's body whose last line, when it is an expression, is returned (its value is the
+ * cell's result, as in a synchronous cell); the body as it was when that line is not one.
+ */
+function returningLast(code) {
+  const lines = code.split('\n')
+  let i = lines.length - 1
+  while (i >= 0 && !lines[i].trim()) i--
+  if (i < 0) return code
+  const last = lines[i].trim().replace(/;+$/, '')
+  if (!last || /^(return|const|let|var|function|class|if|for|while|do|switch|try|throw|import|export)\b/.test(last))
+    return code
+  const candidate = `${lines.slice(0, i).join('\n')}\nreturn (${last}\n)`
+  try {
+    new vm.Script(`(async () => {\n${candidate}\n})()`)
+    return candidate
+  } catch {
+    return code
+  }
 }
 
 function errorOf(e) {
@@ -85,12 +159,14 @@ async function run(req) {
   }
   const filename = `cell-${count}.js`
   try {
-    const code = String(req.code ?? '')
+    const imports = rewriteImports(String(req.code ?? ''))
+    const code = imports.code
+    const options = { filename, breakOnSigint: true, importModuleDynamically: importFor }
     let value
-    if (/\bawait\b/.test(code)) {
-      value = await vm.runInContext(`(async () => {\n${code}\n})()`, context, { filename, breakOnSigint: true })
+    if (imports.found || /\bawait\b/.test(code)) {
+      value = await vm.runInContext(`(async () => {\n${returningLast(code)}\n})()`, context, options)
     } else {
-      value = vm.runInContext(code, context, { filename, breakOnSigint: true })
+      value = vm.runInContext(code, context, options)
       if (value && typeof value.then === 'function') value = await value
     }
     if (value !== undefined && !silent) emit({ t: 'display', main: true, data: represent(value) })

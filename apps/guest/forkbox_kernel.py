@@ -17,6 +17,7 @@ import io
 import json
 import os
 import random
+import re
 import sys
 import threading
 import traceback
@@ -37,6 +38,8 @@ MIME_FIELDS = {
     "text/latex": "latex",
     "application/javascript": "javascript",
     "application/pdf": "pdf",
+    # not a real MIME type: a DataFrame's columns as lists (E2B's `data`)
+    "forkbox/data": "data",
 }
 
 
@@ -123,6 +126,18 @@ def dataframe_json(obj):
         return None
 
 
+def table_columns(table):
+    """A DataFrame's split JSON (dataframe_json) as {column: [values]}, as E2B's `data` has it."""
+    columns = [str(c) for c in table.get("columns", [])]
+    rows = table.get("data", [])
+    return {c: [row[i] for row in rows] for i, c in enumerate(columns)}
+
+
+def plain_text(value):
+    """A result's text: a string as itself (as E2B's interpreter shows it), anything else its repr."""
+    return value if isinstance(value, str) else repr(value)
+
+
 # ---- matplotlib ----------------------------------------------------------------------------
 # Figures are rendered to PNG when the cell calls plt.show() and when it ends with figures open,
 # then closed, as a notebook's inline backend does.
@@ -184,10 +199,13 @@ class IPythonRunner:
 
             def compute_format_data(self, result):
                 fmt, md = super().compute_format_data(result)
-                if "application/json" not in fmt:
-                    table = dataframe_json(result)
-                    if table is not None:
-                        fmt = dict(fmt, **{"application/json": table})
+                if isinstance(result, str):
+                    fmt = dict(fmt, **{"text/plain": result})
+                table = dataframe_json(result)
+                if table is not None:
+                    fmt = dict(fmt, **{"forkbox/data": table_columns(table)})
+                    if "application/json" not in fmt:
+                        fmt["application/json"] = table
                 return fmt, md
 
             def write_format_data(self, format_dict, md_dict=None):
@@ -235,7 +253,7 @@ class PlainRunner:
         self.count = 0
 
     def display(self, value):
-        data = {"text": repr(value)}
+        data = {"text": plain_text(value)}
         for method, field in (
             ("_repr_html_", "html"),
             ("_repr_markdown_", "markdown"),
@@ -255,6 +273,7 @@ class PlainRunner:
         table = dataframe_json(value)
         if table is not None:
             data.setdefault("json", table)
+            data["data"] = table_columns(table)
         self.ns["_"] = value
         emit({"t": "display", "main": True, "data": data})
 
@@ -373,11 +392,24 @@ class Kernel:
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         code = req.get("code", "")
+        restore = ""
         if self.language == "bash" and env:
-            code = "".join(f"export {k}={shell_quote(v)}\n" for k, v in env.items()) + code
+            names = [k for k in env if SHELL_NAME.match(k)]
+            # the shell's own values come back after the cell, as they were (set or not)
+            code = "".join(f"__fbx_had_{k}=${{{k}+1}} __fbx_old_{k}=${{{k}-}}\n" for k in names) + "".join(
+                f"export {k}={shell_quote(env[k])}\n" for k in names
+            ) + code
+            restore = "".join(
+                f'if [ -n "$__fbx_had_{k}" ]; then {k}="$__fbx_old_{k}"; else unset {k}; fi; unset __fbx_had_{k} __fbx_old_{k}\n'
+                for k in names
+            )
         try:
             patch_pyplot()
-            count, error = self.runner.run(code, silent=bool(req.get("silent")))
+            try:
+                count, error = self.runner.run(code, silent=bool(req.get("silent")))
+            finally:
+                if restore:
+                    self.runner.run(restore, silent=True)
             if self.language == "python":
                 patch_pyplot()
                 flush_figures()
@@ -390,6 +422,9 @@ class Kernel:
                 else:
                     os.environ[k] = v
         return count, error
+
+
+SHELL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def shell_quote(value):

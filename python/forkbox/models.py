@@ -70,6 +70,8 @@ class Result:
     latex: Optional[str] = None
     javascript: Optional[str] = None
     pdf: Optional[str] = None
+    #: a DataFrame's columns, each as the list of its values
+    data: Optional[Dict[str, Any]] = None
     extra: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -86,11 +88,12 @@ class Result:
             latex=d.get("latex"),
             javascript=d.get("javascript"),
             pdf=d.get("pdf"),
+            data=d.get("data"),
             extra=d.get("extra") or {},
         )
 
     def formats(self) -> List[str]:
-        return [k for k in ("text", "html", "markdown", "png", "jpeg", "svg", "json", "latex", "javascript", "pdf") if getattr(self, k) is not None]
+        return [k for k in ("text", "html", "markdown", "png", "jpeg", "svg", "json", "latex", "javascript", "pdf", "data") if getattr(self, k) is not None]
 
 
 @dataclass

@@ -130,9 +130,9 @@ describe('code interpreter', () => {
     assert.notEqual(a.id, b.id)
     await sbx.runCode('v = "a"', { context: a })
     await sbx.runCode('v = "b"', { context: b.id })
-    assert.equal((await sbx.runCode('v', { context: a })).text, "'a'")
-    assert.equal((await sbx.runCode('v', { context: b })).text, "'b'")
-    assert.equal((await sbx.runCode('import os; os.getcwd()', { context: a })).text, "'/work/a'")
+    assert.equal((await sbx.runCode('v', { context: a })).text, 'a')
+    assert.equal((await sbx.runCode('v', { context: b })).text, 'b')
+    assert.equal((await sbx.runCode('import os; os.getcwd()', { context: a })).text, '/work/a')
     assert.equal((await sbx.runCode('"v" in globals()')).text, 'False')
     const ids = (await sbx.contexts.list()).map((c) => c.id)
     assert.ok(ids.includes(a.id) && ids.includes(b.id) && ids.includes('python'))
@@ -170,7 +170,7 @@ describe('code interpreter', () => {
 
   it('per-cell envs apply to that cell only', async () => {
     const e = await sbx.runCode('import os; os.environ.get("ONLY_HERE")', { envs: { ONLY_HERE: 'yes' } })
-    assert.equal(e.text, "'yes'")
+    assert.equal(e.text, 'yes')
     assert.equal((await sbx.runCode('os.environ.get("ONLY_HERE")')).text, undefined)
   })
 

@@ -194,6 +194,13 @@ describe('e2b clients against forkbox', () => {
       assert.equal(await sbx.files.exists('/home/user/proj/c.txt'), false)
       await sbx.files.remove('/home/user/proj')
       assert.equal(await sbx.files.exists('/home/user/proj'), false)
+      // removing what is not there succeeds, as envd's Remove does
+      await sbx.files.remove('/home/user/proj')
+      // a symlink's target as an absolute path
+      await sbx.files.write('/home/user/target.txt', 't')
+      await sbx.commands.run('ln -s target.txt /home/user/link.txt')
+      const link = await sbx.files.getInfo('/home/user/link.txt')
+      assert.equal(link.symlinkTarget, '/home/user/target.txt')
       await assert.rejects(sbx.files.list('/home/user/nope'), FileNotFoundError)
     })
   })
@@ -325,7 +332,8 @@ describe('e2b clients against forkbox', () => {
       assert.equal(answer.text, '42')
       assert.equal(answer.error, undefined)
       const cellEnv = await ci.runCode('import os\nos.environ.get("CELL_VAR")', { envs: { CELL_VAR: 'c' } })
-      assert.equal(cellEnv.text, "'c'")
+      // a string shows as itself, as E2B's interpreter shows it (E2B's cwd and env tests read it so)
+      assert.equal(cellEnv.text, 'c')
       const printed = await ci.runCode('print("hello")')
       assert.deepEqual(printed.logs.stdout, ['hello\n'])
       const plot = await ci.runCode(
@@ -337,6 +345,8 @@ describe('e2b clients against forkbox', () => {
       const df = await ci.runCode('import pandas as pd\npd.DataFrame({"city": ["Oslo", "Lima"], "temp": [3.5, 19.0]})')
       assert.match(df.results[0]?.html ?? '', /<table[\s\S]*Oslo[\s\S]*Lima/)
       assert.equal(df.results[0]?.isMainResult, true)
+      // E2B's `data`: the columns as lists
+      assert.deepEqual(df.results[0]?.data, { city: ['Oslo', 'Lima'], temp: [3.5, 19.0] })
       const err = await ci.runCode('def f():\n    return 1 / 0\nf()')
       assert.equal(err.error?.name, 'ZeroDivisionError')
       assert.equal(err.error?.value, 'division by zero')
@@ -350,8 +360,8 @@ describe('e2b clients against forkbox', () => {
 
       const ctx = await ci.createCodeContext({ cwd: '/tmp' })
       await ci.runCode('y = "own context"', { context: ctx })
-      assert.equal((await ci.runCode('import os; os.getcwd()', { context: ctx })).text, "'/tmp'")
-      assert.equal((await ci.runCode('y', { context: ctx })).text, "'own context'")
+      assert.equal((await ci.runCode('import os; os.getcwd()', { context: ctx })).text, '/tmp')
+      assert.equal((await ci.runCode('y', { context: ctx })).text, 'own context')
       assert.equal((await ci.runCode('"y" in globals()')).text, 'False')
       assert.ok((await ci.listCodeContexts()).some((c) => c.id === ctx.id))
       await ci.restartCodeContext(ctx)
@@ -359,6 +369,23 @@ describe('e2b clients against forkbox', () => {
       await ci.removeCodeContext(ctx)
       assert.ok(!(await ci.listCodeContexts()).some((c) => c.id === ctx.id))
       assert.equal((await ci.runCode('echo from bash', { language: 'bash' })).logs.stdout.join(''), 'from bash\n')
+      // a cell's envs are that cell's: bash gets its own values back after it
+      const bashEnv = await ci.runCode('echo $FOO', { language: 'bash', envs: { FOO: 'bar' } })
+      assert.equal(bashEnv.logs.stdout.join(''), 'bar\n')
+      const after = await ci.runCode('echo ${FOO:-default}', { language: 'bash' })
+      assert.equal(after.logs.stdout.join(''), 'default\n')
+      // the default contexts are listed from the start, each with its working directory
+      const listed = await ci.listCodeContexts()
+      for (const language of ['python', 'javascript'])
+        assert.ok(
+          listed.some((c) => c.language === language && c.cwd === '/home/user'),
+          `a default ${language} context in /home/user: ${JSON.stringify(listed)}`,
+        )
+      // JavaScript: a string as itself, ES module imports, an awaited last expression
+      assert.equal((await ci.runCode('process.cwd()', { language: 'js' })).text, '/home/user')
+      const imported = await ci.runCode("import { join } from 'node:path'\njoin('a', 'b')", { language: 'js' })
+      assert.equal(imported.text, 'a/b', JSON.stringify(imported.error))
+      assert.equal((await ci.runCode("await Promise.resolve('Hello World!')", { language: 'js' })).text, 'Hello World!')
       // a cell past its timeoutMs is stopped; the kernel and its state live on
       await assert.rejects(ci.runCode('import time\ntime.sleep(30)', { timeoutMs: 1000 }), TimeoutError)
       assert.equal((await ci.runCode('x + 1')).text, '22')

@@ -479,7 +479,7 @@ describe('fleet', () => {
       const placed = await placedOn()
       assert.equal(placed.h2, 0, JSON.stringify(await fleet.placements()))
       assert.equal((await sbx.getInfo()).state, 'running')
-      assert.equal((await sbx.runCode('y')).text, "'kept'")
+      assert.equal((await sbx.runCode('y')).text, 'kept')
       const n1 = (await sbx.exec('wc -l < /tmp/ticks')).stdout.trim()
       await new Promise((r) => setTimeout(r, 1000))
       const n2 = (await sbx.exec('wc -l < /tmp/ticks')).stdout.trim()

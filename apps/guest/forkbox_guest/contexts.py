@@ -16,6 +16,10 @@ if TYPE_CHECKING:
     from .state import Guest
 
 
+# the default contexts a listing always shows (where the image has their interpreter)
+DEFAULT_LISTED = ("python", "javascript")
+
+
 def default_context(g: "Guest", language: str) -> Context:
     ctx = g.contexts.get(language)
     if ctx is None:
@@ -76,6 +80,12 @@ def op_context_create(g: "Guest", channel: int, req: Request) -> None:
 
 
 def op_context_list(g: "Guest", channel: int, req: Request) -> None:
+    # the default contexts are listed before their first cell starts them, as E2B lists its own
+    for language in DEFAULT_LISTED:
+        if language not in g.contexts:
+            ctx = Context(g, language, language, None, DEFAULT_USER, {})
+            if ctx.available():
+                g.contexts[language] = ctx
     g.wire.send_json(channel, {"type": "result", "value": [c.describe() for c in g.contexts.values()]})
 
 

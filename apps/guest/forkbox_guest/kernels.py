@@ -16,7 +16,7 @@ from collections.abc import Callable
 from .exits import signal_name
 from .ioloop import cap_output
 from .spawn import killpg
-from .users import DEFAULT_PATH
+from .users import DEFAULT_CWD, DEFAULT_PATH
 from .wire import T_STDERR, T_STDOUT
 
 TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
@@ -204,7 +204,7 @@ class Context:
         return {
             "id": self.id,
             "language": self.language,
-            "cwd": self.cwd,
+            "cwd": self.cwd or self.default_cwd(),
             "running": self.proc is not None and self.proc.ready,
         }
 
@@ -240,6 +240,19 @@ class Context:
         except OSError:
             self.proc.kill(signal.SIGKILL)  # its exit reports the cell
 
+    def default_cwd(self) -> str | None:
+        """Where a context made without a cwd runs: the image's workdir, else its user's home."""
+        if DEFAULT_CWD:
+            return DEFAULT_CWD
+        try:
+            return self.guest.users.getpw(self.user).pw_dir
+        except KeyError:
+            return None
+
+    def available(self) -> bool:
+        """Whether this template's image has the interpreter the context runs on."""
+        return os.access(NODE if self.language == "javascript" else PYTHON, os.X_OK)
+
     def start(self) -> None:
         if self.starting:
             return
@@ -266,7 +279,8 @@ class Context:
                     message = f"this template's image has no {needs}: {self.language} code runs on {argv[0]}"
                     g.loop.call(lambda: self.on_start_failed(message, "CODE_RUNTIME_MISSING"))
                     return
-                pid, fds = g.spawner.spawn(argv[0], argv, env, self.cwd or pw.pw_dir, pw.pw_uid, pw.pw_gid, True, True)
+                cwd = self.cwd or DEFAULT_CWD or pw.pw_dir
+                pid, fds = g.spawner.spawn(argv[0], argv, env, cwd, pw.pw_uid, pw.pw_gid, True, True)
             except Exception as e:  # noqa: BLE001 - its cells get the error; never a hang
                 message = f"cannot start the {self.language} kernel: {e}"
                 g.loop.call(lambda: self.on_start_failed(message))

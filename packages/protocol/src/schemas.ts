@@ -313,6 +313,8 @@ export const CodeResult = z.object({
   latex: z.string().optional(),
   javascript: z.string().optional(),
   pdf: z.string().optional(),
+  /** A DataFrame's columns, each as the list of its values (what E2B's `data` holds). */
+  data: z.record(z.string(), z.unknown()).optional(),
   /** Other MIME types, keyed by type. */
   extra: z.record(z.string(), z.unknown()).optional(),
 })

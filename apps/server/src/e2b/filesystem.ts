@@ -1,5 +1,6 @@
 // envd's `filesystem.Filesystem` Connect service (Stat, MakeDir, Move, ListDir, Remove) over
 // forkbox's file operations; WatchDir is not served.
+import { posix } from 'node:path'
 import { AppError, type FileEntry, type GuestFileOp, SandboxPath } from '@forkbox/protocol'
 import type { Hono } from 'hono'
 import type { z } from 'zod'
@@ -43,7 +44,8 @@ export function entryInfo(e: FileEntry) {
     owner: USER_NAMES[e.uid] ?? String(e.uid),
     group: USER_NAMES[e.gid] ?? String(e.gid),
     modifiedTime: new Date(e.mtimeMs).toISOString(),
-    ...(e.target !== undefined ? { symlinkTarget: e.target } : {}),
+    // envd gives a link's target as an absolute path (a relative one resolved from the link's dir)
+    ...(e.target !== undefined ? { symlinkTarget: posix.resolve(posix.dirname(e.path), e.target) } : {}),
   }
 }
 
@@ -78,8 +80,11 @@ async function listDir(call: SandboxCall, req: z.output<typeof ListDirRequest>) 
   return { entries: entries.map(entryInfo) }
 }
 
+/** envd's Remove of a path that is not there succeeds (the client's `remove` is idempotent). */
 async function remove(call: SandboxCall, req: z.output<typeof PathRequest>) {
-  await fileOp(call, { op: 'remove', path: req.path, recursive: true, user: call.user })
+  await fileOp(call, { op: 'remove', path: req.path, recursive: true, user: call.user }).catch((err: unknown) => {
+    if (!(err instanceof AppError && err.code === 'FILE_NOT_FOUND')) throw err
+  })
   return {}
 }
 

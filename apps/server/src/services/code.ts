@@ -87,7 +87,7 @@ export class CodeService {
   }
 
   async removeContext(owner: string, id: string, context: string): Promise<void> {
-    if (context === 'python' || context === 'bash')
+    if (context === 'python' || context === 'bash' || context === 'javascript')
       throw new AppError('VALIDATION_FAILED', `the default ${context} context can be restarted but not removed`)
     const op = { op: 'context_remove' as const, context }
     await this.sandboxes.onSandbox(owner, id, () => this.agent.codeContext(id, op))
