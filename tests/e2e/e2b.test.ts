@@ -372,6 +372,7 @@ describe('e2b clients against forkbox', () => {
       // a cell's envs are that cell's: bash gets its own values back after it
       const bashEnv = await ci.runCode('echo $FOO', { language: 'bash', envs: { FOO: 'bar' } })
       assert.equal(bashEnv.logs.stdout.join(''), 'bar\n')
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion
       const after = await ci.runCode('echo ${FOO:-default}', { language: 'bash' })
       assert.equal(after.logs.stdout.join(''), 'default\n')
       // the default contexts are listed from the start, each with its working directory
