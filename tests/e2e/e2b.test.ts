@@ -395,6 +395,28 @@ describe('e2b clients against forkbox', () => {
     }
   })
 
+  it('a command or a cell running when its sandbox is killed fails as E2B says it: the sandbox was killed', async () => {
+    const sbx = await Sandbox.create({ timeoutMs: TIMEOUT_MS })
+    const run = sbx.commands.run('sleep 30')
+    run.catch(() => {})
+    await new Promise((r) => setTimeout(r, 1500))
+    await Sandbox.kill(sbx.sandboxId)
+    await assert.rejects(run, (e: Error) => {
+      assert.match(e.message, /killed or reached its end of life/)
+      return true
+    })
+    const ci = await CodeInterpreter.create({ timeoutMs: TIMEOUT_MS })
+    const cell = ci.runCode('import time; time.sleep(60)')
+    cell.catch(() => {})
+    await new Promise((r) => setTimeout(r, 2000))
+    await ci.kill()
+    await assert.rejects(cell, (e: Error) => {
+      assert.ok(e instanceof TimeoutError, `${e.name}: ${e.message}`)
+      assert.match(e.message, /sandbox was killed while the request was in progress/)
+      return true
+    })
+  })
+
   it('answers errors E2B-shaped, with a stable code', async () => {
     await assert.rejects(Sandbox.connect('sbx-00000000000000000000'), SandboxNotFoundError)
     await assert.rejects(Sandbox.create('no-such-template'), (err: unknown) => {

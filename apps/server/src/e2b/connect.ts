@@ -75,6 +75,21 @@ export function sandboxUnary<T extends z.ZodType>(
   return (c: Context<AppEnv>) => unary(c, async () => fn(await sandboxCall(c), await unaryRequest(c, schema)))
 }
 
+/** A failure that means the sandbox ended under the call (killed, or died): envd's connection would drop with it. */
+export function sandboxEnded(err: unknown): boolean {
+  return err instanceof AppError && (err.code === 'SANDBOX_NOT_RUNNING' || err.code === 'SANDBOX_ERRORED')
+}
+
+/**
+ * Ends a streamed response the way envd's does when its sandbox dies: the connection drops, no
+ * last message. The E2B clients then ask whether the sandbox still runs and, as it does not, say
+ * it was killed or reached its end of life.
+ */
+export function dropConnection(c: Context<AppEnv>): void {
+  // from the Node server; under app.request() (tests) the body just ends without its last message
+  c.env?.outgoing?.destroy()
+}
+
 export interface ServerStream {
   send(msg: unknown): Promise<void>
   /** Aborted when the client goes away (or its deadline passes). */
@@ -105,6 +120,10 @@ export function serverStream(
     try {
       await work({ send, signal: aborted.signal })
     } catch (err) {
+      if (sandboxEnded(err)) {
+        clearInterval(timer)
+        return dropConnection(c)
+      }
       end = { error: errorOf(c, err, connectErrors).body }
     } finally {
       clearInterval(timer)

@@ -7,6 +7,7 @@ import { stream } from 'hono/streaming'
 import { z } from 'zod'
 import type { AppEnv } from '../http/env.ts'
 import { toAppError, validationError } from '../http/errors.ts'
+import { dropConnection, sandboxEnded } from './connect.ts'
 import { jsonBody } from './json-body.ts'
 import { INTERPRETER_PORT, type SandboxCall, sandboxCall } from './sandbox-call.ts'
 
@@ -80,6 +81,8 @@ async function execute(c: Context<AppEnv>, call: SandboxCall): Promise<Response>
       if (out.executionCount !== null) line({ type: 'number_of_executions', execution_count: out.executionCount })
     } catch (err) {
       if (aborted.signal.aborted) return
+      // killed mid-cell: the client reads a dropped connection as "the sandbox was killed"
+      if (sandboxEnded(err)) return dropConnection(c)
       const app = toAppError(c, err)
       line({ type: 'error', name: app.code, value: app.message, traceback: '' })
     }
