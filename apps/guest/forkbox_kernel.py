@@ -175,6 +175,63 @@ def patch_pyplot():
     _patched_pyplot = plt
 
 
+# ---- PIL -------------------------------------------------------------------------------------
+# As E2B's interpreter: an image's show() displays it, and so does its save() (after saving).
+
+
+def patch_pil(module):
+    cls = getattr(module, "Image", None)
+    if cls is None or getattr(cls, "_forkbox_patched", False):
+        return
+    save = cls.save
+
+    def display_image(img):
+        buf = io.BytesIO()
+        try:
+            save(img, buf, format="PNG")
+        except Exception as e:  # noqa: BLE001 - an image PNG cannot hold is not displayed
+            print(f"cannot display the image: {type(e).__name__}: {e}", file=sys.stderr)
+            return
+        sys.stdout.flush()
+        emit({"t": "display", "main": False, "data": {"png": base64.b64encode(buf.getvalue()).decode(), "text": repr(img)}})
+
+    def saved(self, fp, format=None, **params):
+        save(self, fp, format, **params)
+        display_image(self)
+
+    cls.show = lambda self, *args, **kwargs: display_image(self)
+    cls.save = saved
+    cls._forkbox_patched = True
+
+
+class PostImportHooks:
+    """Runs a patch right after a module is first imported (in whichever cell imports it)."""
+
+    hooks = {"PIL.Image": patch_pil}
+
+    def find_spec(self, name, path, target=None):
+        hook = self.hooks.get(name)
+        if hook is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                run = spec.loader.exec_module
+
+                def exec_module(module, run=run):
+                    run(module)
+                    try:
+                        hook(module)
+                    except Exception:  # noqa: BLE001 - the module works unpatched
+                        pass
+
+                spec.loader.exec_module = exec_module
+                return spec
+        return None
+
+
 # ---- python --------------------------------------------------------------------------------
 
 
@@ -446,6 +503,8 @@ def main():
     os.close(null)
     stdin = os.fdopen(requests_fd, "r", encoding="utf-8", errors="replace")
     sys.stdin = open(os.devnull)  # noqa: SIM115 - lives as long as the kernel
+    if language == "python":
+        sys.meta_path.insert(0, PostImportHooks())
     kernel = Kernel(language)
     preload = os.environ.pop("FORKBOX_KERNEL_PRELOAD", "")
     if preload and language == "python":

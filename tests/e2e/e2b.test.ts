@@ -342,6 +342,11 @@ describe('e2b clients against forkbox', () => {
       const png = plot.results.find((r) => r.png)?.png
       assert.ok(png, JSON.stringify(plot.results.map((r) => r.formats())))
       assert.ok(Buffer.from(png, 'base64').subarray(0, 8).equals(Buffer.from('\x89PNG\r\n\x1a\n', 'latin1')))
+      // as E2B's interpreter: a PIL image shows when saved
+      const saved = await ci.runCode(
+        'import numpy\nfrom PIL import Image\nimg = Image.fromarray((numpy.random.rand(16, 16, 3) * 255).astype("uint8")).convert("RGBA")\nimg.save("/tmp/test.png")',
+      )
+      assert.ok(saved.results[0]?.png, JSON.stringify(saved.error ?? saved.results.map((r) => r.formats())))
       const df = await ci.runCode('import pandas as pd\npd.DataFrame({"city": ["Oslo", "Lima"], "temp": [3.5, 19.0]})')
       assert.match(df.results[0]?.html ?? '', /<table[\s\S]*Oslo[\s\S]*Lima/)
       assert.equal(df.results[0]?.isMainResult, true)

@@ -3,7 +3,7 @@
 // E2B's interpreter shows them, a cell's env is the cell's only, ES module imports work.
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
@@ -77,6 +77,44 @@ describe('code kernels', () => {
       assert.equal(mainText(await k.run('import os; os.getcwd()')), cwd)
       assert.equal(mainText(await k.run("['a', 1]")), "['a', 1]")
       assert.equal(mainText(await k.run('6 * 7')), '42')
+    } finally {
+      k.close()
+    }
+  })
+
+  it("python: an image's show() and save() display it, imported in the same cell (a stand-in PIL here)", async () => {
+    // the real PIL is in the code-interpreter template (e2e); this one saves fixed bytes
+    mkdirSync(join(cwd, 'PIL'), { recursive: true })
+    writeFileSync(join(cwd, 'PIL', '__init__.py'), '')
+    writeFileSync(
+      join(cwd, 'PIL', 'Image.py'),
+      [
+        'class Image:',
+        '    def save(self, fp, format=None, **params):',
+        '        data = b"\\x89PNG-" + (format or "file").encode()',
+        '        if isinstance(fp, str):',
+        '            open(fp, "wb").write(data)',
+        '        else:',
+        '            fp.write(data)',
+        '    def show(self):',
+        '        raise RuntimeError("no display")',
+        '    def __repr__(self):',
+        '        return "<image>"',
+        '',
+      ].join('\n'),
+    )
+    const k = kernel('python')
+    const pngs = (ms: Message[]) =>
+      ms
+        .filter((m) => m.t === 'display' && !m.main)
+        .map((m) => Buffer.from(String(m.data?.png), 'base64').toString('latin1'))
+    try {
+      const saved = await k.run('from PIL import Image\nimg = Image.Image()\nimg.save("out.png")')
+      assert.deepEqual(pngs(saved), ['\x89PNG-PNG'])
+      assert.equal(readFileSync(join(cwd, 'out.png'), 'latin1'), '\x89PNG-file')
+      const shown = await k.run('img.show()')
+      assert.deepEqual(pngs(shown), ['\x89PNG-PNG'])
+      assert.equal(shown.at(-1)?.error, null)
     } finally {
       k.close()
     }
