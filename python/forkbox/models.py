@@ -20,6 +20,8 @@ class SandboxInfo:
     error_message: Optional[str] = None
     persistent: bool = False
     network: Dict[str, Any] = field(default_factory=dict)
+    #: ``kill`` or ``hibernate``: what its TTL does
+    on_timeout: str = "kill"
     access_token: str = ""
     domain: str = "localhost"
 
@@ -38,6 +40,7 @@ class SandboxInfo:
             error_message=d.get("errorMessage"),
             persistent=bool(d.get("persistent")),
             network=d.get("network") or {},
+            on_timeout=d.get("onTimeout") or "kill",
             access_token=d.get("accessToken", ""),
             domain=d.get("domain", "localhost"),
         )

@@ -142,6 +142,21 @@ def network_policy():
 
 
 @behaviour
+def hibernate_on_timeout():
+    import time
+
+    with Sandbox.create(ttl_seconds=2, on_timeout="hibernate") as sbx:
+        assert sbx.info.on_timeout == "hibernate"
+        sbx.files.write("/work/kept.txt", "kept")
+        deadline = time.monotonic() + 60
+        while sbx.get_info().state != "hibernated":
+            assert time.monotonic() < deadline, f"not hibernated: {sbx.info.state}"
+            time.sleep(0.2)
+        assert sbx.exec("cat /work/kept.txt").stdout == "kept"
+        assert sbx.get_info().state == "running"
+
+
+@behaviour
 def kill_on_exit():
     with Sandbox.create() as sbx:
         sid = sbx.id

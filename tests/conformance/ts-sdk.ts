@@ -106,6 +106,18 @@ export async function runTsBehaviours(conn: ConnectionOptions): Promise<Results>
       assert.ok(sbx.getHost(8000).startsWith(`8000-${sbx.id}.localhost:`))
       assert.ok(sbx.accessToken.startsWith('fbt_'))
     },
+    async hibernate_on_timeout() {
+      await using sbx = await Sandbox.create({ ...conn, ttlSeconds: 2, onTimeout: 'hibernate' })
+      assert.equal(sbx.info.onTimeout, 'hibernate')
+      await sbx.files.write('/work/kept.txt', 'kept')
+      const deadline = Date.now() + 60_000
+      while ((await sbx.getInfo()).state !== 'hibernated') {
+        assert.ok(Date.now() < deadline, `not hibernated: ${sbx.info.state}`)
+        await new Promise((r) => setTimeout(r, 200))
+      }
+      assert.equal((await sbx.exec('cat /work/kept.txt')).stdout, 'kept')
+      assert.equal((await sbx.getInfo()).state, 'running')
+    },
     async kill_on_exit() {
       let id = ''
       {

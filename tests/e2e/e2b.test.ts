@@ -422,6 +422,31 @@ describe('e2b clients against forkbox', () => {
     })
   })
 
+  it("lifecycle onTimeout 'pause': at its timeout the sandbox pauses instead of dying; connect resumes it as it was", async () => {
+    const sbx = await Sandbox.create({ timeoutMs: 3_000, lifecycle: { onTimeout: 'pause', autoResume: true } })
+    try {
+      await sbx.files.write('/home/user/kept.txt', 'kept')
+      await sbx.commands.run('sleep 3600', { background: true })
+      await until(
+        'the sandbox paused at its timeout',
+        async () => (await Sandbox.getInfo(sbx.sandboxId)).state === 'paused',
+        60_000,
+      )
+      const info = await Sandbox.getInfo(sbx.sandboxId)
+      assert.deepEqual(info.lifecycle, { onTimeout: 'pause', autoResume: true })
+      const back = await Sandbox.connect(sbx.sandboxId, { timeoutMs: TIMEOUT_MS })
+      assert.equal(await back.files.read('/home/user/kept.txt'), 'kept')
+      assert.ok((await back.commands.list()).some((p) => p.cmd.includes('sleep') || p.args.includes('3600')))
+      // a filesystem-only pause is refused, clearly
+      await assert.rejects(
+        Sandbox.create({ lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } }),
+        /filesystem-only pause/,
+      )
+    } finally {
+      await Sandbox.kill(sbx.sandboxId)
+    }
+  })
+
   it('answers errors E2B-shaped, with a stable code', async () => {
     await assert.rejects(Sandbox.connect('sbx-00000000000000000000'), SandboxNotFoundError)
     await assert.rejects(Sandbox.create('no-such-template'), (err: unknown) => {

@@ -158,6 +158,38 @@ describe('control plane', () => {
     )
   })
 
+  it("onTimeout 'hibernate': the TTL hibernates it instead; a call wakes it with its TTL anew; kept hibernated, not killed", async () => {
+    const s = (await call('POST', '/v1/sandboxes', { ttlSeconds: 10, onTimeout: 'hibernate' })).body
+    assert.equal(s.onTimeout, 'hibernate')
+    const plain = (await call('POST', '/v1/sandboxes', { ttlSeconds: 10 })).body
+    assert.equal(plain.onTimeout, 'kill')
+    await cp.sandboxes.reap(new Date(Date.now() + 60_000))
+    const paused = (await call('GET', `/v1/sandboxes/${s.id}`)).body
+    assert.equal(paused.state, 'hibernated')
+    assert.equal((await call('GET', `/v1/sandboxes/${plain.id}`)).body.state, 'killed')
+    // kept past its TTL while hibernated (for the longest TTL)
+    assert.ok(Date.parse(paused.expiresAt) > Date.now() + 6 * 24 * 3600_000, paused.expiresAt)
+    await cp.sandboxes.reap(new Date(Date.now() + 120_000))
+    assert.equal((await call('GET', `/v1/sandboxes/${s.id}`)).body.state, 'hibernated')
+    // a call wakes it, and its 10 s start again
+    assert.equal((await call('POST', `/v1/sandboxes/${s.id}/exec`, { cmd: 'true' })).status, 200)
+    const woke = (await call('GET', `/v1/sandboxes/${s.id}`)).body
+    assert.equal(woke.state, 'running')
+    const left = Date.parse(woke.expiresAt) - Date.now()
+    assert.ok(left > 5_000 && left <= 10_000, `${left} ms left`)
+    // a TTL set meanwhile is the one a later wake restores
+    await call('POST', `/v1/sandboxes/${s.id}/timeout`, { ttlSeconds: 100 })
+    await cp.sandboxes.reap(new Date(Date.now() + 200_000))
+    assert.equal((await call('GET', `/v1/sandboxes/${s.id}`)).body.state, 'hibernated')
+    assert.equal((await call('POST', `/v1/sandboxes/${s.id}/exec`, { cmd: 'true' })).status, 200)
+    const again = Date.parse((await call('GET', `/v1/sandboxes/${s.id}`)).body.expiresAt) - Date.now()
+    assert.ok(again > 90_000 && again <= 100_000, `${again} ms left`)
+    // its retention over, a hibernated one ends
+    await cp.sandboxes.reap(new Date(Date.now() + 200_000))
+    await cp.sandboxes.reap(new Date(Date.now() + 8 * 24 * 3600_000))
+    assert.equal((await call('GET', `/v1/sandboxes/${s.id}`)).body.state, 'killed')
+  })
+
   it('the idle reaper hibernates a sandbox no request touched, not a persistent or busy one', async () => {
     await cp.close()
     cp = await createControlPlane({

@@ -4,6 +4,8 @@ import { z } from 'zod'
 import { errorCodes, sandboxErrorReasons } from './errors.ts'
 
 export const MAX_TTL_SECONDS = 7 * 24 * 3600
+/** A sandbox's TTL when the create names none. */
+export const DEFAULT_TTL_SECONDS = 300
 
 /** `lost`: its host stopped answering; it may come back (`running` again) when the host does. */
 export const SandboxState = z.enum(['starting', 'running', 'hibernated', 'killed', 'errored', 'lost'])
@@ -91,10 +93,13 @@ export const NetworkPolicy = z.object({
 })
 export type NetworkPolicy = z.infer<typeof NetworkPolicy>
 
+export const OnTimeout = z.enum(['kill', 'hibernate'])
+export type OnTimeout = z.infer<typeof OnTimeout>
+
 export const CreateSandboxRequest = z
   .object({
     template: z.string().min(1).max(128).default('base'),
-    ttlSeconds: z.number().int().min(1).max(MAX_TTL_SECONDS).default(300),
+    ttlSeconds: z.number().int().min(1).max(MAX_TTL_SECONDS).default(DEFAULT_TTL_SECONDS),
     metadata: Metadata.default({}),
     envs: EnvVars.default({}),
     resources: Resources.default({}),
@@ -103,6 +108,11 @@ export const CreateSandboxRequest = z
     /** Exempt from the idle reaper (the TTL still applies). */
     persistent: z.boolean().default(false),
     network: NetworkOptions.default({}),
+    /**
+     * What its TTL does: `kill` it, or `hibernate` it (memory and disk kept; the next call wakes
+     * it, with its TTL from the start again). E2B's `lifecycle.onTimeout: 'pause'`.
+     */
+    onTimeout: OnTimeout.default('kill'),
   })
   .strict()
 export type CreateSandboxRequest = z.input<typeof CreateSandboxRequest>
@@ -120,6 +130,7 @@ export const Sandbox = z.object({
   errorMessage: z.string().nullable(),
   persistent: z.boolean(),
   network: NetworkPolicy,
+  onTimeout: OnTimeout,
   /** Opens the sandbox's exposed ports to whoever holds it (instead of an API key). */
   accessToken: z.string(),
   /** Exposed ports are served at `{port}-{id}.{domain}` on the API's port: each its own browser origin. */
@@ -263,7 +274,7 @@ export const MAX_FORK_COUNT = 16
 export const ForkRequest = z
   .object({
     count: z.number().int().min(1).max(MAX_FORK_COUNT).default(1),
-    ttlSeconds: z.number().int().min(1).max(MAX_TTL_SECONDS).default(300),
+    ttlSeconds: z.number().int().min(1).max(MAX_TTL_SECONDS).default(DEFAULT_TTL_SECONDS),
     metadata: Metadata.optional(),
     /** On a fleet: the forks go across hosts (least loaded first), not beside the original. One box: no effect. */
     spread: z.boolean().optional(),

@@ -35,6 +35,12 @@ export interface CreateSandboxOptions extends ConnectionOptions, RequestOptions 
    * touched for its idle timeout (default 10 minutes). The TTL still applies. */
   persistent?: boolean
   /**
+   * What its TTL does: `'kill'` (the default) ends it; `'hibernate'` checkpoints it (memory and
+   * disk) and stops it, and the next call on it wakes it, with its TTL from the start again (E2B's
+   * auto-pause). A hibernated sandbox is kept for 7 days.
+   */
+  onTimeout?: 'kill' | 'hibernate'
+  /**
    * What it may reach and which ports it exposes. Default: no network at all. `{ internet: true }`
    * opens the internet (never the host, private ranges, link-local/metadata addresses, other
    * sandboxes or mining ports); `allowOut` narrows it to those CIDRs and names, `denyOut` takes
@@ -127,11 +133,11 @@ export class Sandbox {
 
   static async create(options: CreateSandboxOptions = {}): Promise<Sandbox> {
     const http = new HttpClient(connectionOptions(options))
-    const { template, ttlSeconds, metadata, envs, resources, snapshot, persistent, network } = options
+    const { template, ttlSeconds, metadata, envs, resources, snapshot, persistent, network, onTimeout } = options
     const info = await http.json<SandboxInfo>({
       method: 'POST',
       path: '/v1/sandboxes',
-      json: { template, ttlSeconds, metadata, envs, resources, snapshot, persistent, network },
+      json: { template, ttlSeconds, metadata, envs, resources, snapshot, persistent, network, onTimeout },
       signal: options.signal,
     })
     return new Sandbox(http, info)

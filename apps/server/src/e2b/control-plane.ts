@@ -46,6 +46,8 @@ const NewSandbox = z
     metadata: Metadata.nullish(),
     envVars: EnvVars.nullish(),
     autoPause: z.boolean().nullish(),
+    autoPauseMemory: z.boolean().nullish(),
+    autoResume: z.object({ enabled: z.boolean().nullish() }).passthrough().nullish(),
     secure: z.boolean().nullish(),
     allow_internet_access: z.boolean().nullish(),
     network: E2bNetwork.nullish(),
@@ -80,6 +82,8 @@ function info(s: Sandbox) {
     metadata: s.metadata,
     state: s.state === 'hibernated' ? 'paused' : 'running',
     envdVersion: ENVD_VERSION,
+    // forkbox wakes a hibernated sandbox on any call: auto-resume is always on where pause is
+    lifecycle: { onTimeout: s.onTimeout === 'hibernate' ? 'pause' : 'kill', autoResume: s.onTimeout === 'hibernate' },
     ...toE2b(s.network),
   }
 }
@@ -114,8 +118,12 @@ async function live(c: Context<AppEnv>, owner: string, id: string): Promise<Sand
 
 const create: Handler = async (c, owner) => {
   const req = await jsonBody(c, NewSandbox)
-  if (req.autoPause)
-    unsupported('autoPause (lifecycle onTimeout: pause)', 'a sandbox is killed at its timeout; pause it yourself')
+  // lifecycle.onTimeout: 'pause' is forkbox's onTimeout: 'hibernate' (memory and disk kept; any call wakes it)
+  if (req.autoPause && req.autoPauseMemory === false)
+    unsupported(
+      'lifecycle.onTimeout.keepMemory: false (a filesystem-only pause)',
+      'leave keepMemory out: a paused forkbox sandbox keeps its memory and disk',
+    )
   if (req.mcp) unsupported('mcp', 'run the MCP server yourself with commands.run')
   if (req.volumeMounts?.length) unsupported('volumeMounts', 'use files.write')
   const network = toForkbox(req.allow_internet_access, req.network)
@@ -126,6 +134,7 @@ const create: Handler = async (c, owner) => {
     metadata: req.metadata ?? {},
     envs: req.envVars ?? {},
     ...(network ? { network } : {}),
+    onTimeout: req.autoPause ? 'hibernate' : 'kill',
   })
   if (!parsed.success) throw validationError(parsed.error)
   const sbx = await c.var.services.sandboxes.create(owner, parsed.data, c.req.raw.signal)

@@ -68,6 +68,8 @@ export class Launcher {
       expiresAt: new Date(Date.now() + req.ttlSeconds * 1000),
       persistent: req.persistent,
       network: req.network,
+      onTimeout: req.onTimeout,
+      ttlSeconds: req.ttlSeconds,
     })
   }
 
@@ -129,6 +131,7 @@ export class Launcher {
       persistent: false,
       // the same policy; each fork has its own namespace and address
       network: src.network,
+      onTimeout: src.onTimeout,
     }
     const ids = Array.from({ length: req.count }, newSandboxId)
     let checkpointed: number | null = null

@@ -5,9 +5,11 @@ import {
   type AgentApi,
   AppError,
   type CreateSandboxRequest,
+  DEFAULT_TTL_SECONDS,
   type FileEntry,
   type GuestFileOp,
   type GuestFileOps,
+  MAX_TTL_SECONDS,
   type NetworkOptions,
   type ResolvedResources,
   type Resources,
@@ -380,26 +382,51 @@ export class SandboxService {
   async setTimeout(owner: string, id: string, ttlSeconds: number): Promise<Sandbox> {
     const s = await this.own(owner, id)
     if (s.state !== 'hibernated') this.mustRun(s)
-    await this.store.setExpiry(id, new Date(Date.now() + ttlSeconds * 1000))
+    await this.store.setExpiry(id, new Date(Date.now() + ttlSeconds * 1000), ttlSeconds)
     return this.get(owner, id)
   }
 
   async reap(now = new Date()): Promise<string[]> {
     const ids = await this.store.expired(now)
-    for (const id of ids) await this.end(id, 'expired')
+    for (const id of ids) {
+      const s = await this.store.get(id)
+      if (s?.onTimeout === 'hibernate' && s.state === 'running') await this.hibernateAtTimeout(id, now)
+      else await this.end(id, 'expired')
+    }
     await this.reapIdle(now.getTime())
     return ids
   }
 
-  /** Checkpoints the sandbox and stops it; the next call that needs it wakes it. */
-  async hibernate(owner: string, id: string): Promise<Sandbox> {
-    await this.running(owner, id)
+  /**
+   * Its TTL passed and it hibernates rather than dies (`onTimeout: 'hibernate'`): kept for the
+   * longest TTL there is, until a call wakes it (with its own TTL again). If it cannot be
+   * hibernated, its TTL ends it as any other.
+   */
+  private async hibernateAtTimeout(id: string, now: Date): Promise<void> {
+    await this.store.setExpiry(id, new Date(now.getTime() + MAX_TTL_SECONDS * 1000))
+    try {
+      await this.hibernateNow(id)
+      this.log.info({ sandboxId: id }, 'sandbox hibernated at its timeout')
+    } catch (err) {
+      this.log.warn({ sandboxId: id, err: String(err) }, 'hibernating at its timeout failed; it ends')
+      await this.end(id, 'expired')
+    }
+  }
+
+  /** Hibernates it, joining a hibernation already under way. */
+  private hibernateNow(id: string): Promise<void> {
     let p = this.hibernating.get(id)
     if (!p) {
       p = this.checkpointAndStop(id).finally(() => this.hibernating.delete(id))
       this.hibernating.set(id, p)
     }
-    await p
+    return p
+  }
+
+  /** Checkpoints the sandbox and stops it; the next call that needs it wakes it. */
+  async hibernate(owner: string, id: string): Promise<Sandbox> {
+    await this.running(owner, id)
+    await this.hibernateNow(id)
     return this.get(owner, id)
   }
 
@@ -504,6 +531,11 @@ export class SandboxService {
     }
     await this.store.setHibernateSnapshot(s.id, null)
     await this.agent.deleteSnapshot(snapshotId)
+    // a sandbox that hibernates at its timeout lives its TTL again from its wake
+    if (s.onTimeout === 'hibernate') {
+      const ttl = s.ttlSeconds ?? DEFAULT_TTL_SECONDS
+      await this.store.setExpiry(s.id, new Date(Date.now() + ttl * 1000))
+    }
     this.metrics?.wakeSeconds.observe((performance.now() - started) / 1000)
     this.log.info({ sandboxId: s.id, ms: Math.round(performance.now() - started) }, 'sandbox woke')
   }

@@ -3,6 +3,7 @@
 import { EventEmitter } from 'node:events'
 import type {
   NetworkPolicy,
+  OnTimeout,
   ResolvedResources,
   Sandbox,
   SandboxErrorReason,
@@ -30,6 +31,8 @@ interface SandboxRow {
   hibernate_snapshot: string | null
   persistent: number
   network: string
+  on_timeout: string
+  ttl_seconds: number | null
 }
 
 /** A sandbox as stored; its access token is derived from the server secret, never stored; its domain is the server's. */
@@ -37,6 +40,8 @@ export interface SandboxRecord extends Omit<Sandbox, 'accessToken' | 'domain'> {
   owner: string
   /** While hibernated: the snapshot it wakes from. */
   hibernateSnapshot: string | null
+  /** Its TTL as last set (null: made before this was kept). */
+  ttlSeconds: number | null
 }
 
 function toRecord(r: SandboxRow): SandboxRecord {
@@ -55,11 +60,13 @@ function toRecord(r: SandboxRow): SandboxRecord {
     hibernateSnapshot: r.hibernate_snapshot,
     persistent: r.persistent === 1,
     network: JSON.parse(r.network),
+    onTimeout: r.on_timeout === 'hibernate' ? 'hibernate' : 'kill',
+    ttlSeconds: r.ttl_seconds === null ? null : Number(r.ttl_seconds),
   }
 }
 
 export function toPublic(r: SandboxRecord): Omit<Sandbox, 'accessToken' | 'domain'> {
-  const { owner: _owner, hibernateSnapshot: _snapshot, ...rest } = r
+  const { owner: _owner, hibernateSnapshot: _snapshot, ttlSeconds: _ttl, ...rest } = r
   return rest
 }
 
@@ -114,6 +121,8 @@ export class SandboxStore {
     expiresAt: Date
     persistent: boolean
     network: NetworkPolicy
+    onTimeout?: OnTimeout
+    ttlSeconds?: number
   }): Promise<SandboxRecord> {
     await this.db
       .insertInto('sandboxes')
@@ -128,6 +137,8 @@ export class SandboxStore {
         expires_at: s.expiresAt.toISOString(),
         persistent: s.persistent ? 1 : 0,
         network: JSON.stringify(s.network),
+        on_timeout: s.onTimeout ?? 'kill',
+        ttl_seconds: s.ttlSeconds ?? null,
       })
       .execute()
     await this.event(s.id, 'created')
@@ -232,8 +243,13 @@ export class SandboxStore {
     return rows.map((r) => r.hibernate_snapshot as string)
   }
 
-  async setExpiry(id: string, expiresAt: Date): Promise<void> {
-    await this.db.updateTable('sandboxes').set({ expires_at: expiresAt.toISOString() }).where('id', '=', id).execute()
+  /** Moves its end to `expiresAt`; `ttlSeconds`: the TTL it was set from, which a wake after a timeout's hibernation starts again. */
+  async setExpiry(id: string, expiresAt: Date, ttlSeconds?: number): Promise<void> {
+    await this.db
+      .updateTable('sandboxes')
+      .set({ expires_at: expiresAt.toISOString(), ...(ttlSeconds === undefined ? {} : { ttl_seconds: ttlSeconds }) })
+      .where('id', '=', id)
+      .execute()
     await this.event(id, 'timeout-extended', expiresAt.toISOString())
   }
 

@@ -30,6 +30,10 @@ export interface SandboxesTable {
   access_token: Generated<string>
   /** When a replica last saw a call of it (fleet: the idle reaper's replica reads what the others saw). */
   active_at: string | null
+  /** `kill` or `hibernate`: what its TTL does. */
+  on_timeout: Generated<string>
+  /** Its TTL as last set (a wake after a timeout's hibernation starts it again). */
+  ttl_seconds: number | null
 }
 
 export interface SandboxEventsTable {
@@ -291,6 +295,15 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
     '0004-build-leases': {
       async up(db: Kysely<unknown>) {
         await db.schema.alterTable('template_builds').addColumn('lease_until', 'text').execute()
+      },
+    },
+    '0005-on-timeout': {
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .alterTable('sandboxes')
+          .addColumn('on_timeout', 'text', (c) => c.notNull().defaultTo('kill'))
+          .execute()
+        await db.schema.alterTable('sandboxes').addColumn('ttl_seconds', 'integer').execute()
       },
     },
   }
