@@ -115,8 +115,9 @@ def hibernate(sandbox_id: str) -> Op:
     return SandboxInfo.from_json((yield Call("POST", f"{sandbox_path(sandbox_id)}/hibernate")))
 
 
-def snapshot(sandbox_id: str) -> Op:
-    return Snapshot.from_json((yield Call("POST", f"{sandbox_path(sandbox_id)}/snapshots")))
+def snapshot(sandbox_id: str, name: Optional[str] = None) -> Op:
+    body = {"name": name} if name else None
+    return Snapshot.from_json((yield Call("POST", f"{sandbox_path(sandbox_id)}/snapshots", json=body)))
 
 
 def fork(sandbox_id: str, *, count, ttl_seconds, metadata, spread=None) -> Op:

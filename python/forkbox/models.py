@@ -171,10 +171,11 @@ class Snapshot:
     template: str
     size_bytes: int
     created_at: str
+    name: Optional[str] = None
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "Snapshot":
-        return cls(d["id"], d["sandboxId"], d["template"], int(d["sizeBytes"]), d["createdAt"])
+        return cls(d["id"], d["sandboxId"], d["template"], int(d["sizeBytes"]), d["createdAt"], d.get("name"))
 
 
 @dataclass

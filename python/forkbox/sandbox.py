@@ -150,8 +150,9 @@ class Sandbox:
     def kill(self) -> None:
         self._t.run(core.kill(self.id))
 
-    def snapshot(self) -> Snapshot:
-        return self._t.run(core.snapshot(self.id))
+    def snapshot(self, name: Optional[str] = None) -> Snapshot:
+        """Keeps the live state; ``name``: start sandboxes from it by that name too (it moves from the snapshot that had it)."""
+        return self._t.run(core.snapshot(self.id, name))
 
     def fork(
         self,
@@ -357,8 +358,9 @@ class AsyncSandbox:
     async def kill(self) -> None:
         await self._t.run(core.kill(self.id))
 
-    async def snapshot(self) -> Snapshot:
-        return await self._t.run(core.snapshot(self.id))
+    async def snapshot(self, name: Optional[str] = None) -> Snapshot:
+        """Keeps the live state; ``name``: start sandboxes from it by that name too (it moves from the snapshot that had it)."""
+        return await self._t.run(core.snapshot(self.id, name))
 
     async def fork(
         self,

@@ -162,6 +162,21 @@ describe('e2b clients against forkbox', () => {
       }
       assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true)
       assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false)
+      // a named snapshot: created from, and listed, by its name
+      const named = await sbx.createSnapshot({ name: 'e2b-golden' })
+      assert.deepEqual(named.names, ['e2b-golden', named.snapshotId])
+      const listed = await Sandbox.listSnapshots({ name: 'e2b-golden' }).nextItems()
+      assert.deepEqual(
+        listed.map((s) => s.snapshotId),
+        [named.snapshotId],
+      )
+      const fromName = await Sandbox.create('e2b-golden', { timeoutMs: TIMEOUT_MS })
+      try {
+        assert.equal(await fromName.files.read('/home/user/mark.txt'), 'original')
+      } finally {
+        await fromName.kill()
+      }
+      assert.equal(await Sandbox.deleteSnapshot(named.snapshotId), true)
     })
   })
 

@@ -304,6 +304,34 @@ describe('control plane', () => {
     assert.equal(r.body.error.details.stdout, 'partial')
   })
 
+  it("named snapshots: a sandbox starts from one by its name; the name moves to a newer snapshot; another key's name means nothing", async () => {
+    const src = (await call('POST', '/v1/sandboxes', {})).body
+    const first = await call('POST', `/v1/sandboxes/${src.id}/snapshots`, { name: 'golden' })
+    assert.equal(first.status, 201, JSON.stringify(first.body))
+    assert.equal(first.body.name, 'golden')
+    const made = await call('POST', '/v1/sandboxes', { snapshot: 'golden' })
+    assert.equal(made.status, 201, JSON.stringify(made.body))
+    assert.equal(agent.started.at(-1)?.snapshot, first.body.id)
+    const second = (await call('POST', `/v1/sandboxes/${src.id}/snapshots`, { name: 'golden' })).body
+    await call('POST', '/v1/sandboxes', { snapshot: 'golden' })
+    assert.equal(agent.started.at(-1)?.snapshot, second.id)
+    const named = (await call('GET', '/v1/snapshots?name=golden')).body.snapshots
+    assert.deepEqual(
+      named.map((s: { id: string }) => s.id),
+      [second.id],
+    )
+    const all = (await call('GET', '/v1/snapshots')).body.snapshots
+    assert.equal(all.find((s: { id: string }) => s.id === first.body.id)?.name, null)
+    const other = (await call('POST', '/v1/keys', { name: 'b' })).body.key
+    const theirs = await call('POST', '/v1/sandboxes', { snapshot: 'golden' }, other)
+    assert.deepEqual([theirs.status, theirs.body.error.code], [404, 'SNAPSHOT_NOT_FOUND'])
+    // a name that looks like an id, or holds a slash, is refused
+    for (const name of ['snap-0123', 'a/b', ''])
+      assert.equal((await call('POST', `/v1/sandboxes/${src.id}/snapshots`, { name })).status, 400, name)
+    assert.equal((await call('DELETE', '/v1/snapshots/golden')).status, 204)
+    assert.equal((await call('GET', '/v1/snapshots?name=golden')).body.snapshots.length, 0)
+  })
+
   it('snapshots belong to their key; a sandbox from one gets its template and resources', async () => {
     const src = await call('POST', '/v1/sandboxes', { resources: { memoryMB: 1024 } })
     const snap = await call('POST', `/v1/sandboxes/${src.body.id}/snapshots`)

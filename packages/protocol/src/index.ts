@@ -92,6 +92,7 @@ export {
   CreatedKey,
   CreateKeyRequest,
   CreateSandboxRequest,
+  CreateSnapshotRequest,
   DEFAULT_EXEC_TIMEOUT_SECONDS,
   DEFAULT_MAX_OUTPUT_BYTES,
   DEFAULT_TTL_SECONDS,
@@ -140,6 +141,7 @@ export {
   SIGNALS,
   Snapshot,
   SnapshotList,
+  SnapshotName,
   WriteQuery,
 } from './schemas.ts'
 export {

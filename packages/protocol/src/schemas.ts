@@ -259,8 +259,19 @@ export const CreateKeyRequest = z
   .strict()
 export const CreatedKey = ApiKeyInfo.extend({ key: z.string() })
 
+/** A snapshot's name, unique among a key's snapshots (a new snapshot given a name takes it over). */
+export const SnapshotName = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'letters, digits, ".", "_" and "-", at most 64')
+  .refine((n) => !n.startsWith('snap-'), 'a name may not start with "snap-" (snapshot ids do)')
+
+export const CreateSnapshotRequest = z.object({ name: SnapshotName.optional() }).strict()
+export type CreateSnapshotRequest = z.input<typeof CreateSnapshotRequest>
+
 export const Snapshot = z.object({
   id: z.string(),
+  /** Start sandboxes from it by this name as by its id (`snapshot: name`). */
+  name: z.string().nullable(),
   sandboxId: z.string(),
   template: z.string(),
   resources: ResolvedResources,

@@ -29,7 +29,7 @@ export interface CreateSandboxOptions extends ConnectionOptions, RequestOptions 
   /** Environment variables for every command in the sandbox. */
   envs?: Record<string, string>
   resources?: Resources
-  /** Start from this snapshot (see `sandbox.snapshot()`): its template, resources and state. */
+  /** Start from this snapshot, by id or name (see `sandbox.snapshot()`): its template, resources and state. */
   snapshot?: string
   /** Exempt from the server's idle reaper, which otherwise hibernates a sandbox no call has
    * touched for its idle timeout (default 10 minutes). The TTL still applies. */
@@ -301,11 +301,14 @@ export class Sandbox {
   /**
    * Keeps this sandbox's live state (memory, processes, disk) as a snapshot; start new sandboxes
    * from it with `Sandbox.create({ snapshot: id })`. The sandbox pauses while it is written.
+   * `name`: start from it by that name too (`snapshot: name`); the name moves to it from the
+   * snapshot of this key that had it.
    */
-  async snapshot(options: RequestOptions = {}): Promise<SnapshotInfo> {
+  async snapshot(options: RequestOptions & { name?: string } = {}): Promise<SnapshotInfo> {
     return this.#http.json<SnapshotInfo>({
       method: 'POST',
       path: `${sandboxPath(this.id)}/snapshots`,
+      ...(options.name ? { json: { name: options.name } } : {}),
       signal: options.signal,
     })
   }

@@ -10,10 +10,11 @@ export class Snapshots {
     this.#http = http
   }
 
-  async list(options: RequestOptions = {}): Promise<SnapshotInfo[]> {
+  /** Newest first; `name`: only the snapshot of that name. */
+  async list(options: RequestOptions & { name?: string } = {}): Promise<SnapshotInfo[]> {
     const res = await this.#http.json<{ snapshots: SnapshotInfo[] }>({
       method: 'GET',
-      path: '/v1/snapshots',
+      path: options.name ? `/v1/snapshots?name=${encodeURIComponent(options.name)}` : '/v1/snapshots',
       signal: options.signal,
     })
     return res.snapshots

@@ -9,6 +9,8 @@ import {
   Metadata,
   NetworkOptions,
   type Sandbox,
+  type Snapshot,
+  SnapshotName,
 } from '@forkbox/protocol'
 import type { Context, Hono } from 'hono'
 import { z } from 'zod'
@@ -128,8 +130,11 @@ const create: Handler = async (c, owner) => {
   if (req.volumeMounts?.length) unsupported('volumeMounts', 'use files.write')
   const network = toForkbox(req.allow_internet_access, req.network)
   const template = forkboxTemplate(req.templateID)
+  // a snapshot id, or the name given to one of the key's snapshots, starts from that snapshot
+  const fromSnapshot =
+    template.startsWith('snap-') || (await c.var.services.sandboxes.hasSnapshot(owner, req.templateID))
   const parsed = CreateSandboxRequest.safeParse({
-    ...(template.startsWith('snap-') ? { snapshot: template } : { template }),
+    ...(fromSnapshot ? { snapshot: template.startsWith('snap-') ? template : req.templateID } : { template }),
     ttlSeconds: req.timeout ?? 300,
     metadata: req.metadata ?? {},
     envs: req.envVars ?? {},
@@ -269,21 +274,25 @@ const updateNetwork: Handler = async (c, owner) => {
   return c.body(null, 204)
 }
 
+const SnapshotBody = z.object({ name: SnapshotName.optional() }).passthrough()
+
+/** A snapshot as E2B lists it: its names (what `Sandbox.create` takes) are its name, if given, and its id. */
+const snapshotInfo = (s: Snapshot) => ({ snapshotID: s.id, names: s.name ? [s.name, s.id] : [s.id] })
+
 const createSnapshot: Handler = async (c, owner) => {
   const s = await live(c, owner, c.req.param('id') as string)
-  const snap = await c.var.services.sandboxes.snapshot(owner, s.id)
-  return c.json({ snapshotID: snap.id, names: [snap.id] }, 201)
+  const { name } = await jsonBody(c, SnapshotBody)
+  const snap = await c.var.services.sandboxes.snapshot(owner, s.id, { name })
+  return c.json(snapshotInfo(snap), 201)
 }
 
 const listSnapshots: Handler = async (c, owner) => {
   const sandboxId = c.req.query('sandboxID')
-  const snaps = (await c.var.services.sandboxes.listSnapshots(owner)).filter(
+  const name = c.req.query('name')
+  const snaps = (await c.var.services.sandboxes.listSnapshots(owner, name ? { name } : {})).filter(
     (s) => !sandboxId || s.sandboxId === sandboxId,
   )
-  return c.json(
-    snaps.map((s) => ({ snapshotID: s.id, names: [s.id] })),
-    200,
-  )
+  return c.json(snaps.map(snapshotInfo), 200)
 }
 
 /** DELETE /templates/{id}: a snapshot (the clients delete them this way) or one of the key's templates, by name. */

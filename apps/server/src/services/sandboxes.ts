@@ -250,19 +250,30 @@ export class SandboxService {
     )
   }
 
-  private async ownSnapshot(owner: string, id: string): Promise<SnapshotRecord> {
-    const snap = await this.snapshots.get(id)
-    if (!snap || snap.owner !== owner) throw new AppError('SNAPSHOT_NOT_FOUND', `no snapshot ${id}`)
+  /** The owner's snapshot with this id, or this name. */
+  private async ownSnapshot(owner: string, idOrName: string): Promise<SnapshotRecord> {
+    const byId = await this.snapshots.get(idOrName)
+    const snap = byId?.owner === owner ? byId : await this.snapshots.named(owner, idOrName)
+    if (!snap) throw new AppError('SNAPSHOT_NOT_FOUND', `no snapshot ${idOrName}`)
     return snap
   }
 
+  /** Whether the owner has a snapshot with this id or name (E2B starts from either by its template field). */
+  async hasSnapshot(owner: string, idOrName: string): Promise<boolean> {
+    return this.ownSnapshot(owner, idOrName).then(
+      () => true,
+      () => false,
+    )
+  }
+
   /** Memory, processes and disk of a running sandbox, kept; the sandbox carries on. */
-  async snapshot(owner: string, id: string): Promise<Snapshot> {
+  async snapshot(owner: string, id: string, opts: { name?: string } = {}): Promise<Snapshot> {
     const src = await this.awake(owner, id)
     const snapshotId = `snap-${randomBytes(10).toString('hex')}`
     const { sizeBytes } = await this.agent.snapshot(id, snapshotId)
     const snap = await this.snapshots.insert({
       id: snapshotId,
+      name: opts.name ?? null,
       owner,
       sandboxId: id,
       template: src.template,
@@ -274,12 +285,12 @@ export class SandboxService {
     return rest
   }
 
-  async listSnapshots(owner: string): Promise<Snapshot[]> {
-    return (await this.snapshots.list(owner)).map(({ owner: _owner, ...rest }) => rest)
+  async listSnapshots(owner: string, filter: { name?: string } = {}): Promise<Snapshot[]> {
+    return (await this.snapshots.list(owner, filter)).map(({ owner: _owner, ...rest }) => rest)
   }
 
-  async deleteSnapshot(owner: string, id: string): Promise<void> {
-    await this.ownSnapshot(owner, id)
+  async deleteSnapshot(owner: string, idOrName: string): Promise<void> {
+    const { id } = await this.ownSnapshot(owner, idOrName)
     await this.snapshots.delete(id)
     await this.agent.deleteSnapshot(id)
   }

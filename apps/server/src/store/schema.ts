@@ -52,6 +52,7 @@ export interface SnapshotsTable {
   resources: string
   size_bytes: number
   created_at: string
+  name: string | null
 }
 
 export interface TemplatesTable {
@@ -304,6 +305,12 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .addColumn('on_timeout', 'text', (c) => c.notNull().defaultTo('kill'))
           .execute()
         await db.schema.alterTable('sandboxes').addColumn('ttl_seconds', 'integer').execute()
+      },
+    },
+    '0006-snapshot-names': {
+      async up(db: Kysely<unknown>) {
+        await db.schema.alterTable('snapshots').addColumn('name', 'text').execute()
+        await db.schema.createIndex('snapshots_owner_name').on('snapshots').columns(['owner', 'name']).execute()
       },
     },
   }

@@ -13,6 +13,7 @@ export interface SnapshotRecord extends Snapshot {
 function toRecord(r: SnapshotRow): SnapshotRecord {
   return {
     id: r.id,
+    name: r.name ?? null,
     owner: r.owner,
     sandboxId: r.sandbox_id,
     template: r.template,
@@ -25,8 +26,16 @@ function toRecord(r: SnapshotRow): SnapshotRecord {
 export class SnapshotStore {
   constructor(private readonly db: Db) {}
 
+  /** Records a snapshot; a name it is given moves to it from the owner's snapshot that had it. */
   async insert(s: Omit<SnapshotRecord, 'createdAt'>): Promise<SnapshotRecord> {
     const createdAt = new Date().toISOString()
+    if (s.name)
+      await this.db
+        .updateTable('snapshots')
+        .set({ name: null })
+        .where('owner', '=', s.owner)
+        .where('name', '=', s.name)
+        .execute()
     await this.db
       .insertInto('snapshots')
       .values({
@@ -37,6 +46,7 @@ export class SnapshotStore {
         resources: JSON.stringify(s.resources),
         size_bytes: s.sizeBytes,
         created_at: createdAt,
+        name: s.name,
       })
       .execute()
     return { ...s, createdAt }
@@ -47,11 +57,24 @@ export class SnapshotStore {
     return row ? toRecord(row) : null
   }
 
-  async list(owner: string): Promise<SnapshotRecord[]> {
+  /** The owner's snapshot called `name` (the newest, should two ever have it). */
+  async named(owner: string, name: string): Promise<SnapshotRecord | null> {
+    const row = await this.db
+      .selectFrom('snapshots')
+      .selectAll()
+      .where('owner', '=', owner)
+      .where('name', '=', name)
+      .orderBy('created_at', 'desc')
+      .executeTakeFirst()
+    return row ? toRecord(row) : null
+  }
+
+  async list(owner: string, filter: { name?: string } = {}): Promise<SnapshotRecord[]> {
     const rows = await this.db
       .selectFrom('snapshots')
       .selectAll()
       .where('owner', '=', owner)
+      .$if(filter.name !== undefined, (q) => q.where('name', '=', filter.name as string))
       .orderBy('created_at', 'desc')
       .orderBy('id')
       .execute()
