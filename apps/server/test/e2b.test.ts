@@ -87,10 +87,13 @@ describe('e2b compatibility layer', () => {
     const autoPause = await cp.app.request('/v2/sandboxes', {
       method: 'POST',
       headers: { 'X-API-KEY': key },
-      body: JSON.stringify({ templateID: 'base', autoPause: true }),
+      // a filesystem-only pause (keepMemory: false) is the one lifecycle forkbox does not serve
+      body: JSON.stringify({ templateID: 'base', autoPause: true, autoPauseMemory: false }),
     })
     assert.equal(autoPause.status, 501)
-    assert.equal((await autoPause.json()).errorCode, 'NOT_IMPLEMENTED')
+    const refused = await autoPause.json()
+    assert.equal(refused.errorCode, 'NOT_IMPLEMENTED')
+    assert.match(refused.message, /filesystem-only pause/)
   })
 
   it('streams process.Process/Start as Connect envelopes: start, data, end, end-of-stream', async () => {
