@@ -135,6 +135,16 @@ describe('e2b compatibility layer', () => {
         },
       },
     ])
+    // WatchDir (a server stream) reads its enveloped request and ends with a Connect refusal, not a 400
+    const watch = await cp.app.request('/filesystem.Filesystem/WatchDir', {
+      method: 'POST',
+      headers: envd(sbx.sandboxID, sbx.envdAccessToken, { 'content-type': 'application/connect+json' }),
+      body: envelope({ path: '/home/user', recursive: true }),
+    })
+    assert.equal(watch.status, 200)
+    const [watchEnd] = envelopes(Buffer.from(await watch.arrayBuffer()))
+    assert.equal(watchEnd?.[0], 2)
+    assert.equal((watchEnd?.[1] as { error: { code: string } }).error.code, 'unimplemented')
     const stat = await cp.app.request('/filesystem.Filesystem/Stat', {
       method: 'POST',
       headers: envd(sbx.sandboxID, sbx.envdAccessToken, { 'content-type': 'application/json' }),

@@ -5,9 +5,9 @@ import { AppError, type FileEntry, type GuestFileOp, SandboxPath } from '@forkbo
 import type { Hono } from 'hono'
 import type { z } from 'zod'
 import type { AppEnv } from '../http/env.ts'
-import { sandboxUnary } from './connect.ts'
+import { sandboxUnary, serverStream, streamRequest } from './connect.ts'
 import { ListDirRequest, MoveRequest, PathRequest, UnservedRequest } from './messages.ts'
-import type { SandboxCall } from './sandbox-call.ts'
+import { type SandboxCall, sandboxCall } from './sandbox-call.ts'
 
 /** A sandbox path from a request field, checked as forkbox checks its own. */
 export function pathOf(value: unknown, field = 'path'): string {
@@ -94,10 +94,18 @@ export function registerFilesystem(app: Hono<AppEnv>): void {
   app.post('/filesystem.Filesystem/Move', sandboxUnary(MoveRequest, move))
   app.post('/filesystem.Filesystem/ListDir', sandboxUnary(ListDirRequest, listDir))
   app.post('/filesystem.Filesystem/Remove', sandboxUnary(PathRequest, remove))
-  const watch = sandboxUnary(UnservedRequest, async () => {
-    throw new AppError('NOT_IMPLEMENTED', 'watching directories is not supported by forkbox')
-  })
-  app.post('/filesystem.Filesystem/WatchDir', watch)
+  const unserved = () => {
+    throw new AppError('NOT_IMPLEMENTED', 'watching directories is not supported by forkbox; poll with files.list')
+  }
+  const watch = sandboxUnary(UnservedRequest, async () => unserved())
+  // a server stream: its enveloped request is read as one, and the refusal ends the stream as a Connect error
+  app.post('/filesystem.Filesystem/WatchDir', (c) =>
+    serverStream(c, {}, async () => {
+      await sandboxCall(c)
+      await streamRequest(c, UnservedRequest)
+      unserved()
+    }),
+  )
   app.post('/filesystem.Filesystem/CreateWatcher', watch)
   app.post('/filesystem.Filesystem/GetWatcherEvents', watch)
   app.post('/filesystem.Filesystem/RemoveWatcher', watch)
