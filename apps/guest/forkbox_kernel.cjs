@@ -1,4 +1,4 @@
-// forkbox JavaScript kernel: the long-lived Node.js interpreter behind a `javascript` code context.
+// forkbox JavaScript kernel: the long-lived Node.js interpreter behind a `javascript` (or `typescript`) code context.
 // Same protocol as forkbox_kernel.py: requests as JSON lines on stdin, messages as JSON lines on
 // fd 3 ({t: ready | stream | display | done}). Top-level `let`/`const`/`function` persist between
 // cells (one vm context, one script scope); the last expression's value is the main result; a
@@ -11,6 +11,26 @@ const util = require('node:util')
 const vm = require('node:vm')
 
 const MSG_FD = 3
+/** `typescript`: cells are TypeScript, transpiled (types dropped, nothing checked) by the image's `typescript` module. */
+const LANGUAGE = process.argv[2] === 'typescript' ? 'typescript' : 'javascript'
+let ts = null
+if (LANGUAGE === 'typescript') {
+  try {
+    ts = require('typescript')
+  } catch {
+    // each cell reports it: the kernel itself stays up
+  }
+}
+
+/** A cell's JavaScript: itself, or its TypeScript with the types taken out. */
+function javascriptOf(code) {
+  if (LANGUAGE !== 'typescript') return code
+  if (!ts) throw new Error("this template's image has no TypeScript (Debian's node-typescript): typescript cells cannot run")
+  return ts.transpileModule(code, {
+    compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext, sourceMap: false },
+    reportDiagnostics: false,
+  }).outputText
+}
 
 function emit(msg) {
   fs.writeSync(MSG_FD, `${JSON.stringify(msg)}\n`)
@@ -159,7 +179,7 @@ async function run(req) {
   }
   const filename = `cell-${count}.js`
   try {
-    const imports = rewriteImports(String(req.code ?? ''))
+    const imports = rewriteImports(javascriptOf(String(req.code ?? '')))
     const code = imports.code
     const options = { filename, breakOnSigint: true, importModuleDynamically: importFor }
     let value

@@ -451,7 +451,12 @@ describe('e2b clients against forkbox', () => {
       assert.deepEqual(info.lifecycle, { onTimeout: 'pause', autoResume: true })
       const back = await Sandbox.connect(sbx.sandboxId, { timeoutMs: TIMEOUT_MS })
       assert.equal(await back.files.read('/home/user/kept.txt'), 'kept')
-      assert.ok((await back.commands.list()).some((p) => p.cmd.includes('sleep') || p.args.includes('3600')))
+      // the background command runs on (E2B runs it as `bash -l -c 'sleep 3600'`)
+      const running = await back.commands.list()
+      assert.ok(
+        running.some((p) => [p.cmd, ...p.args].some((a) => a.includes('sleep 3600'))),
+        JSON.stringify(running),
+      )
       // a filesystem-only pause is refused, clearly
       await assert.rejects(
         Sandbox.create({ lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } }),

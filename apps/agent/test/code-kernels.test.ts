@@ -22,10 +22,10 @@ interface Message {
 }
 
 /** A kernel process and a function running one cell on it: the messages up to its `done`. */
-function kernel(language: 'python' | 'bash' | 'javascript') {
+function kernel(language: 'python' | 'bash' | 'javascript' | 'typescript') {
   const argv =
-    language === 'javascript'
-      ? [process.execPath, join(GUEST, 'forkbox_kernel.cjs')]
+    language === 'javascript' || language === 'typescript'
+      ? [process.execPath, join(GUEST, 'forkbox_kernel.cjs'), language]
       : ['/usr/bin/python3', join(GUEST, 'forkbox_kernel.py'), language]
   const proc: ChildProcess = spawn(argv[0] as string, argv.slice(1), {
     cwd,
@@ -134,6 +134,23 @@ describe('code kernels', () => {
       assert.equal(await ok('[ "$FOO" = mine ] && [ "$(printenv FOO)" = mine ]'), null)
       // the check can fail
       assert.equal((await ok('[ "$FOO" = other ]'))?.name, 'NonZeroExit')
+    } finally {
+      k.close()
+    }
+  })
+
+  it('typescript: types are taken out, nothing else changes (the repo\'s typescript module here, Debian\'s in the template)', async () => {
+    const k = kernel('typescript')
+    try {
+      const hello = await k.run('const message: string = "Hello World!"; console.log(message)')
+      assert.equal(stdout(hello), 'Hello World!\n')
+      assert.equal(hello.at(-1)?.error, null)
+      assert.equal(mainText(await k.run('interface P { x: number }\nconst p: P = { x: 2 }\np.x * 21')), '42')
+      // names persist between cells, as in javascript
+      assert.equal(mainText(await k.run('message.length as number')), '12')
+      const imported = await k.run("import { join } from 'node:path'\nimport type { ParsedPath } from 'node:path'\njoin('a', 'b')")
+      assert.equal(mainText(imported), 'a/b')
+      assert.equal(mainText(await k.run('await Promise.resolve<number>(7)')), '7')
     } finally {
       k.close()
     }

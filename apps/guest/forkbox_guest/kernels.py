@@ -38,7 +38,9 @@ KERNEL_SCRIPT = os.path.join(_HERE, "forkbox_kernel.py")
 KERNEL_JS = os.path.join(_HERE, "forkbox_kernel.cjs")
 NODE = "/usr/bin/node"
 PYTHON = "/usr/bin/python3"
-LANGUAGES = ("python", "bash", "javascript")
+LANGUAGES = ("python", "bash", "javascript", "typescript")
+# the languages the Node.js kernel runs (TypeScript: transpiled by the image's `typescript` module)
+NODE_LANGUAGES = ("javascript", "typescript")
 # how long an interrupted cell may take to unwind before its kernel is killed
 INTERRUPT_GRACE_SECONDS = 3.0
 
@@ -251,7 +253,7 @@ class Context:
 
     def available(self) -> bool:
         """Whether this template's image has the interpreter the context runs on."""
-        return os.access(NODE if self.language == "javascript" else PYTHON, os.X_OK)
+        return os.access(NODE if self.language in NODE_LANGUAGES else PYTHON, os.X_OK)
 
     def start(self) -> None:
         if self.starting:
@@ -269,13 +271,13 @@ class Context:
                 env.update(self.env)
                 if self.language == "python" and os.environ.get("FORKBOX_KERNEL_PRELOAD"):
                     env["FORKBOX_KERNEL_PRELOAD"] = os.environ["FORKBOX_KERNEL_PRELOAD"]
-                if self.language == "javascript":
-                    argv = [NODE, KERNEL_JS]
+                if self.language in NODE_LANGUAGES:
+                    argv = [NODE, KERNEL_JS, self.language]
                 else:
                     argv = [PYTHON, KERNEL_SCRIPT, self.language]
                 if not os.access(argv[0], os.X_OK):
                     # the guest brings its own Python, but code runs on the image's
-                    needs = "Node.js" if self.language == "javascript" else "Python 3"
+                    needs = "Node.js" if self.language in NODE_LANGUAGES else "Python 3"
                     message = f"this template's image has no {needs}: {self.language} code runs on {argv[0]}"
                     g.loop.call(lambda: self.on_start_failed(message, "CODE_RUNTIME_MISSING"))
                     return

@@ -296,7 +296,7 @@ export const ForkResult = z.object({ sandboxes: z.array(Sandbox) })
 
 // ---- code interpreter ----
 
-export const CODE_LANGUAGES = ['python', 'bash', 'javascript'] as const
+export const CODE_LANGUAGES = ['python', 'bash', 'javascript', 'typescript'] as const
 export const CodeLanguage = z.enum(CODE_LANGUAGES)
 export const ContextId = z
   .string()

@@ -1,7 +1,7 @@
 // The E2B code interpreter's API (port 49999) over forkbox's CodeService: POST /execute streams
 // newline-delimited JSON (stdout, stderr, result, error, number_of_executions,
 // end_of_execution), and /contexts creates, lists, restarts and removes code contexts.
-import { AppError, type CodeContext, type CodeResult, RunCodeRequest } from '@forkbox/protocol'
+import { AppError, type CODE_LANGUAGES, type CodeContext, type CodeResult, RunCodeRequest } from '@forkbox/protocol'
 import type { Context, Hono } from 'hono'
 import { stream } from 'hono/streaming'
 import { z } from 'zod'
@@ -11,19 +11,21 @@ import { dropConnection, sandboxEnded } from './connect.ts'
 import { jsonBody } from './json-body.ts'
 import { INTERPRETER_PORT, type SandboxCall, sandboxCall } from './sandbox-call.ts'
 
-const LANGUAGES: Record<string, 'python' | 'bash' | 'javascript'> = {
+const LANGUAGES: Record<string, (typeof CODE_LANGUAGES)[number]> = {
   python: 'python',
   py: 'python',
   bash: 'bash',
   sh: 'bash',
   javascript: 'javascript',
   js: 'javascript',
+  typescript: 'typescript',
+  ts: 'typescript',
 }
 
 function language(name: string | undefined | null) {
   if (!name) return undefined
   const l = LANGUAGES[name.toLowerCase()]
-  if (!l) throw new AppError('VALIDATION_FAILED', `language ${name} is not available (python, bash, javascript are)`)
+  if (!l) throw new AppError('VALIDATION_FAILED', `language ${name} is not available (python, bash, javascript, typescript are)`)
   return l
 }
 
