@@ -25,7 +25,8 @@ if (LANGUAGE === 'typescript') {
 /** A cell's JavaScript: itself, or its TypeScript with the types taken out. */
 function javascriptOf(code) {
   if (LANGUAGE !== 'typescript') return code
-  if (!ts) throw new Error("this template's image has no TypeScript (Debian's node-typescript): typescript cells cannot run")
+  if (!ts)
+    throw new Error("this template's image has no TypeScript (Debian's node-typescript): typescript cells cannot run")
   return ts.transpileModule(code, {
     compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext, sourceMap: false },
     reportDiagnostics: false,

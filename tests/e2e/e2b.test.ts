@@ -407,6 +407,11 @@ describe('e2b clients against forkbox', () => {
       const imported = await ci.runCode("import { join } from 'node:path'\njoin('a', 'b')", { language: 'js' })
       assert.equal(imported.text, 'a/b', JSON.stringify(imported.error))
       assert.equal((await ci.runCode("await Promise.resolve('Hello World!')", { language: 'js' })).text, 'Hello World!')
+      // TypeScript (E2B's `ts`), and `python` as a command, as E2B's template has them
+      const typed = await ci.runCode('const message: string = "Hello World!"; console.log(message)', { language: 'ts' })
+      assert.deepEqual(typed.logs.stdout, ['Hello World!\n'], JSON.stringify(typed.error))
+      assert.equal((await ci.runCode('process.cwd()', { language: 'ts' })).text, '/home/user')
+      assert.equal((await ci.commands.run('python -c "print(6 * 7)"')).stdout, '42\n')
       // a cell past its timeoutMs is stopped; the kernel and its state live on
       await assert.rejects(ci.runCode('import time\ntime.sleep(30)', { timeoutMs: 1000 }), TimeoutError)
       assert.equal((await ci.runCode('x + 1')).text, '22')

@@ -139,7 +139,7 @@ describe('code kernels', () => {
     }
   })
 
-  it('typescript: types are taken out, nothing else changes (the repo\'s typescript module here, Debian\'s in the template)', async () => {
+  it("typescript: types are taken out, nothing else changes (the repo's typescript module here, Debian's in the template)", async () => {
     const k = kernel('typescript')
     try {
       const hello = await k.run('const message: string = "Hello World!"; console.log(message)')
@@ -148,7 +148,9 @@ describe('code kernels', () => {
       assert.equal(mainText(await k.run('interface P { x: number }\nconst p: P = { x: 2 }\np.x * 21')), '42')
       // names persist between cells, as in javascript
       assert.equal(mainText(await k.run('message.length as number')), '12')
-      const imported = await k.run("import { join } from 'node:path'\nimport type { ParsedPath } from 'node:path'\njoin('a', 'b')")
+      const imported = await k.run(
+        "import { join } from 'node:path'\nimport type { ParsedPath } from 'node:path'\njoin('a', 'b')",
+      )
       assert.equal(mainText(imported), 'a/b')
       assert.equal(mainText(await k.run('await Promise.resolve<number>(7)')), '7')
     } finally {

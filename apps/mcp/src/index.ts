@@ -61,7 +61,11 @@ export function createForkboxMcp(connection: ConnectionOptions = {}): McpServer 
   tool(
     'run_code',
     'Run Python (or bash/javascript/typescript) in the sandbox; state persists between calls. Returns output, the result, plots as images.',
-    { sandbox_id: z.string(), code: z.string(), language: z.enum(['python', 'bash', 'javascript', 'typescript']).default('python') },
+    {
+      sandbox_id: z.string(),
+      code: z.string(),
+      language: z.enum(['python', 'bash', 'javascript', 'typescript']).default('python'),
+    },
     async ({ sandbox_id, code, language }) => {
       const e = await (await sandbox(sandbox_id)).runCode(code, { language })
       const parts: Content = []

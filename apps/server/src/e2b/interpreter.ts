@@ -25,7 +25,11 @@ const LANGUAGES: Record<string, (typeof CODE_LANGUAGES)[number]> = {
 function language(name: string | undefined | null) {
   if (!name) return undefined
   const l = LANGUAGES[name.toLowerCase()]
-  if (!l) throw new AppError('VALIDATION_FAILED', `language ${name} is not available (python, bash, javascript, typescript are)`)
+  if (!l)
+    throw new AppError(
+      'VALIDATION_FAILED',
+      `language ${name} is not available (python, bash, javascript, typescript are)`,
+    )
   return l
 }
 
