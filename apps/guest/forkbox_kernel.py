@@ -197,7 +197,10 @@ def patch_pil(module):
 
     def saved(self, fp, format=None, **params):
         save(self, fp, format, **params)
-        display_image(self)
+        # a cell's own save shows the image; a library saving through PIL (matplotlib's savefig) does not
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if not caller.startswith(("matplotlib", "PIL")):
+            display_image(self)
 
     cls.show = lambda self, *args, **kwargs: display_image(self)
     cls.save = saved

@@ -115,6 +115,10 @@ describe('code kernels', () => {
       const shown = await k.run('img.show()')
       assert.deepEqual(pngs(shown), ['\x89PNG-PNG'])
       assert.equal(shown.at(-1)?.error, null)
+      // a library saving through PIL (matplotlib's savefig does) shows nothing
+      mkdirSync(join(cwd, 'matplotlib'), { recursive: true })
+      writeFileSync(join(cwd, 'matplotlib', '__init__.py'), 'def savefig(img, path):\n    img.save(path)\n')
+      assert.deepEqual(pngs(await k.run('import matplotlib\nmatplotlib.savefig(img, "lib.png")')), [])
     } finally {
       k.close()
     }
