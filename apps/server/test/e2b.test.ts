@@ -144,7 +144,7 @@ describe('e2b compatibility layer', () => {
     assert.equal(watch.status, 200)
     const [watchEnd] = envelopes(Buffer.from(await watch.arrayBuffer()))
     assert.equal(watchEnd?.[0], 2)
-    assert.equal((watchEnd?.[1] as { error: { code: string } }).error.code, 'unimplemented')
+    assert.equal((watchEnd?.[1] as { error?: { code?: string } } | undefined)?.error?.code, 'unimplemented')
     const stat = await cp.app.request('/filesystem.Filesystem/Stat', {
       method: 'POST',
       headers: envd(sbx.sandboxID, sbx.envdAccessToken, { 'content-type': 'application/json' }),
