@@ -324,7 +324,8 @@ describe('another tenant is refused everywhere', () => {
         { 'x-api-key': keyB },
       ]
       for (const creds of credentials) {
-        const streaming = /Process\/(Start|Connect)$/.test(path)
+        // server streams (envd's Process Start and Connect, Filesystem WatchDir) end with their error in the stream
+        const streaming = /(Process\/(Start|Connect)|Filesystem\/WatchDir)$/.test(path)
         const body = streaming
           ? Buffer.concat([Buffer.from([0, 0, 0, 0, 2]), Buffer.from('{}')])
           : r.method === 'GET' || r.method === 'DELETE'
