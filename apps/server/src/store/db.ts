@@ -110,6 +110,9 @@ export async function openStore(opts: { path: string; url?: string; log?: Logger
     // an idle connection that Postgres drops (a restart, a failover) is an 'error' event: without a
     // listener it would end the process; the next query opens a new connection instead
     pool.on('error', () => {})
+    // the same for a connection checked out between two queries (a transaction, a replica
+    // closing): its query fails, and the process lives on
+    pool.on('connect', (client) => client.on('error', () => {}))
     db = new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) })
   } else {
     dialect = 'sqlite'
