@@ -103,13 +103,9 @@ export async function importImage(
   body: AsyncIterable<Uint8Array>,
   sha256: Promise<string>,
 ): Promise<number> {
-  if (existsSync(dir)) return 0
   const tmp = `${dir}.tmp-${process.pid}`
   rmSync(tmp, { recursive: true, force: true })
-  mkdirSync(tmp, { recursive: true, mode: 0o700 })
-  const hash = createHash('sha256')
-  let bytes = 0
-  try {
+  return importChecked(dir, tmp, body, sha256, 'image', async (bytes) => {
     const untar = extract()
     untar.on('entry', (header, stream, next) => {
       if (header.type !== 'file' || !FILE_NAME.test(header.name)) {
@@ -119,17 +115,41 @@ export async function importImage(
       }
       pipeline(stream, createWriteStream(join(tmp, header.name), { mode: 0o600 })).then(() => next(), next)
     })
-    const counted = (async function* () {
-      for await (const c of body) {
-        hash.update(c)
-        bytes += c.length
-        yield c
-      }
-    })()
-    await pipeline(Readable.from(counted), untar)
+    await pipeline(Readable.from(bytes), untar)
+  })
+}
+
+/**
+ * Unpacks `body` into the new dir `tmp` with `unpack` (each chunk hashed on its way there), then
+ * renames `tmp` to `dir` once the bytes hash to what `sha256` resolves to; on any failure `tmp`
+ * goes. Resolves with the bytes read (0: `dir` was there already). `what` names the transfer in
+ * the error a corrupted one gets.
+ */
+export async function importChecked(
+  dir: string,
+  tmp: string,
+  body: AsyncIterable<Uint8Array>,
+  sha256: Promise<string>,
+  what: string,
+  unpack: (bytes: AsyncIterable<Uint8Array>) => Promise<void>,
+): Promise<number> {
+  if (existsSync(dir)) return 0
+  mkdirSync(tmp, { recursive: true, mode: 0o700 })
+  const hash = createHash('sha256')
+  let bytes = 0
+  try {
+    await unpack(
+      (async function* () {
+        for await (const c of body) {
+          hash.update(c)
+          bytes += c.length
+          yield c
+        }
+      })(),
+    )
     const want = await sha256
     const got = hash.digest('hex')
-    if (got !== want) throw new AppError('INTERNAL', `image transfer corrupted: sha256 ${got}, sent ${want}`)
+    if (got !== want) throw new AppError('INTERNAL', `${what} transfer corrupted: sha256 ${got}, sent ${want}`)
     if (existsSync(dir)) rmSync(tmp, { recursive: true, force: true })
     else renameSync(tmp, dir)
     return bytes

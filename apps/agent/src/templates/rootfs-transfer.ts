@@ -4,21 +4,20 @@
 // resumes from the byte it reached. An import is unpacked beside its place and renamed there only
 // once its bytes match the sender's hash.
 import { spawn } from 'node:child_process'
-import { createHash } from 'node:crypto'
-import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { basename } from 'node:path'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { AppError } from '@forkbox/protocol'
-import { type ExportedImage, hashedStream } from '../sandboxes/image-transfer.ts'
+import { type ExportedImage, hashedStream, importChecked } from '../sandboxes/image-transfer.ts'
 import { diskUsage } from './layers.ts'
 
 /** The only names a pulled rootfs may have: what `builtRootfsPath` makes. */
 export const BUILT_ROOTFS = /^built-[0-9a-f]{16}$/
 
-/** Runs tar with `args`; its stdout as it comes, failing when tar does (its stderr's tail in the error). */
-async function* tarOutput(args: string[]): AsyncGenerator<Buffer> {
-  const child = spawn('tar', args, { stdio: ['ignore', 'pipe', 'pipe'] })
+/** GNU tar with `args` (its three streams piped): the child, its exit code once it closed, and its stderr's tail. */
+function runTar(args: string[]) {
+  const child = spawn('tar', args, { stdio: ['pipe', 'pipe', 'pipe'] })
   let stderr = ''
   child.stderr.on('data', (d: Buffer) => {
     stderr = (stderr + d.toString()).slice(-2000)
@@ -28,10 +27,17 @@ async function* tarOutput(args: string[]): AsyncGenerator<Buffer> {
     child.once('close', resolve)
   })
   exited.catch(() => {})
+  return { child, exited, stderr: () => stderr.trim() }
+}
+
+/** Runs tar with `args`; its stdout as it comes, failing when tar does (its stderr's tail in the error). */
+async function* tarOutput(args: string[]): AsyncGenerator<Buffer> {
+  const { child, exited, stderr } = runTar(args)
+  child.stdin.end()
   try {
     yield* child.stdout as AsyncIterable<Buffer>
     const code = await exited
-    if (code !== 0) throw new Error(`tar exited ${code}: ${stderr.trim()}`)
+    if (code !== 0) throw new Error(`tar exited ${code}: ${stderr()}`)
   } finally {
     // a reader that stopped early: tar is not left writing to no one
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
@@ -53,40 +59,18 @@ export async function exportRootfs(dir: string, skip = 0): Promise<ExportedImage
  * GNU tar refuses names with `..` and absolute names, and writes nothing through a symlink the
  * archive made (such links are made last), so nothing lands outside `tmp`.
  */
-export async function importRootfs(
+export function importRootfs(
   dir: string,
   tmp: string,
   body: AsyncIterable<Uint8Array>,
   sha256: Promise<string>,
 ): Promise<number> {
-  if (existsSync(dir)) return 0
-  mkdirSync(tmp, { mode: 0o700 })
-  const hash = createHash('sha256')
-  let bytes = 0
-  try {
-    const child = spawn(
-      'tar',
-      ['--extract', '--file=-', '--numeric-owner', '--same-owner', '--same-permissions', '-C', tmp],
-      { stdio: ['pipe', 'ignore', 'pipe'] },
-    )
-    let stderr = ''
-    child.stderr.on('data', (d: Buffer) => {
-      stderr = (stderr + d.toString()).slice(-2000)
-    })
-    const exited = new Promise<number | null>((resolve, reject) => {
-      child.once('error', reject)
-      child.once('close', resolve)
-    })
-    exited.catch(() => {})
-    const counted = (async function* () {
-      for await (const c of body) {
-        hash.update(c)
-        bytes += c.length
-        yield c
-      }
-    })()
+  return importChecked(dir, tmp, body, sha256, 'template image', async (bytes) => {
+    const args = ['--extract', '--file=-', '--numeric-owner', '--same-owner', '--same-permissions', '-C', tmp]
+    // tar -x writes nothing to its stdout
+    const { child, exited, stderr } = runTar(args)
     try {
-      await pipeline(Readable.from(counted), child.stdin)
+      await pipeline(Readable.from(bytes), child.stdin)
     } catch (err) {
       child.kill('SIGKILL')
       await exited.catch(() => {})
@@ -94,15 +78,6 @@ export async function importRootfs(
     }
     const code = await exited
     if (code !== 0)
-      throw new AppError('INTERNAL', `unpacking the template image failed (tar exit ${code}): ${stderr.trim()}`)
-    const want = await sha256
-    const got = hash.digest('hex')
-    if (got !== want) throw new AppError('INTERNAL', `template image transfer corrupted: sha256 ${got}, sent ${want}`)
-    if (existsSync(dir)) rmSync(tmp, { recursive: true, force: true })
-    else renameSync(tmp, dir)
-    return bytes
-  } catch (err) {
-    rmSync(tmp, { recursive: true, force: true })
-    throw err
-  }
+      throw new AppError('INTERNAL', `unpacking the template image failed (tar exit ${code}): ${stderr()}`)
+  })
 }
