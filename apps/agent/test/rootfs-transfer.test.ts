@@ -27,6 +27,7 @@ import { pack } from 'tar-stream'
 import { fetchImage, imageSignature, serveImage } from '../src/remote/images.ts'
 import { exportImage } from '../src/sandboxes/image-transfer.ts'
 import { exportRootfs, importRootfs } from '../src/templates/rootfs-transfer.ts'
+import { cutFirstResponse } from './cut-response.ts'
 
 const CREDENTIAL = 'host-credential-for-tests'
 const NAME = 'built-0123456789abcdef'
@@ -84,20 +85,7 @@ before(async () => {
   mkdirSync(join(dir, 'snap-1'))
   writeFileSync(join(dir, 'snap-1', 'pages.img'), 'pages')
   server = createServer((req, res) => {
-    // `cut=N` in the first request's query: the connection drops after about N bytes of body
-    const cut = Number(new URL(req.url ?? '/', 'http://x').searchParams.get('cut') ?? 0)
-    if (cut > 0 && !req.url?.includes('offset=')) {
-      let sent = 0
-      const write = res.write.bind(res) as (chunk: Buffer, ...rest: unknown[]) => boolean
-      res.write = ((chunk: Buffer, ...rest: unknown[]) => {
-        sent += chunk.length
-        if (sent > cut) {
-          res.socket?.destroy()
-          return false
-        }
-        return write(chunk, ...rest)
-      }) as typeof res.write
-    }
+    cutFirstResponse(req, res)
     requests.push(req.url ?? '')
     // `drop=1`: the first connection is reset before any answer (a peer restarting, a flaky link)
     if (req.url?.includes('drop=1') && requests.filter((u) => u.includes('drop=1')).length === 1) {

@@ -10,6 +10,7 @@ import { after, before, describe, it } from 'node:test'
 import { imageSignature as agentSignature, sendSlots, serveImage } from '@forkbox/agent'
 import { fetchImage } from '../../agent/src/remote/images.ts'
 import { exportImage, importImage } from '../../agent/src/sandboxes/image-transfer.ts'
+import { cutFirstResponse } from '../../agent/test/cut-response.ts'
 import { imageSignature as fleetSignature } from '../../server/src/fleet/fleet.ts'
 
 const CREDENTIAL = 'host-credential-for-tests'
@@ -27,21 +28,7 @@ before(async () => {
   writeFileSync(join(dir, 'snap-1', 'checkpoint.img'), randomBytes(3 * 1024 * 1024 + 17))
   writeFileSync(join(dir, 'snap-1', 'pages.img'), randomBytes(1000))
   server = createServer((req, res) => {
-    // `cut=N` in the first request's query: the connection drops after about N bytes of body,
-    // once per image (the resumed requests carry `offset`)
-    const cut = Number(new URL(req.url ?? '/', 'http://x').searchParams.get('cut') ?? 0)
-    if (cut > 0 && !req.url?.includes('offset=')) {
-      let sent = 0
-      const write = res.write.bind(res) as (chunk: Buffer, ...rest: unknown[]) => boolean
-      res.write = ((chunk: Buffer, ...rest: unknown[]) => {
-        sent += chunk.length
-        if (sent > cut) {
-          res.socket?.destroy()
-          return false
-        }
-        return write(chunk, ...rest)
-      }) as typeof res.write
-    }
+    cutFirstResponse(req, res)
     requests.push(req.url ?? '')
     if (
       !serveImage(req, res, {
