@@ -135,10 +135,11 @@ export class Fleet implements AgentApi {
     const rows = (await this.links.reachable()).filter((r) => r.state === 'ready')
     const results = await Promise.allSettled(rows.map((r) => this.links.remote(r).ensureTemplate(name, onProgress)))
     const failures = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []))
-    // a template built on another host is ready where its image is; the others copy it when a sandbox lands there
-    const elsewhere = failures.filter((e) => missingTemplateImage(e))
-    if (failures.length === 0 || (failures.length === elsewhere.length && elsewhere.length < results.length)) return
-    throw failures.find((e) => !missingTemplateImage(e)) ?? failures[0]
+    const other = failures.find((e) => !missingTemplateImage(e))
+    if (other) throw other
+    // a template built on another host is ready where its image is (the others copy it when a
+    // sandbox lands there): it fails only when no host has it
+    if (failures.length > 0 && failures.length === results.length) throw failures[0]
   }
 
   /**
@@ -186,7 +187,7 @@ export class Fleet implements AgentApi {
         ),
       (template) => onLog({ stream: 'system', message: `copying template ${template} from the host that built it` }),
     )
-    // the others build it from the pinned spec when a sandbox of it lands there
+    // the others know it from its pinned spec, and copy its image when a sandbox of it lands there
     await this.links.each('registering a template', (a, h) =>
       h === host ? Promise.resolve() : a.registerTemplates([result.pinned]),
     )
