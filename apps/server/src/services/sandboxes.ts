@@ -398,14 +398,13 @@ export class SandboxService {
   }
 
   async reap(now = new Date()): Promise<string[]> {
-    const ids = await this.store.expired(now)
-    for (const id of ids) {
-      const s = await this.store.get(id)
-      if (s?.onTimeout === 'hibernate' && s.state === 'running') await this.hibernateAtTimeout(id, now)
-      else await this.end(id, 'expired')
+    const expired = await this.store.expired(now)
+    for (const s of expired) {
+      if (s.onTimeout === 'hibernate' && s.state === 'running') await this.hibernateAtTimeout(s.id, now)
+      else await this.end(s.id, 'expired')
     }
     await this.reapIdle(now.getTime())
-    return ids
+    return expired.map((s) => s.id)
   }
 
   /**

@@ -44,6 +44,11 @@ export interface SandboxRecord extends Omit<Sandbox, 'accessToken' | 'domain'> {
   ttlSeconds: number | null
 }
 
+/** The stored `on_timeout`, as the API names it (`kill` for anything else). */
+function onTimeoutOf(value: string): OnTimeout {
+  return value === 'hibernate' ? 'hibernate' : 'kill'
+}
+
 function toRecord(r: SandboxRow): SandboxRecord {
   return {
     id: r.id,
@@ -60,7 +65,7 @@ function toRecord(r: SandboxRow): SandboxRecord {
     hibernateSnapshot: r.hibernate_snapshot,
     persistent: r.persistent === 1,
     network: JSON.parse(r.network),
-    onTimeout: r.on_timeout === 'hibernate' ? 'hibernate' : 'kill',
+    onTimeout: onTimeoutOf(r.on_timeout),
     ttlSeconds: r.ttl_seconds === null ? null : Number(r.ttl_seconds),
   }
 }
@@ -253,14 +258,19 @@ export class SandboxStore {
     await this.event(id, 'timeout-extended', expiresAt.toISOString())
   }
 
-  async expired(now: Date): Promise<string[]> {
+  /** Sandboxes alive past their TTL, with what the TTL does to each. */
+  async expired(now: Date): Promise<{ id: string; state: SandboxState; onTimeout: OnTimeout }[]> {
     const rows = await this.db
       .selectFrom('sandboxes')
-      .select('id')
+      .select(['id', 'state', 'on_timeout'])
       .where('state', 'in', ['starting', 'running', 'hibernated', 'lost'])
       .where('expires_at', '<=', now.toISOString())
       .execute()
-    return rows.map((r) => r.id)
+    return rows.map((r) => ({
+      id: r.id,
+      state: r.state as SandboxState,
+      onTimeout: onTimeoutOf(r.on_timeout),
+    }))
   }
 
   /** Running sandboxes (the idle reaper's candidates). */
