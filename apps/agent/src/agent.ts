@@ -41,6 +41,8 @@ import type {
   TemplateInfo,
   TemplateProgress,
   TemplatePruneResult,
+  WatchEnd,
+  WatchHandlers,
 } from '@forkbox/protocol'
 import { AppError, withUpload } from '@forkbox/protocol'
 import type { AgentConfig } from './config.ts'
@@ -321,6 +323,16 @@ export class LocalAgent implements AgentApi {
   ): Promise<ProcessExit | null> {
     // an attachment may follow a process for ever: it does not hold a checkpoint back
     return this.gate.run(id, () => this.guest(id).attachProcess(pid, opts, handlers, signal), false)
+  }
+
+  watchDir(
+    id: string,
+    req: { path: string; recursive?: boolean; user?: string },
+    handlers: WatchHandlers,
+    signal?: AbortSignal,
+  ): Promise<WatchEnd> {
+    // a watch may last for ever: it does not hold a checkpoint back
+    return this.gate.run(id, () => this.guest(id).watchDir(req, handlers, signal), false)
   }
 
   async openPty(id: string, spec: PtySpec, onData: (chunk: Uint8Array) => void | Promise<void>): Promise<PtySession> {

@@ -14,7 +14,7 @@ import signal
 import time
 from collections.abc import Callable
 
-from . import contexts, procs, transfer
+from . import contexts, procs, transfer, watch
 from .contexts import CONTEXT_OPS
 from .errors import run_op
 from .execs import Exec
@@ -117,6 +117,9 @@ def dispatch(g: "Guest", ftype: int, channel: int, payload: bytes) -> None:
         rd = g.reads.get(channel)
         if rd is not None:
             rd.on_ack(count_of(req.get("bytes")))
+    elif op == "ack" and channel in g.watches:
+        n_events = count_of(req.get("bytes"))
+        g.loop.call(lambda: watch.ack_watch(g, channel, n_events))
     elif op == "ack":
         with g.execs_lock:
             ex = g.execs.get(channel)
@@ -140,6 +143,10 @@ def dispatch(g: "Guest", ftype: int, channel: int, payload: bytes) -> None:
             rd.cancel()
         else:
             g.uploads.submit(lambda: transfer.upload_abort(g, channel))
+    elif op == "watch":
+        g.files.submit(lambda: watch.op_watch(g, channel, req))
+    elif op == "unwatch":
+        g.loop.call(lambda: watch.op_unwatch(g, channel, req))
     elif op in FILE_OPS:
         file_fn = FILE_OPS[op]
         g.files.submit(lambda: run_file_op(g, file_fn, channel, req))
@@ -186,5 +193,6 @@ def forget_requests(g: "Guest", keep: int | None = None) -> None:
     def forget_on_loop() -> None:
         procs.forget_subscribers(g)
         contexts.forget_cells(g)
+        watch.forget_watches(g)
 
     g.loop.call(forget_on_loop)

@@ -162,12 +162,23 @@ class ConfigureRequest(TypedDict):
     restored: NotRequired[bool]
 
 
+class WatchRequest(TypedDict):
+    op: Literal["watch"]
+    path: str
+    recursive: NotRequired[bool]
+    user: NotRequired[str]
+
+
+class UnwatchRequest(TypedDict):
+    op: Literal["unwatch"]
+
+
 REQUESTS: dict[str, type[Any]] = {}
 for _t in (
     ExecRequest, SignalRequest, ResizeRequest, AckRequest, AbortRequest, ProcAttachRequest, ProcDetachRequest,
     ProcAckRequest, ProcListRequest, ProcStdinRequest, ProcSignalRequest, ReadRequest, WriteRequest, PathRequest,
     ListRequest, RemoveRequest, RenameRequest, RunCodeRequest, ContextCreateRequest, ContextRequest,
-    ContextListRequest, InterruptRequest, PingRequest, ConfigureRequest,
+    ContextListRequest, InterruptRequest, PingRequest, ConfigureRequest, WatchRequest, UnwatchRequest,
 ):  # fmt: skip
     for _op in _t.__annotations__["op"].__args__:
         REQUESTS[_op] = _t
@@ -237,6 +248,26 @@ class DisplayMessage(TypedDict):
     data: dict[str, Any]
 
 
+class WatchingMessage(TypedDict):
+    type: Literal["watching"]
+    path: str
+
+
+class WatchEvent(TypedDict):
+    name: str
+    type: Literal["create", "write", "remove", "rename", "chmod"]
+
+
+class EventsMessage(TypedDict):
+    type: Literal["events"]
+    events: list[WatchEvent]
+
+
+class OverflowMessage(TypedDict):
+    type: Literal["overflow"]
+    reason: str
+
+
 MESSAGES: dict[str, type[Any]] = {
     "ready": ReadyMessage,
     "resynced": ResyncedMessage,
@@ -248,6 +279,9 @@ MESSAGES: dict[str, type[Any]] = {
     "gap": GapMessage,
     "attached": AttachedMessage,
     "display": DisplayMessage,
+    "watching": WatchingMessage,
+    "events": EventsMessage,
+    "overflow": OverflowMessage,
 }
 """The message type of each `type`."""
 
@@ -322,6 +356,10 @@ class Configured(TypedDict):
     nextChannel: NotRequired[int]
 
 
+class WatchEnd(TypedDict):
+    reason: Literal["stopped", "gone"]
+
+
 RESULTS: dict[str, type[Any]] = {
     "cell": CellResult,
     "processInfo": ProcessInfo,
@@ -333,5 +371,6 @@ RESULTS: dict[str, type[Any]] = {
     "ping": Ping,
     "usage": Usage,
     "configured": Configured,
+    "watchEnd": WatchEnd,
 }
 """The result values, by the name the golden frames give them."""

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .kernels import Context
     from .spawn import Spawner
     from .transfer import FileRead, Upload
+    from .watch import Watch
 
 
 class Guest:
@@ -45,6 +46,8 @@ class Guest:
         # file reads by channel; uploads by channel, None for a refused one whose chunks are dropped
         self.reads: dict[int, FileRead] = {}
         self.uploads_open: dict[int, Upload | None] = {}
+        # directory watches by channel (set up on a file worker, read on the loop thread)
+        self.watches: dict[int, Watch] = {}
         self.loop: IOLoop = IOLoop(self)
         self.spawner: Spawner = Spawner(self)
         self.creds: ThreadCredentials = ThreadCredentials()

@@ -416,6 +416,39 @@ describe('control plane', () => {
     assert.equal(bad.body.error.code, 'VALIDATION_FAILED')
   })
 
+  it('streams a directory watch as SSE; a refused watch is a plain error', async () => {
+    const { body: sbx } = await call('POST', '/v1/sandboxes', { template: 'base' })
+    const res = await cp.app.request(`/v1/sandboxes/${sbx.id}/files/watch?path=work&recursive=true`, {
+      headers: { authorization: `Bearer ${key}` },
+    })
+    assert.equal(res.headers.get('content-type'), 'text/event-stream')
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader()
+    let text = ''
+    while ((text.match(/^event: change$/gm) ?? []).length < 5) text += new TextDecoder().decode((await reader.read()).value)
+    await reader.cancel()
+    const events = text
+      .trim()
+      .split('\n\n')
+      .map((block) => ({
+        event: /^event: (.*)$/m.exec(block)?.[1],
+        data: JSON.parse(/^data: (.*)$/m.exec(block)?.[1] ?? 'null'),
+      }))
+    assert.deepEqual(events[0], { event: 'start', data: { path: '/home/user/work' } })
+    assert.deepEqual(events[1], {
+      event: 'change',
+      data: { type: 'create', name: 'sub/f.txt', path: '/home/user/work/sub/f.txt' },
+    })
+    assert.deepEqual(
+      events.slice(1).map((e) => e.data.type),
+      ['create', 'write', 'remove', 'rename', 'chmod'],
+    )
+    const missing = await call('GET', `/v1/sandboxes/${sbx.id}/files/watch?path=/missing`)
+    assert.equal(missing.status, 404)
+    assert.equal(missing.body.error.code, 'FILE_NOT_FOUND')
+    const bad = await call('GET', `/v1/sandboxes/${sbx.id}/files/watch?path=../etc`)
+    assert.equal(bad.body.error.code, 'INVALID_PATH')
+  })
+
   it("lists a key's events across sandboxes and streams new ones live, resumable by id", async () => {
     const a = (await call('POST', '/v1/sandboxes', {})).body
     const other = await call('POST', '/v1/keys', { name: 'other' })

@@ -135,16 +135,16 @@ describe('e2b compatibility layer', () => {
         },
       },
     ])
-    // WatchDir (a server stream) reads its enveloped request and ends with a Connect refusal, not a 400
+    // WatchDir (a server stream) reads its enveloped request; a refusal ends the stream as a Connect error
     const watch = await cp.app.request('/filesystem.Filesystem/WatchDir', {
       method: 'POST',
       headers: envd(sbx.sandboxID, sbx.envdAccessToken, { 'content-type': 'application/connect+json' }),
-      body: envelope({ path: '/home/user', recursive: true }),
+      body: envelope({ path: '/home/user/missing', recursive: true }),
     })
     assert.equal(watch.status, 200)
     const [watchEnd] = envelopes(Buffer.from(await watch.arrayBuffer()))
     assert.equal(watchEnd?.[0], 2)
-    assert.equal((watchEnd?.[1] as { error?: { code?: string } } | undefined)?.error?.code, 'unimplemented')
+    assert.equal((watchEnd?.[1] as { error?: { code?: string } } | undefined)?.error?.code, 'not_found')
     const stat = await cp.app.request('/filesystem.Filesystem/Stat', {
       method: 'POST',
       headers: envd(sbx.sandboxID, sbx.envdAccessToken, { 'content-type': 'application/json' }),
@@ -152,6 +152,43 @@ describe('e2b compatibility layer', () => {
     })
     assert.equal(stat.status, 400)
     assert.equal((await stat.json()).code, 'invalid_argument')
+  })
+
+  it('streams a watch as envd does, and keeps a polled watcher until it is removed', async () => {
+    const sbx = await createSandbox()
+    const call = (method: string, body: unknown) =>
+      cp.app.request(`/filesystem.Filesystem/${method}`, {
+        method: 'POST',
+        headers: envd(sbx.sandboxID, sbx.envdAccessToken, { 'content-type': 'application/json' }),
+        body: JSON.stringify(body),
+      })
+    const res = await cp.app.request('/filesystem.Filesystem/WatchDir', {
+      method: 'POST',
+      headers: envd(sbx.sandboxID, sbx.envdAccessToken, { 'content-type': 'application/connect+json' }),
+      body: envelope({ path: '/home/user', recursive: true }),
+    })
+    // the stream stays open until the client goes: read the start and the events, then go
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader()
+    let got = Buffer.alloc(0)
+    while (envelopes(got).length < 6) got = Buffer.concat([got, (await reader.read()).value ?? Buffer.alloc(0)])
+    await reader.cancel()
+    assert.deepEqual(
+      envelopes(got).map(([, m]) => m),
+      [
+        { start: {} },
+        ...[1, 2, 3, 4, 5].map((type) => ({ filesystem: { name: 'sub/f.txt', type } })),
+      ],
+    )
+    const created = await call('CreateWatcher', { path: 'work', recursive: false })
+    assert.equal(created.status, 200)
+    const { watcherId } = (await created.json()) as { watcherId: string }
+    const polled = (await (await call('GetWatcherEvents', { watcherId })).json()) as { events: unknown[] }
+    assert.deepEqual(polled.events, [1, 2, 3, 4, 5].map((type) => ({ name: 'f.txt', type })))
+    assert.deepEqual(await (await call('GetWatcherEvents', { watcherId })).json(), { events: [] })
+    assert.equal((await call('RemoveWatcher', { watcherId })).status, 200)
+    const gone = await call('GetWatcherEvents', { watcherId })
+    assert.equal(gone.status, 404)
+    assert.equal(((await gone.json()) as { code: string }).code, 'not_found')
   })
 
   it('lets a sandbox token reach only its own sandbox', async () => {

@@ -36,6 +36,9 @@ import {
   type TemplateInfo,
   type TemplatePruneResult,
   uploadOf,
+  type WatchEnd,
+  WatchEventType,
+  type WatchHandlers,
 } from '@forkbox/protocol'
 
 const entry = (path: string): FileEntry => ({
@@ -211,6 +214,22 @@ export class FakeAgent implements AgentApi {
   async startProcess(id: string): Promise<{ pid: number }> {
     if (!this.live.has(id)) throw new AppError('SANDBOX_NOT_RUNNING', 'not live')
     return { pid: 42 }
+  }
+  /** Says it started, reports one event of each kind under the watched path, then waits to be stopped. */
+  async watchDir(
+    _id: string,
+    req: { path: string; recursive?: boolean; user?: string },
+    h: WatchHandlers,
+    signal?: AbortSignal,
+  ): Promise<WatchEnd> {
+    if (req.path.endsWith('/missing')) throw new AppError('FILE_NOT_FOUND', `no such file or directory: ${req.path}`)
+    await h.onStart?.(req.path.startsWith('/') ? req.path : `/home/user/${req.path}`)
+    await h.onEvents(WatchEventType.options.map((type) => ({ name: req.recursive ? 'sub/f.txt' : 'f.txt', type })))
+    await new Promise<void>((resolve) => {
+      if (signal?.aborted) return resolve()
+      signal?.addEventListener('abort', () => resolve())
+    })
+    return { reason: 'stopped' }
   }
   async attachProcess(_id: string, pid: number, _opts: unknown, h: StreamHandlers): Promise<ProcessExit | null> {
     if (pid !== 42) throw new AppError('PROCESS_NOT_FOUND', 'no such process')

@@ -9,7 +9,7 @@ import type {
   GuestProcessOp,
   GuestProcessOps,
 } from './guest-ops.ts'
-import type { CodeResult, ExecutionError, FileEntry, ResolvedResources } from './schemas.ts'
+import type { CodeResult, ExecutionError, FileEntry, ResolvedResources, WatchEnd, WatchEvent } from './schemas.ts'
 import type { TemplateInfo } from './templates.ts'
 
 export interface StartSandboxSpec {
@@ -93,6 +93,15 @@ export interface StreamHandlers {
   onStderr?(chunk: Uint8Array): void | Promise<void>
   /** A background process's log dropped this many bytes before the caller read them. */
   onGap?(bytes: number): void | Promise<void>
+}
+
+/** Receivers of a directory watch; the agent lets the guest send more once a returned promise settles. */
+export interface WatchHandlers {
+  /** The watch is set up on `path` (absolute): what happens from here on is reported. */
+  onStart?(path: string): void | Promise<void>
+  onEvents(events: WatchEvent[]): void | Promise<void>
+  /** Events were lost (the sandbox's kernel queue overflowed, or too many directories to follow). */
+  onOverflow?(reason: string): void | Promise<void>
 }
 
 export interface ProcessExit {
@@ -315,6 +324,16 @@ export interface AgentApi {
     opts?: { mode?: number; user?: string },
   ): Promise<FileEntry>
   fileOp<R extends GuestFileOp>(id: string, req: R): Promise<GuestFileOps[R['op']]['res']>
+  /**
+   * Watches a directory (with `recursive`, the directories under it too) as `user`: its changes go
+   * to `handlers` as they come, flow controlled, until `signal` stops it or the directory goes.
+   */
+  watchDir(
+    id: string,
+    req: { path: string; recursive?: boolean; user?: string },
+    handlers: WatchHandlers,
+    signal?: AbortSignal,
+  ): Promise<WatchEnd>
   /** Runs a cell in one of the sandbox's code contexts; output and results go to `handlers` as they come. */
   runCode(
     id: string,
@@ -397,6 +416,7 @@ export const agentRemoteMethods = [
   'readFile',
   'writeFile',
   'fileOp',
+  'watchDir',
   'runCode',
   'codeContext',
   'snapshot',

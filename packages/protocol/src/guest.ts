@@ -2,7 +2,7 @@
 // its frames, so every message is checked against these before the agent acts on it.
 import { z } from 'zod'
 import type { ErrorCode } from './errors.ts'
-import { CodeContext, ExecutionError, ProcessInfo } from './schemas.ts'
+import { CodeContext, ExecutionError, ProcessInfo, WatchEnd, WatchEvent } from './schemas.ts'
 
 const int = z.number().int()
 /** A byte count or offset. */
@@ -54,6 +54,12 @@ export const GuestDisplay = z.object({
   data: z.record(z.string(), z.unknown()),
 })
 
+/** A directory watch is set up; its events follow in batches (each acked by count). */
+export const GuestWatching = z.object({ type: z.literal('watching'), path: z.string().max(4096) })
+export const GuestWatchEvents = z.object({ type: z.literal('events'), events: z.array(WatchEvent).max(65_536) })
+/** Events of a watch were lost (the kernel's queue overflowed, or too many directories). */
+export const GuestWatchOverflow = z.object({ type: z.literal('overflow'), reason: z.string().max(1024) })
+
 export const GuestChannelMessage = z.discriminatedUnion('type', [
   GuestResult,
   GuestExit,
@@ -63,6 +69,9 @@ export const GuestChannelMessage = z.discriminatedUnion('type', [
   GuestGap,
   GuestAttached,
   GuestDisplay,
+  GuestWatching,
+  GuestWatchEvents,
+  GuestWatchOverflow,
 ])
 export type GuestChannelMessage = z.infer<typeof GuestChannelMessage>
 export type GuestTerminalMessage = Extract<GuestChannelMessage, { type: 'result' | 'exit' | 'error' }>
@@ -126,6 +135,7 @@ export const GuestUsage = z.object({ usedBytes: bytes })
 /** How a file read ends (after its empty file frame): the bytes it sent. */
 export const GuestReadDone = z.object({ size: bytes })
 export const GuestDetached = z.object({ detached: z.literal(true) })
+export const GuestWatchEnd = WatchEnd
 
 // ---- agent → guest: the requests (the guest applies a default to every field left out) ----
 
@@ -174,6 +184,8 @@ export const GuestRequest = z.discriminatedUnion('op', [
   z.object({ op: z.literal('list'), ...fileRequest, depth: int.positive().optional() }),
   z.object({ op: z.literal('remove'), ...fileRequest, recursive: z.boolean().optional() }),
   z.object({ op: z.literal('rename'), from: z.string(), to: z.string(), user }),
+  z.object({ op: z.literal('watch'), ...fileRequest, recursive: z.boolean().optional() }),
+  z.object({ op: z.literal('unwatch') }),
   z.object({
     op: z.literal('run_code'),
     code: z.string(),

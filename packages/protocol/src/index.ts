@@ -22,6 +22,7 @@ export type {
   StartSandboxSpec,
   StreamHandlers,
   TemplateBuildResult,
+  WatchHandlers,
   TemplateBuildSpec,
   TemplateProgress,
   TemplatePruneResult,
@@ -61,6 +62,7 @@ export {
   GuestResynced,
   GuestStarted,
   type GuestTerminalMessage,
+  GuestWatchEnd,
   guestErrorCodes,
   isGuestErrorCode,
 } from './guest.ts'
@@ -142,6 +144,10 @@ export {
   Snapshot,
   SnapshotList,
   SnapshotName,
+  WatchEnd,
+  WatchEvent,
+  WatchEventType,
+  WatchQuery,
   WriteQuery,
 } from './schemas.ts'
 export {

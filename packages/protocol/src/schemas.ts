@@ -224,6 +224,16 @@ export const SandboxPath = z
   .refine((p) => !p.split('/').includes('..'), { message: 'path contains a .. segment' })
 
 export const PathQuery = z.object({ path: SandboxPath, user: z.string().max(32).optional() })
+export const WatchQuery = PathQuery.extend({ recursive: z.enum(['true', 'false']).default('false') })
+
+/** What changed in a watched directory: `name` is relative to it ("" for the directory itself). */
+export const WatchEventType = z.enum(['create', 'write', 'remove', 'rename', 'chmod'])
+export type WatchEventType = z.infer<typeof WatchEventType>
+export const WatchEvent = z.object({ name: z.string().max(4096), type: WatchEventType })
+export type WatchEvent = z.infer<typeof WatchEvent>
+/** How a watch ended: stopped by its caller, or its directory was removed or moved away. */
+export const WatchEnd = z.object({ reason: z.enum(['stopped', 'gone']) })
+export type WatchEnd = z.infer<typeof WatchEnd>
 export const ListQuery = PathQuery.extend({ depth: z.coerce.number().int().min(1).max(16).default(1) })
 export const RemoveQuery = PathQuery.extend({ recursive: z.enum(['true', 'false']).default('true') })
 export const WriteQuery = PathQuery.extend({ mode: z.coerce.number().int().min(0).max(0o7777).optional() })

@@ -13,6 +13,7 @@ import {
   GuestReadDone,
   GuestRequest,
   GuestUsage,
+  GuestWatchEnd,
 } from '../src/guest.ts'
 import { CodeContext, FileEntry, ProcessInfo } from '../src/schemas.ts'
 
@@ -77,6 +78,7 @@ describe('golden guest frames', () => {
       ping: GuestPing,
       usage: GuestUsage,
       configured: GuestConfigured,
+      watchEnd: GuestWatchEnd,
     }
     assert.deepEqual(Object.keys(golden.results).sort(), Object.keys(schemas).sort())
     for (const [name, values] of Object.entries(golden.results)) {

@@ -3,6 +3,7 @@ import type { FileEntry } from '@forkbox/protocol'
 import { toBytes, toText } from './encoding.ts'
 import { ConflictError, NotFoundError } from './errors.ts'
 import { type HttpClient, pathOf, type RequestOptions } from './http.ts'
+import { type FileChange, type WatchHandle, type WatchOptions, watchDir } from './watch.ts'
 
 export interface FileOptions extends RequestOptions {
   /** The sandbox user to act as; the server's default is `user`. */
@@ -118,5 +119,17 @@ export class Files {
       json: { from, to, user: options.user },
       signal: options.signal,
     })
+  }
+
+  /**
+   * Watches a directory: each change (create, write, remove, rename, chmod) goes to `onChange` as
+   * it happens. Resolves once the watch is set up; `stop()` the handle (or abort `signal`) to end it.
+   */
+  watch(
+    path: string,
+    onChange: (change: FileChange) => void | Promise<void>,
+    options: WatchOptions = {},
+  ): Promise<WatchHandle> {
+    return watchDir(this.#http, this.#base, path, onChange, options)
   }
 }

@@ -12,6 +12,8 @@ export type {
   TemplateInfo,
   TemplateListing,
   UserTemplate,
+  WatchEnd,
+  WatchEventType,
 } from '@forkbox/protocol'
 export type { FollowBuildOptions } from './build-logs.ts'
 export { ForkboxClient, type ForkboxClientOptions } from './client.ts'
@@ -66,6 +68,7 @@ export {
   type RemoveFileOptions,
   type WriteFileOptions,
 } from './files.ts'
+export { type FileChange, WatchHandle, type WatchOptions } from './watch.ts'
 export { type DrainReport, Hosts } from './hosts.ts'
 export type { ConnectionOptions, RequestOptions } from './http.ts'
 export { type CreatedKey, Keys } from './keys.ts'

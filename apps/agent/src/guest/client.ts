@@ -26,6 +26,8 @@ import {
   type PtySpec,
   type RunCodeHandlers,
   type StreamHandlers,
+  WatchEnd,
+  type WatchHandlers,
 } from '@forkbox/protocol'
 import type { DataFrameType, GuestConnection } from './connection.ts'
 import { FileReadStream } from './file-read.ts'
@@ -41,6 +43,9 @@ const OUTPUT_SLACK_BYTES = 64 * 1024
 /** Rich outputs (plots, HTML) of one cell; past this they are dropped and the cell is `truncated`. */
 const MAX_DISPLAY_BYTES = 64 * 1024 * 1024
 const OUTPUT_TYPES: readonly DataFrameType[] = [FrameType.stdout, FrameType.stderr]
+/** Watch events the guest sends ahead of the agent's acks (its WINDOW). */
+const WATCH_WINDOW_EVENTS = 4096
+const WatchResult = GuestResult.extend({ value: WatchEnd })
 /** A file write ends with the file as written. */
 const WriteResult = GuestResult.extend({ value: FileEntry })
 
@@ -173,6 +178,58 @@ export class GuestClient {
       )
       if (signal?.aborted) onAbort()
       else signal?.addEventListener('abort', onAbort)
+    })
+  }
+
+  /** A directory watch: events batched as the guest reads them, acked (by count) once delivered. */
+  watchDir(
+    req: { path: string; recursive?: boolean; user?: string },
+    handlers: WatchHandlers,
+    signal?: AbortSignal,
+  ): Promise<WatchEnd> {
+    const conn = this.conn
+    return new Promise((resolve, reject) => {
+      let channel = 0
+      let unacked = 0
+      let flooded = false
+      const delivery = new AckedDelivery(conn, () => channel)
+      const stop = () => conn.sendJson(channel, { op: 'unwatch' })
+      channel = conn.open(
+        { op: 'watch', path: req.path, recursive: req.recursive ?? false, user: req.user },
+        {
+          events: ['watching', 'events', 'overflow'],
+          terminal: WatchResult,
+          onMessage: (msg) => {
+            if (flooded) return
+            if (msg.type === 'watching') delivery.push(() => handlers.onStart?.(msg.path), 0)
+            else if (msg.type === 'overflow') delivery.push(() => handlers.onOverflow?.(msg.reason), 0)
+            else if (msg.type === 'events') {
+              // the guest holds back past its window: more than that unacked is a broken (or hostile) guest
+              unacked += msg.events.length
+              if (unacked > WATCH_WINDOW_EVENTS * 2) {
+                flooded = true
+                stop()
+                return reject(new AppError('GUEST_ERROR', 'the sandbox sent more watch events than it was allowed'))
+              }
+              delivery.push(async () => {
+                try {
+                  await handlers.onEvents(msg.events)
+                } finally {
+                  unacked -= msg.events.length
+                }
+              }, msg.events.length)
+            }
+          },
+          settle: async (err, msg) => {
+            signal?.removeEventListener('abort', stop)
+            await delivery.done()
+            if (err || !msg) return reject(err)
+            resolve(msg.value)
+          },
+        },
+      )
+      if (signal?.aborted) stop()
+      else signal?.addEventListener('abort', stop)
     })
   }
 

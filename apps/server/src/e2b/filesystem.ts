@@ -1,13 +1,14 @@
 // envd's `filesystem.Filesystem` Connect service (Stat, MakeDir, Move, ListDir, Remove) over
-// forkbox's file operations; WatchDir is not served.
+// forkbox's file operations; the watches are in e2b/watch.ts.
 import { posix } from 'node:path'
 import { AppError, type FileEntry, type GuestFileOp, SandboxPath } from '@forkbox/protocol'
 import type { Hono } from 'hono'
 import type { z } from 'zod'
 import type { AppEnv } from '../http/env.ts'
-import { sandboxUnary, serverStream, streamRequest } from './connect.ts'
-import { ListDirRequest, MoveRequest, PathRequest, UnservedRequest } from './messages.ts'
-import { type SandboxCall, sandboxCall } from './sandbox-call.ts'
+import { sandboxUnary } from './connect.ts'
+import { ListDirRequest, MoveRequest, PathRequest } from './messages.ts'
+import type { SandboxCall } from './sandbox-call.ts'
+import { registerWatch } from './watch.ts'
 
 /** A sandbox path from a request field, checked as forkbox checks its own. */
 export function pathOf(value: unknown, field = 'path'): string {
@@ -94,19 +95,5 @@ export function registerFilesystem(app: Hono<AppEnv>): void {
   app.post('/filesystem.Filesystem/Move', sandboxUnary(MoveRequest, move))
   app.post('/filesystem.Filesystem/ListDir', sandboxUnary(ListDirRequest, listDir))
   app.post('/filesystem.Filesystem/Remove', sandboxUnary(PathRequest, remove))
-  const unserved = () => {
-    throw new AppError('NOT_IMPLEMENTED', 'watching directories is not supported by forkbox; poll with files.list')
-  }
-  const watch = sandboxUnary(UnservedRequest, async () => unserved())
-  // a server stream: its enveloped request is read as one, and the refusal ends the stream as a Connect error
-  app.post('/filesystem.Filesystem/WatchDir', (c) =>
-    serverStream(c, {}, async () => {
-      await sandboxCall(c)
-      await streamRequest(c, UnservedRequest)
-      unserved()
-    }),
-  )
-  app.post('/filesystem.Filesystem/CreateWatcher', watch)
-  app.post('/filesystem.Filesystem/GetWatcherEvents', watch)
-  app.post('/filesystem.Filesystem/RemoveWatcher', watch)
+  registerWatch(app)
 }

@@ -44,4 +44,13 @@ export const UpdateRequest = z.object({ process: Selector, pty: Pty.nullish() })
 
 export const PathRequest = z.object({ path: SandboxPath }).passthrough()
 export const MoveRequest = z.object({ source: SandboxPath, destination: SandboxPath }).passthrough()
+export const WatchDirRequest = z
+  .object({
+    path: SandboxPath,
+    recursive: z.boolean().default(false),
+    includeEntry: z.boolean().default(false),
+    allowNetworkMounts: z.boolean().optional(),
+  })
+  .passthrough()
+export const WatcherRequest = z.object({ watcherId: z.string().min(1).max(64) }).passthrough()
 export const ListDirRequest = z.object({ path: SandboxPath, depth: z.number().int().optional() }).passthrough()

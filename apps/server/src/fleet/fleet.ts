@@ -31,6 +31,8 @@ import type {
   SnapshotOptions,
   StartSandboxSpec,
   StreamHandlers,
+  WatchEnd,
+  WatchHandlers,
   TemplateBuildResult,
   TemplateBuildSpec,
   TemplateInfo,
@@ -311,6 +313,14 @@ export class Fleet implements AgentApi {
   }
   async fileOp<R extends GuestFileOp>(id: string, req: R): Promise<GuestFileOps[R['op']]['res']> {
     return (await this.onSandbox(id)).fileOp(id, req)
+  }
+  async watchDir(
+    id: string,
+    req: { path: string; recursive?: boolean; user?: string },
+    handlers: WatchHandlers,
+    signal?: AbortSignal,
+  ): Promise<WatchEnd> {
+    return (await this.onSandbox(id)).watchDir(id, req, handlers, signal)
   }
   async runCode(
     id: string,

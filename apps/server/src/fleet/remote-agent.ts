@@ -30,6 +30,8 @@ import type {
   SnapshotOptions,
   StartSandboxSpec,
   StreamHandlers,
+  WatchEnd,
+  WatchHandlers,
   TemplateBuildResult,
   TemplateBuildSpec,
   TemplateInfo,
@@ -187,6 +189,14 @@ export class RemoteAgent implements AgentApi {
     signal?: AbortSignal,
   ) {
     return this.call<ProcessExit | null>('attachProcess', id, pid, opts, handlers, signal)
+  }
+  watchDir(
+    id: string,
+    req: { path: string; recursive?: boolean; user?: string },
+    handlers: WatchHandlers,
+    signal?: AbortSignal,
+  ) {
+    return this.call<WatchEnd>('watchDir', id, req, handlers, signal)
   }
   processOp<R extends GuestProcessOp>(id: string, req: R) {
     return this.call<GuestProcessOps[R['op']]['res']>('processOp', id, req)

@@ -13,6 +13,7 @@ import * as filesRead from './files/read.ts'
 import * as filesRemove from './files/remove.ts'
 import * as filesRename from './files/rename.ts'
 import * as filesStat from './files/stat.ts'
+import * as filesWatch from './files/watch.ts'
 import * as filesWrite from './files/write.ts'
 import * as health from './health.ts'
 import * as hostCordon from './hosts/cordon.ts'
@@ -117,6 +118,7 @@ export const ROUTES: readonly RouteModule[] = [
   filesRead,
   filesWrite,
   filesRemove,
+  filesWatch,
   keysCreate,
   keysList,
   keysRevoke,

@@ -19,6 +19,8 @@ import {
   type SandboxState,
   type Snapshot,
   type TemplateInfo,
+  type WatchEnd,
+  type WatchHandlers,
 } from '@forkbox/protocol'
 import type { Logger } from 'pino'
 import type { Authenticator } from '../http/auth.ts'
@@ -665,6 +667,17 @@ export class SandboxService {
 
   fileOp<R extends GuestFileOp>(owner: string, id: string, req: R): Promise<GuestFileOps[R['op']]['res']> {
     return this.onSandbox(owner, id, () => this.agent.fileOp(id, req))
+  }
+
+  /** A directory watch; like an attached stream it counts as activity while it is open. */
+  watchDir(
+    owner: string,
+    id: string,
+    req: { path: string; recursive?: boolean; user?: string },
+    handlers: WatchHandlers,
+    signal?: AbortSignal,
+  ): Promise<WatchEnd> {
+    return this.onSandbox(owner, id, () => this.agent.watchDir(id, req, handlers, signal))
   }
 
   async events(owner: string, id: string) {
