@@ -26,6 +26,7 @@ from .models import (
     Execution,
     ExecutionError,
     ExecResult,
+    FileChange,
     FileEntry,
     Logs,
     ProcessExit,
@@ -37,12 +38,14 @@ from .models import (
     UserTemplate,
 )
 from .sandbox import AsyncProcess, AsyncSandbox, Process, Sandbox
+from .watch import AsyncWatchHandle, WatchHandle
 from .template import AsyncTemplate, Template
 
 __all__ = [
     "AsyncProcess",
     "AsyncSandbox",
     "AsyncTemplate",
+    "AsyncWatchHandle",
     "AuthenticationError",
     "BuildLogEntry",
     "ConflictError",
@@ -50,6 +53,7 @@ __all__ = [
     "ExecResult",
     "Execution",
     "ExecutionError",
+    "FileChange",
     "FileEntry",
     "ForkboxError",
     "InternalServerError",
@@ -73,5 +77,6 @@ __all__ = [
     "TimeoutError",
     "UserTemplate",
     "ValidationError",
+    "WatchHandle",
 ]
 __version__ = "0.1.0"

@@ -165,6 +165,20 @@ class FileEntry:
 
 
 @dataclass
+class FileChange:
+    """A change in a watched directory: ``type`` is create, write, remove, rename or chmod; ``name``
+    is relative to the watched directory ("" for the directory itself), ``path`` absolute."""
+
+    type: str
+    name: str
+    path: str
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "FileChange":
+        return cls(type=d["type"], name=d["name"], path=d["path"])
+
+
+@dataclass
 class Snapshot:
     id: str
     sandbox_id: str

@@ -7,7 +7,8 @@ from typing import Any, Callable, Dict, List, Optional, Union
 from . import _core as core
 from ._transport import AsyncTransport, SyncTransport
 from .errors import NotFoundError
-from .models import Execution, ExecResult, FileEntry, ProcessExit, SandboxInfo, Snapshot
+from .models import Execution, ExecResult, FileChange, FileEntry, ProcessExit, SandboxInfo, Snapshot
+from .watch import AsyncWatchHandle, OnChange, OnOverflow, WatchHandle, start_async
 
 Text = Union[str, bytes]
 
@@ -48,6 +49,11 @@ class Files:
 
     def rename(self, src: str, dst: str, *, user: Optional[str] = None) -> FileEntry:
         return self._t.run(core.files_rename(self._id, src, dst, user=user))
+
+    def watch(self, path: str, on_change: Callable[[FileChange], Any], *, recursive: bool = False, user: Optional[str] = None, on_overflow: Optional[OnOverflow] = None) -> WatchHandle:
+        """Watches a directory: each change goes to ``on_change`` (on the watch's own thread) as it
+        happens. Returns once the watch is set up; ``stop()`` the handle to end it."""
+        return WatchHandle(self._t, self._id, path, on_change, recursive=recursive, user=user, on_overflow=on_overflow)
 
 
 class Process:
@@ -258,6 +264,11 @@ class AsyncFiles:
 
     async def rename(self, src: str, dst: str, *, user: Optional[str] = None) -> FileEntry:
         return await self._t.run(core.files_rename(self._id, src, dst, user=user))
+
+    async def watch(self, path: str, on_change: OnChange, *, recursive: bool = False, user: Optional[str] = None, on_overflow: Optional[OnOverflow] = None) -> AsyncWatchHandle:
+        """Watches a directory: each change goes to ``on_change`` (awaited when it is a coroutine)
+        as it happens. Returns once the watch is set up; ``await handle.stop()`` to end it."""
+        return await start_async(self._t, self._id, path, on_change, recursive=recursive, user=user, on_overflow=on_overflow)
 
 
 class AsyncProcess:

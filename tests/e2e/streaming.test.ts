@@ -3,7 +3,7 @@
 // lifecycle events arrive live and in order; /metrics counts what happened.
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
-import { ForkboxClient, Sandbox } from '@forkbox/sdk'
+import { ConflictError, type FileChange, ForkboxClient, ForkboxError, NotFoundError, Sandbox } from '@forkbox/sdk'
 import parsePrometheusTextFormat from 'parse-prometheus-text-format'
 import { useTestHost } from './harness.ts'
 
@@ -132,6 +132,98 @@ describe('background processes', () => {
     const exit = await proc.wait()
     assert.equal(exit.signal, 'SIGTERM')
     await assert.rejects(sbx.processes.connect(999999).wait(), /PROCESS_NOT_FOUND|no background process/)
+  })
+})
+
+describe('directory watch', () => {
+  /** Collects changes until `until` says enough (or 10 s pass). */
+  function collector() {
+    const seen: FileChange[] = []
+    const waiters: (() => void)[] = []
+    return {
+      seen,
+      on: (c: FileChange) => {
+        seen.push(c)
+        for (const w of waiters.splice(0)) w()
+      },
+      async until(pred: (seen: FileChange[]) => boolean, what: string): Promise<void> {
+        const deadline = Date.now() + 10_000
+        while (!pred(seen)) {
+          if (Date.now() > deadline) assert.fail(`${what}: saw ${JSON.stringify(seen)}`)
+          await new Promise<void>((r) => {
+            waiters.push(r)
+            setTimeout(r, 200)
+          })
+        }
+      },
+    }
+  }
+  const has = (seen: FileChange[], type: string, name: string) => seen.some((c) => c.type === type && c.name === name)
+
+  it('reports create, write, chmod, rename and remove (by the API and by a command), recursively, then stops', async () => {
+    await using sbx = await Sandbox.create(host().conn)
+    await sbx.files.makeDir('/home/user/w/old')
+    const c = collector()
+    const handle = await sbx.files.watch('w', c.on, { recursive: true })
+    assert.equal(handle.path, '/home/user/w')
+    await sbx.files.write('/home/user/w/a.txt', 'one')
+    await sbx.exec(
+      'chmod 600 /home/user/w/a.txt && mv /home/user/w/a.txt /home/user/w/b.txt && echo more >> /home/user/w/b.txt',
+    )
+    await sbx.exec(
+      'mkdir -p /home/user/w/new/deeper && sleep 0.3 && touch /home/user/w/new/deeper/f && rm /home/user/w/b.txt',
+    )
+    await sbx.exec('echo x > /home/user/w/old/g')
+    await c.until(
+      (s) =>
+        has(s, 'create', 'a.txt') &&
+        has(s, 'write', 'a.txt') &&
+        has(s, 'chmod', 'a.txt') &&
+        has(s, 'rename', 'a.txt') &&
+        has(s, 'create', 'b.txt') &&
+        has(s, 'write', 'b.txt') &&
+        has(s, 'create', 'new') &&
+        has(s, 'create', 'new/deeper/f') &&
+        has(s, 'remove', 'b.txt') &&
+        has(s, 'create', 'old/g'),
+      'every kind of change',
+    )
+    assert.ok(c.seen.every((e) => e.path === (e.name ? `/home/user/w/${e.name}` : '/home/user/w')))
+    await handle.stop()
+    assert.deepEqual(await handle.done, { reason: 'stopped' })
+    const count = c.seen.length
+    await sbx.files.write('/home/user/w/after.txt', 'x')
+    await new Promise((r) => setTimeout(r, 500))
+    assert.equal(c.seen.length, count, 'a change after stop() was reported')
+  })
+
+  it('a non-recursive watch sees only its own entries; a removed directory ends it; a missing one is refused', async () => {
+    await using sbx = await Sandbox.create(host().conn)
+    await sbx.files.makeDir('/work/d/sub')
+    const c = collector()
+    const handle = await sbx.files.watch('/work/d', c.on)
+    await sbx.files.write('/work/d/sub/hidden.txt', 'x')
+    await sbx.files.write('/work/d/top.txt', 'x')
+    await c.until((s) => has(s, 'create', 'top.txt'), 'the top-level file')
+    assert.ok(!c.seen.some((e) => e.name.startsWith('sub/')), JSON.stringify(c.seen))
+    await sbx.files.remove('/work/d')
+    assert.deepEqual(await handle.done, { reason: 'gone' })
+    await assert.rejects(sbx.files.watch('/work/nope', c.on), (e: unknown) => e instanceof NotFoundError)
+    await sbx.files.write('/work/file', 'x')
+    await assert.rejects(sbx.files.watch('/work/file', c.on), (e: unknown) => e instanceof ConflictError)
+    // root's directories are not the default user's to watch
+    await sbx.exec('mkdir -m 700 /work/private', { user: 'root' })
+    await assert.rejects(
+      sbx.files.watch('/work/private', c.on),
+      (e: unknown) => e instanceof ForkboxError && e.code === 'PERMISSION_DENIED',
+    )
+  })
+
+  it('a watch ends with an error when its sandbox is killed', async () => {
+    const sbx = await Sandbox.create(host().conn)
+    const handle = await sbx.files.watch('/work', () => {})
+    await sbx.kill()
+    await assert.rejects(handle.done, (e: unknown) => e instanceof ForkboxError)
   })
 })
 

@@ -253,9 +253,12 @@ class WatchingMessage(TypedDict):
     path: str
 
 
+WatchEventType = Literal["create", "write", "remove", "rename", "chmod"]
+
+
 class WatchEvent(TypedDict):
     name: str
-    type: Literal["create", "write", "remove", "rename", "chmod"]
+    type: WatchEventType
 
 
 class EventsMessage(TypedDict):

@@ -26,7 +26,7 @@ from .users import resolve
 TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
 if TYPE_CHECKING:
     from .errors import Request
-    from .messages import WatchEvent
+    from .messages import WatchEvent, WatchEventType
     from .state import Guest
     from .users import Identity
 
@@ -70,7 +70,7 @@ def _check(ret: int, what: str, path: str = "") -> int:
     return ret
 
 
-def kind_of(mask: int) -> str | None:
+def kind_of(mask: int) -> "WatchEventType | None":
     """The event's type as the E2B clients name them (fsnotify's: a move in is a create)."""
     if mask & (IN_CREATE | IN_MOVED_TO):
         return "create"

@@ -424,7 +424,8 @@ describe('control plane', () => {
     assert.equal(res.headers.get('content-type'), 'text/event-stream')
     const reader = (res.body as ReadableStream<Uint8Array>).getReader()
     let text = ''
-    while ((text.match(/^event: change$/gm) ?? []).length < 5) text += new TextDecoder().decode((await reader.read()).value)
+    while ((text.match(/^event: change$/gm) ?? []).length < 5)
+      text += new TextDecoder().decode((await reader.read()).value)
     await reader.cancel()
     const events = text
       .trim()

@@ -174,16 +174,16 @@ describe('e2b compatibility layer', () => {
     await reader.cancel()
     assert.deepEqual(
       envelopes(got).map(([, m]) => m),
-      [
-        { start: {} },
-        ...[1, 2, 3, 4, 5].map((type) => ({ filesystem: { name: 'sub/f.txt', type } })),
-      ],
+      [{ start: {} }, ...[1, 2, 3, 4, 5].map((type) => ({ filesystem: { name: 'sub/f.txt', type } }))],
     )
     const created = await call('CreateWatcher', { path: 'work', recursive: false })
     assert.equal(created.status, 200)
     const { watcherId } = (await created.json()) as { watcherId: string }
     const polled = (await (await call('GetWatcherEvents', { watcherId })).json()) as { events: unknown[] }
-    assert.deepEqual(polled.events, [1, 2, 3, 4, 5].map((type) => ({ name: 'f.txt', type })))
+    assert.deepEqual(
+      polled.events,
+      [1, 2, 3, 4, 5].map((type) => ({ name: 'f.txt', type })),
+    )
     assert.deepEqual(await (await call('GetWatcherEvents', { watcherId })).json(), { events: [] })
     assert.equal((await call('RemoveWatcher', { watcherId })).status, 200)
     const gone = await call('GetWatcherEvents', { watcherId })

@@ -22,10 +22,10 @@ export type {
   StartSandboxSpec,
   StreamHandlers,
   TemplateBuildResult,
-  WatchHandlers,
   TemplateBuildSpec,
   TemplateProgress,
   TemplatePruneResult,
+  WatchHandlers,
 } from './agent.ts'
 export { agentRemoteMethods, uploadOf, withUpload } from './agent.ts'
 export { BuildLogEvent, BuildPhase, BuildStepFinished, BuildStepOutput, BuildStepStarted } from './builds.ts'

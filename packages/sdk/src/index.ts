@@ -68,7 +68,6 @@ export {
   type RemoveFileOptions,
   type WriteFileOptions,
 } from './files.ts'
-export { type FileChange, WatchHandle, type WatchOptions } from './watch.ts'
 export { type DrainReport, Hosts } from './hosts.ts'
 export type { ConnectionOptions, RequestOptions } from './http.ts'
 export { type CreatedKey, Keys } from './keys.ts'
@@ -108,3 +107,4 @@ export {
   Templates,
   type WaitForBuildOptions,
 } from './templates.ts'
+export { type FileChange, WatchHandle, type WatchOptions } from './watch.ts'

@@ -31,13 +31,13 @@ import type {
   SnapshotOptions,
   StartSandboxSpec,
   StreamHandlers,
-  WatchEnd,
-  WatchHandlers,
   TemplateBuildResult,
   TemplateBuildSpec,
   TemplateInfo,
   TemplateProgress,
   TemplatePruneResult,
+  WatchEnd,
+  WatchHandlers,
 } from '@forkbox/protocol'
 import { AppError, uploadOf, withUpload } from '@forkbox/protocol'
 import type { Logger } from 'pino'

@@ -30,13 +30,13 @@ import type {
   SnapshotOptions,
   StartSandboxSpec,
   StreamHandlers,
-  WatchEnd,
-  WatchHandlers,
   TemplateBuildResult,
   TemplateBuildSpec,
   TemplateInfo,
   TemplateProgress,
   TemplatePruneResult,
+  WatchEnd,
+  WatchHandlers,
 } from '@forkbox/protocol'
 import { AppError, RpcPeer } from '@forkbox/protocol'
 import { type RawData, WebSocket } from 'ws'
