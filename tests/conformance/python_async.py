@@ -34,6 +34,20 @@ async def main():
         assert (await proc.wait()).exit_code == 0
         info = await sbx.update_network(internet=True, allow_out=["203.0.113.0/24"])
         assert info.network["allowOut"] == ["203.0.113.0/24"], info.network
+        changes = []
+
+        async def on_change(c):
+            changes.append(c.name)
+
+        watch = await sbx.files.watch("/work", on_change)
+        await sbx.files.write("/work/watched.txt", "x")
+        for _ in range(100):
+            if "watched.txt" in changes:
+                break
+            await asyncio.sleep(0.1)
+        assert "watched.txt" in changes, changes
+        await watch.stop()
+        assert await watch.wait() == "stopped"
         forks = await sbx.fork(count=1)
         assert (await forks[0].run_code("x")).text == "20"
         await forks[0].kill()

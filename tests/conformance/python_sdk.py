@@ -157,6 +157,40 @@ def hibernate_on_timeout():
 
 
 @behaviour
+def files_watch():
+    import time
+
+    with Sandbox.create() as sbx:
+        seen = []
+        handle = sbx.files.watch("/work", lambda c: seen.append(f"{c.type} {c.name} {c.path}"), recursive=True)
+        sbx.files.write("/work/a.txt", "a")
+        sbx.exec("mkdir /work/sub && sleep 0.3 && echo b > /work/sub/b.txt")
+        deadline = time.monotonic() + 10
+        while "create sub/b.txt /work/sub/b.txt" not in seen or "create a.txt /work/a.txt" not in seen:
+            assert time.monotonic() < deadline, f"saw {seen}"
+            time.sleep(0.1)
+        handle.stop()
+        assert handle.wait() == "stopped"
+        count = len(seen)
+        sbx.files.write("/work/late.txt", "x")
+        time.sleep(0.3)
+        assert len(seen) == count, seen
+
+
+@behaviour
+def named_snapshot():
+    import time
+
+    with Sandbox.create() as sbx:
+        sbx.files.write("/work/kept.txt", "kept")
+        name = f"conf-py-{int(time.time() * 1000)}"
+        snap = sbx.snapshot(name=name)
+        assert snap.name == name, snap
+        with Sandbox.create(snapshot=name) as child:
+            assert child.exec("cat /work/kept.txt").stdout == "kept"
+
+
+@behaviour
 def kill_on_exit():
     with Sandbox.create() as sbx:
         sid = sbx.id

@@ -118,6 +118,34 @@ export async function runTsBehaviours(conn: ConnectionOptions): Promise<Results>
       assert.equal((await sbx.exec('cat /work/kept.txt')).stdout, 'kept')
       assert.equal((await sbx.getInfo()).state, 'running')
     },
+    async files_watch() {
+      await using sbx = await Sandbox.create(conn)
+      const seen: string[] = []
+      const handle = await sbx.files.watch('/work', (c) => void seen.push(`${c.type} ${c.name} ${c.path}`), {
+        recursive: true,
+      })
+      await sbx.files.write('/work/a.txt', 'a')
+      await sbx.exec('mkdir /work/sub && sleep 0.3 && echo b > /work/sub/b.txt')
+      const deadline = Date.now() + 10_000
+      while (!seen.includes('create sub/b.txt /work/sub/b.txt') || !seen.includes('create a.txt /work/a.txt')) {
+        assert.ok(Date.now() < deadline, `saw ${JSON.stringify(seen)}`)
+        await new Promise((r) => setTimeout(r, 100))
+      }
+      await handle.stop()
+      const count = seen.length
+      await sbx.files.write('/work/late.txt', 'x')
+      await new Promise((r) => setTimeout(r, 300))
+      assert.equal(seen.length, count)
+    },
+    async named_snapshot() {
+      await using sbx = await Sandbox.create(conn)
+      await sbx.files.write('/work/kept.txt', 'kept')
+      const name = `conf-ts-${Date.now()}`
+      const snap = await sbx.snapshot({ name })
+      assert.equal(snap.name, name)
+      await using child = await Sandbox.create({ ...conn, snapshot: name })
+      assert.equal((await child.exec('cat /work/kept.txt')).stdout, 'kept')
+    },
     async kill_on_exit() {
       let id = ''
       {

@@ -7,6 +7,7 @@ import {
   AuthenticationError,
   CommandExitError,
   FileNotFoundError,
+  FilesystemEventType,
   NotFoundError,
   Sandbox,
   SandboxNotFoundError,
@@ -217,6 +218,48 @@ describe('e2b clients against forkbox', () => {
       const link = await sbx.files.getInfo('/home/user/link.txt')
       assert.equal(link.symlinkTarget, '/home/user/target.txt')
       await assert.rejects(sbx.files.list('/home/user/nope'), FileNotFoundError)
+    })
+  })
+
+  it('watches a directory (recursive), as watchDir does, and stops cleanly', async () => {
+    await withSandbox(async (sbx) => {
+      await sbx.files.makeDir('/home/user/watched')
+      const seen: { name: string; type: string }[] = []
+      let exited = false
+      const handle = await sbx.files.watchDir('/home/user/watched', (e) => void seen.push(e), {
+        recursive: true,
+        onExit: () => {
+          exited = true
+        },
+      })
+      await sbx.files.write('/home/user/watched/a.txt', 'a')
+      await sbx.files.makeDir('/home/user/watched/sub')
+      await sbx.commands.run('sleep 0.3; echo b > /home/user/watched/sub/b.txt; chmod 600 /home/user/watched/a.txt')
+      await sbx.files.rename('/home/user/watched/a.txt', '/home/user/watched/c.txt')
+      await sbx.files.remove('/home/user/watched/c.txt')
+      const has = (type: string, name: string) => seen.some((e) => e.type === type && e.name === name)
+      await until(
+        `create, write, chmod, rename, remove events (saw ${JSON.stringify(seen)})`,
+        () =>
+          has(FilesystemEventType.CREATE, 'a.txt') &&
+          has(FilesystemEventType.WRITE, 'a.txt') &&
+          has(FilesystemEventType.CREATE, 'sub/b.txt') &&
+          has(FilesystemEventType.CHMOD, 'a.txt') &&
+          has(FilesystemEventType.RENAME, 'a.txt') &&
+          has(FilesystemEventType.REMOVE, 'c.txt'),
+        10_000,
+      )
+      await handle.stop()
+      const count = seen.length
+      await sbx.files.write('/home/user/watched/late.txt', 'x')
+      await new Promise((r) => setTimeout(r, 500))
+      assert.equal(seen.length, count, 'an event after stop()')
+      await until('onExit', () => exited, 5_000)
+      // a missing directory is refused before any event
+      await assert.rejects(
+        sbx.files.watchDir('/home/user/nope', () => {}),
+        (e: unknown) => e instanceof FileNotFoundError || e instanceof NotFoundError,
+      )
     })
   })
 

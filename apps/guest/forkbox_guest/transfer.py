@@ -19,6 +19,9 @@ from .files import acting_as, count_of, entry, makedirs_owned
 from .users import Identity, resolve
 from .wire import CHUNK, T_FILE
 
+# an upload is written beside its target under this name, then renamed over it
+UPLOAD_PREFIX = ".forkbox-upload-"
+
 TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
 if TYPE_CHECKING:
     from .errors import Request
@@ -189,7 +192,7 @@ class Upload:
         # O_EXCL|O_NOFOLLOW: a name planted in advance (a symlink, a file) is never opened
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         for _ in range(8):
-            name = f".forkbox-upload-{os.urandom(8).hex()}"
+            name = f"{UPLOAD_PREFIX}{os.urandom(8).hex()}"
             try:
                 self.fd = os.open(name, flags, 0o600, dir_fd=self.dir_fd)
             except FileExistsError:

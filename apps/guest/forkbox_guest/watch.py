@@ -21,6 +21,7 @@ import threading
 
 from .errors import OpError, op_failure
 from .files import acting_as
+from .transfer import UPLOAD_PREFIX
 from .users import resolve
 
 TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
@@ -100,6 +101,8 @@ class Watch:
         self.reading = False
         self.closed = False
         self.overflowed = False
+        # uploads moved out of their temp name, by cookie: the move in reports as the file's create and write
+        self.uploads: set[int] = set()
 
     # ---- on a file worker, as the request's user ----
 
@@ -109,6 +112,13 @@ class Watch:
             self.g.loop.call(lambda: self.overflow(f"more than {MAX_DIRS} directories: those past it are not watched"))
             return False
         path = os.path.join(self.root, rel) if rel else self.root
+        try:
+            # the kernel here lets anyone watch what they cannot list: check it as the user does
+            os.close(os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        except OSError:
+            if not rel:
+                raise
+            return False
         with self.lock:
             if self.closed:
                 return False
@@ -235,6 +245,16 @@ class Watch:
                 continue
             name = os.fsdecode(raw)
             rel = os.path.join(base, name) if base else name
+            if name.startswith(UPLOAD_PREFIX):
+                # an upload's temp file is not the user's: only its move to its name is told
+                if mask & IN_MOVED_FROM and len(self.uploads) < 1024:
+                    self.uploads.add(cookie)
+                continue
+            if mask & IN_MOVED_TO and cookie in self.uploads:
+                self.uploads.discard(cookie)
+                events.append({"name": rel, "type": "create"})
+                events.append({"name": rel, "type": "write"})
+                continue
             kind = kind_of(mask)
             if kind:
                 events.append({"name": rel, "type": kind})

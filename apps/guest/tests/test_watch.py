@@ -72,6 +72,15 @@ class WatchTest(unittest.TestCase):
             [("create", "a.txt"), ("write", "a.txt"), ("chmod", "a.txt"), ("rename", "a.txt"), ("create", "b.txt"), ("remove", "b.txt")],
         )
 
+    def test_an_upload_reads_as_a_create_and_write_of_its_name_not_of_its_temp_file(self) -> None:
+        w = self.start(recursive=False)
+        tmp = os.path.join(self.dir, ".forkbox-upload-0123456789abcdef")
+        with open(tmp, "w") as f:
+            f.write("x")
+        os.chmod(tmp, 0o644)
+        os.rename(tmp, os.path.join(self.dir, "up.txt"))
+        self.assertEqual(self.events(w), [("create", "up.txt"), ("write", "up.txt")])
+
     def test_not_recursive_misses_what_happens_in_subdirectories(self) -> None:
         os.mkdir(os.path.join(self.dir, "sub"))
         w = self.start(recursive=False)
