@@ -450,6 +450,46 @@ describe('control plane', () => {
     assert.equal(bad.body.error.code, 'INVALID_PATH')
   })
 
+  it('signs a file URL that works with no key, for its one sandbox, path, operation and user', async () => {
+    const { body: sbx } = await call('POST', '/v1/sandboxes', { template: 'base' })
+    const made = await call('POST', `/v1/sandboxes/${sbx.id}/files/url`, { path: '/work/up.txt', operation: 'write' })
+    assert.equal(made.status, 200)
+    assert.ok(made.body.url.endsWith(made.body.path), made.body.url)
+    assert.ok(Date.parse(made.body.expiresAt) - Date.now() > 3500_000)
+    const put = (path: string, method = 'PUT') =>
+      cp.app.request(path, { method, body: method === 'GET' ? undefined : 'hello' })
+    const written = await put(made.body.path)
+    assert.equal(written.status, 200)
+    assert.equal(((await written.json()) as { size: number }).size, 5)
+    assert.equal(written.headers.get('access-control-allow-origin'), '*')
+    const preflight = await cp.app.request(made.body.path, { method: 'OPTIONS' })
+    assert.equal(preflight.status, 204)
+    assert.match(preflight.headers.get('access-control-allow-methods') ?? '', /PUT/)
+    // anything the signature does not cover is refused: another path, the other operation, another user
+    const refused = async (path: string, method = 'PUT') => {
+      const res = await put(path, method)
+      assert.equal(res.status, 401, `${method} ${path}`)
+      assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'UNAUTHENTICATED')
+    }
+    await refused(made.body.path.replace('up.txt', 'other.txt'))
+    await refused(made.body.path, 'GET')
+    await refused(made.body.path.replace('path=', 'user=root&path='))
+    await refused(made.body.path.replace(/expires=\d+/, 'expires=9999999999'))
+    const { body: other } = await call('POST', '/v1/sandboxes', { template: 'base' })
+    await refused(made.body.path.replace(sbx.id, other.id))
+    // a signature on another route is not a credential there
+    assert.equal((await cp.app.request(`/v1/sandboxes?signature=x`)).status, 401)
+    const bad = await call('POST', `/v1/sandboxes/${sbx.id}/files/url`, { path: 'x', expiresInSeconds: 8 * 24 * 3600 })
+    assert.equal(bad.body.error.code, 'VALIDATION_FAILED')
+    // revoking the owner's key voids its URLs
+    const k2 = (await call('POST', '/v1/keys', { name: 'url-owner' })).body
+    const { body: s2 } = await call('POST', '/v1/sandboxes', {}, k2.key)
+    const u2 = (await call('POST', `/v1/sandboxes/${s2.id}/files/url`, { path: 'a', operation: 'write' }, k2.key)).body
+    assert.equal((await put(u2.path)).status, 200)
+    await call('DELETE', `/v1/keys/${k2.id}`)
+    await refused(u2.path)
+  })
+
   it("lists a key's events across sandboxes and streams new ones live, resumable by id", async () => {
     const a = (await call('POST', '/v1/sandboxes', {})).body
     const other = await call('POST', '/v1/keys', { name: 'other' })

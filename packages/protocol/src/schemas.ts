@@ -226,6 +226,26 @@ export const SandboxPath = z
 export const PathQuery = z.object({ path: SandboxPath, user: z.string().max(32).optional() })
 export const WatchQuery = PathQuery.extend({ recursive: z.enum(['true', 'false']).default('false') })
 
+/** Longest a signed file URL may be valid: 7 days. */
+export const MAX_FILE_URL_SECONDS = 7 * 24 * 3600
+export const FileUrlRequest = z
+  .object({
+    path: SandboxPath,
+    /** `read`: a GET downloads the file; `write`: a PUT of the raw body writes it. */
+    operation: z.enum(['read', 'write']).default('read'),
+    expiresInSeconds: z.number().int().min(1).max(MAX_FILE_URL_SECONDS).default(3600),
+    user: z.string().max(32).optional(),
+  })
+  .strict()
+export const FileUrl = z.object({
+  /** On the origin the request came to. */
+  url: z.string(),
+  /** The same, from the API's root: for a client that knows the server by another address. */
+  path: z.string(),
+  expiresAt: z.string(),
+})
+export type FileUrl = z.infer<typeof FileUrl>
+
 /** What changed in a watched directory: `name` is relative to it ("" for the directory itself). */
 export const WatchEventType = z.enum(['create', 'write', 'remove', 'rename', 'chmod'])
 export type WatchEventType = z.infer<typeof WatchEventType>

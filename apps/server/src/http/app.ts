@@ -8,6 +8,7 @@ import { bodyLimit } from 'hono/body-limit'
 import { e2bApi } from '../e2b/index.ts'
 import { EDGE_ROUTES, ROUTES } from '../routes/index.ts'
 import { credentials } from './credentials.ts'
+import { signedFileCors } from './signed-files.ts'
 import type { App, AppEnv, Services } from './env.ts'
 import { errorResponse, validationError } from './errors.ts'
 
@@ -43,7 +44,9 @@ export function createApp(services: Services): App {
   for (const r of EDGE_ROUTES) r.register(app)
   // the E2B API (docs/e2b.md), with its own credential sources and error shapes
   app.route('/', e2bApi(services.config))
-  const apiKey = credentials('apiKey')
+  // a signed file URL stands in for the key on the one request it was made for
+  app.use('*', signedFileCors)
+  const apiKey = credentials('fileSignature', 'apiKey')
   app.use('*', async (c, next) => (PUBLIC.has(c.req.path) ? next() : apiKey(c, next)))
   const jsonLimit = bodyLimit({
     maxSize: services.config.maxJsonBodyBytes,

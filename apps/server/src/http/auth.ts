@@ -10,6 +10,20 @@ import type { KeyStore, Principal } from '../store/keys.ts'
  */
 export type TokenPurpose = 'port' | 'envd' | 'upload'
 
+/** What a signed file URL lets its bearer do, without a key. */
+export interface SignedFile {
+  sandboxId: string
+  operation: 'read' | 'write'
+  path: string
+  user: string | undefined
+  /** Unix seconds. */
+  expires: number
+}
+
+function signedFileText(u: SignedFile): string {
+  return JSON.stringify(['file', u.sandboxId, u.operation, u.path, u.user ?? '', u.expires])
+}
+
 const TOKEN_PREFIX: Record<TokenPurpose, string> = { port: 'fbt_', envd: '', upload: 'fbu_' }
 
 /** An API key in `Authorization: Bearer` or `X-API-Key` (the same two places on every route). */
@@ -41,6 +55,21 @@ export class Authenticator {
   /** Whether `given` is the sandbox's token for `purpose` and its owner's key is still active. */
   async verify(purpose: TokenPurpose, sandboxId: string, owner: string, given: string): Promise<boolean> {
     const expected = Buffer.from(this.token(purpose, sandboxId))
+    const got = Buffer.from(given)
+    return expected.length === got.length && timingSafeEqual(expected, got) && (await this.keys.active(owner))
+  }
+
+  /**
+   * The signature of a file URL: one sandbox, one path, one operation, one user, until `expires`
+   * (unix seconds). Checked by `verifyFileSignature`; void once the owner's key is revoked.
+   */
+  fileSignature(url: SignedFile): string {
+    return createHmac('sha256', this.secret).update(signedFileText(url)).digest('base64url')
+  }
+
+  async verifyFileSignature(url: SignedFile, owner: string, given: string, now = Date.now()): Promise<boolean> {
+    if (url.expires * 1000 < now) return false
+    const expected = Buffer.from(this.fileSignature(url))
     const got = Buffer.from(given)
     return expected.length === got.length && timingSafeEqual(expected, got) && (await this.keys.active(owner))
   }

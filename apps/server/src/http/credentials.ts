@@ -8,6 +8,7 @@ import type { Context, MiddlewareHandler } from 'hono'
 import type { Principal } from '../store/keys.ts'
 import { apiKeyIn, type TokenPurpose } from './auth.ts'
 import type { AppEnv } from './env.ts'
+import { signedFileCaller } from './signed-files.ts'
 
 export type CredentialSource =
   /** `Authorization: Bearer <key>` or `X-API-Key` (what E2B's control-plane clients send). */
@@ -18,6 +19,8 @@ export type CredentialSource =
   | 'accessToken'
   /** A sandbox's port token in `X-Forkbox-Access-Token`, `?forkbox_token=` or the port's cookie. */
   | 'portToken'
+  /** A signed file URL (`?signature=`, signed-files.ts): its sandbox's owner, for that one request. */
+  | 'fileSignature'
 
 /** Who is calling: a key, or the bearer of a sandbox token (checked against its sandbox later). */
 export type Caller =
@@ -31,6 +34,7 @@ const WANTED: Record<CredentialSource, string> = {
   apiKeyQuery: 'an API key',
   accessToken: 'an access token (X-Access-Token header)',
   portToken: "the sandbox's access token",
+  fileSignature: 'a signed file URL',
 }
 
 async function caller(c: Context<AppEnv>, source: CredentialSource): Promise<Caller | 'refused' | null> {
@@ -46,6 +50,8 @@ async function caller(c: Context<AppEnv>, source: CredentialSource): Promise<Cal
       const token = c.req.header('x-access-token') ?? c.req.header('e2b-traffic-access-token')
       return token ? { kind: 'token', purpose: 'envd', token, from: 'header' } : null
     }
+    case 'fileSignature':
+      return signedFileCaller(c)
     case 'portToken': {
       const header = c.req.header('x-forkbox-access-token')
       if (header) return { kind: 'token', purpose: 'port', token: header, from: 'header' }

@@ -13,6 +13,7 @@ import * as filesRead from './files/read.ts'
 import * as filesRemove from './files/remove.ts'
 import * as filesRename from './files/rename.ts'
 import * as filesStat from './files/stat.ts'
+import * as filesUrl from './files/url.ts'
 import * as filesWatch from './files/watch.ts'
 import * as filesWrite from './files/write.ts'
 import * as health from './health.ts'
@@ -119,6 +120,7 @@ export const ROUTES: readonly RouteModule[] = [
   filesWrite,
   filesRemove,
   filesWatch,
+  filesUrl,
   keysCreate,
   keysList,
   keysRevoke,
