@@ -224,6 +224,11 @@ def files_stat(sandbox_id: str, path: str, *, user=None) -> Op:
     return FileEntry.from_json((yield Call("GET", f"{sandbox_path(sandbox_id)}/files/stat", params=_compact({"path": path, "user": user}))))
 
 
+def files_url(sandbox_id: str, path: str, operation: str, *, expires_in_seconds=None, user=None) -> Op:
+    body = _compact({"path": path, "operation": operation, "expiresInSeconds": expires_in_seconds, "user": user})
+    return (yield Call("POST", f"{sandbox_path(sandbox_id)}/files/url", json=body))["path"]
+
+
 def files_make_dir(sandbox_id: str, path: str, *, user=None) -> Op:
     return FileEntry.from_json((yield Call("POST", f"{sandbox_path(sandbox_id)}/files/mkdir", json=_compact({"path": path, "user": user}))))
 

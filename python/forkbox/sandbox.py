@@ -50,6 +50,15 @@ class Files:
     def rename(self, src: str, dst: str, *, user: Optional[str] = None) -> FileEntry:
         return self._t.run(core.files_rename(self._id, src, dst, user=user))
 
+    def download_url(self, path: str, *, expires_in_seconds: Optional[int] = None, user: Optional[str] = None) -> str:
+        """A URL that downloads the file (plain GET) with no key until it expires (default 1 hour,
+        at most 7 days): for a browser, or a service that must not hold the key."""
+        return self._t.url.rstrip("/") + self._t.run(core.files_url(self._id, path, "read", expires_in_seconds=expires_in_seconds, user=user))
+
+    def upload_url(self, path: str, *, expires_in_seconds: Optional[int] = None, user: Optional[str] = None) -> str:
+        """A URL that writes the file (PUT of the raw bytes) with no key until it expires."""
+        return self._t.url.rstrip("/") + self._t.run(core.files_url(self._id, path, "write", expires_in_seconds=expires_in_seconds, user=user))
+
     def watch(self, path: str, on_change: Callable[[FileChange], Any], *, recursive: bool = False, user: Optional[str] = None, on_overflow: Optional[OnOverflow] = None) -> WatchHandle:
         """Watches a directory: each change goes to ``on_change`` (on the watch's own thread) as it
         happens. Returns once the watch is set up; ``stop()`` the handle to end it."""
@@ -264,6 +273,12 @@ class AsyncFiles:
 
     async def rename(self, src: str, dst: str, *, user: Optional[str] = None) -> FileEntry:
         return await self._t.run(core.files_rename(self._id, src, dst, user=user))
+
+    async def download_url(self, path: str, *, expires_in_seconds: Optional[int] = None, user: Optional[str] = None) -> str:
+        return self._t.url.rstrip("/") + await self._t.run(core.files_url(self._id, path, "read", expires_in_seconds=expires_in_seconds, user=user))
+
+    async def upload_url(self, path: str, *, expires_in_seconds: Optional[int] = None, user: Optional[str] = None) -> str:
+        return self._t.url.rstrip("/") + await self._t.run(core.files_url(self._id, path, "write", expires_in_seconds=expires_in_seconds, user=user))
 
     async def watch(self, path: str, on_change: OnChange, *, recursive: bool = False, user: Optional[str] = None, on_overflow: Optional[OnOverflow] = None) -> AsyncWatchHandle:
         """Watches a directory: each change goes to ``on_change`` (awaited when it is a coroutine)

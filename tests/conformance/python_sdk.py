@@ -191,6 +191,18 @@ def named_snapshot():
 
 
 @behaviour
+def signed_urls():
+    import urllib.request
+
+    with Sandbox.create() as sbx:
+        req = urllib.request.Request(sbx.files.upload_url("/work/u.txt"), data=b"via url", method="PUT")
+        with urllib.request.urlopen(req) as res:
+            assert res.status == 200
+        with urllib.request.urlopen(sbx.files.download_url("/work/u.txt", expires_in_seconds=60)) as res:
+            assert res.read() == b"via url"
+
+
+@behaviour
 def kill_on_exit():
     with Sandbox.create() as sbx:
         sid = sbx.id

@@ -146,6 +146,15 @@ export async function runTsBehaviours(conn: ConnectionOptions): Promise<Results>
       await using child = await Sandbox.create({ ...conn, snapshot: name })
       assert.equal((await child.exec('cat /work/kept.txt')).stdout, 'kept')
     },
+    async signed_urls() {
+      await using sbx = await Sandbox.create(conn)
+      assert.equal(
+        (await fetch(await sbx.files.uploadUrl('/work/u.txt'), { method: 'PUT', body: 'via url' })).status,
+        200,
+      )
+      const got = await fetch(await sbx.files.downloadUrl('/work/u.txt', { expiresInSeconds: 60 }))
+      assert.equal(await got.text(), 'via url')
+    },
     async kill_on_exit() {
       let id = ''
       {

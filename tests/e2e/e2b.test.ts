@@ -263,6 +263,28 @@ describe('e2b clients against forkbox', () => {
     })
   })
 
+  it('downloadUrl / uploadUrl: signed URLs that need no token, for their one path, until they expire', async () => {
+    await withSandbox(async (sbx) => {
+      // the URL names its sandbox by host name (49983-{id}.{domain}); with one shared sandbox URL,
+      // as here, the request says it with the header instead: no token, no key
+      const fetchSigned = (url: string, init: RequestInit = {}) =>
+        fetch(url, { ...init, headers: { 'E2b-Sandbox-Id': sbx.sandboxId } })
+      const up = await sbx.uploadUrl('/home/user/signed.txt')
+      assert.match(up, /signature=v1_/)
+      const form = new FormData()
+      form.append('file', new Blob(['signed upload']), 'signed.txt')
+      assert.equal((await fetchSigned(up, { method: 'POST', body: form })).status, 200)
+      const down = await sbx.downloadUrl('/home/user/signed.txt', { useSignatureExpiration: 60 })
+      assert.match(down, /signature_expiration=\d+/)
+      const got = await fetchSigned(down)
+      assert.equal(got.status, 200)
+      assert.equal(await got.text(), 'signed upload')
+      assert.equal((await fetchSigned(down.replace('signed.txt', 'other.txt'))).status, 401)
+      const expired = await sbx.downloadUrl('/home/user/signed.txt', { useSignatureExpiration: -5 })
+      assert.equal((await fetchSigned(expired)).status, 401)
+    })
+  })
+
   it('opens a terminal, types into it and resizes it', async () => {
     await withSandbox(async (sbx) => {
       let screen = ''

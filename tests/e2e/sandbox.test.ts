@@ -6,6 +6,7 @@ import { ForkboxClient, NotFoundError, Sandbox, TimeoutError } from '@forkbox/sd
 import { useTestHost } from './harness.ts'
 
 const host = useTestHost()
+const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex')
 
 describe('sandbox basics', () => {
   it('runs the seed loop: write a cell, run it with a timeout, read its output back as bytes', async () => {
@@ -138,6 +139,27 @@ describe('sandbox basics', () => {
       sbx.files.read('/work/nope.txt'),
       (e: unknown) => e instanceof NotFoundError && e.code === 'FILE_NOT_FOUND',
     )
+  })
+
+  it('signed URLs: a plain PUT and GET with no key write and read one file; the URL works for nothing else and expires', async () => {
+    await using sbx = await Sandbox.create(host().conn)
+    const data = randomBytes(3 * 1024 * 1024)
+    const up = await sbx.files.uploadUrl('/work/signed.bin')
+    assert.ok(!up.includes(host().conn.apiKey as string), 'the key is in the URL')
+    const put = await fetch(up, { method: 'PUT', body: data })
+    assert.equal(put.status, 200)
+    const down = await sbx.files.downloadUrl('/work/signed.bin', { expiresInSeconds: 2 })
+    const got = await fetch(down, { headers: { origin: 'http://elsewhere.example' } })
+    assert.equal(got.status, 200)
+    assert.equal(got.headers.get('access-control-allow-origin'), '*')
+    assert.equal(sha(Buffer.from(await got.arrayBuffer())), sha(data))
+    // the download URL does not write, nor read another file
+    assert.equal((await fetch(down, { method: 'PUT', body: 'x' })).status, 401)
+    assert.equal((await fetch(down.replace('signed.bin', 'other.bin'))).status, 401)
+    await new Promise((r) => setTimeout(r, 3000))
+    const late = await fetch(down)
+    assert.equal(late.status, 401)
+    assert.equal(((await late.json()) as { error: { code: string } }).error.code, 'UNAUTHENTICATED')
   })
 
   it('keeps two sandboxes apart', async () => {

@@ -238,3 +238,84 @@ describe('envd POST /files', () => {
     assert.equal(declared.status, 413)
   })
 })
+
+describe("envd /files by an E2B client's signed URL", () => {
+  /** What the E2B clients' downloadUrl/uploadUrl put in `signature` (their getSignature). */
+  const sign = (path: string, operation: string, user: string, expiration?: number) =>
+    `v1_${createHash('sha256')
+      .update([path, operation, user, sandbox.envdAccessToken, ...(expiration ? [expiration] : [])].join(':'))
+      .digest('base64')
+      .replace(/=+$/, '')}`
+  const signed = (method: string, query: Record<string, string>, body?: BodyInit, headers?: Record<string, string>) =>
+    cp.app.request(`/files?${new URLSearchParams(query)}`, {
+      method,
+      body,
+      headers: { 'E2b-Sandbox-Id': sandbox.sandboxID, ...headers },
+    })
+
+  it('writes the signed path with no token, and nothing else', async () => {
+    const path = '/home/user/signed.txt'
+    const ok = await signed('POST', { path, signature: sign(path, 'write', '') }, 'via url', {
+      'content-type': 'application/octet-stream',
+    })
+    assert.equal(ok.status, 200)
+    assert.equal(agent.files.get(path)?.toString(), 'via url')
+    const exp = Math.floor(Date.now() / 1000) + 60
+    const withUser = await signed(
+      'POST',
+      { path, username: 'user', signature: sign(path, 'write', 'user', exp), signature_expiration: String(exp) },
+      'again',
+      { 'content-type': 'application/octet-stream' },
+    )
+    assert.equal(withUser.status, 200)
+    const refused = async (res: Response, status = 401) => {
+      assert.equal(res.status, status)
+      await res.body?.cancel()
+    }
+    const octet = { 'content-type': 'application/octet-stream' }
+    // another path, the read signature, an expired or altered one, no sandbox named
+    await refused(await signed('POST', { path: '/home/user/x', signature: sign(path, 'write', '') }, 'x', octet))
+    await refused(await signed('POST', { path, signature: sign(path, 'read', '') }, 'x', octet))
+    const past = Math.floor(Date.now() / 1000) - 1
+    await refused(
+      await signed(
+        'POST',
+        { path, signature: sign(path, 'write', '', past), signature_expiration: String(past) },
+        'x',
+        octet,
+      ),
+    )
+    await refused(
+      await signed(
+        'POST',
+        { path, signature: sign(path, 'write', '', exp), signature_expiration: String(exp + 1) },
+        'x',
+        octet,
+      ),
+    )
+    await refused(
+      await cp.app.request(`/files?${new URLSearchParams({ path, signature: sign(path, 'write', '') })}`, {
+        method: 'POST',
+        body: 'x',
+      }),
+    )
+    // a multipart upload under a signed URL writes only its path
+    const two = Buffer.concat([part(null, 'first'), part('/home/user/elsewhere.txt', 'second'), END])
+    await refused(
+      await signed('POST', { path, signature: sign(path, 'write', '') }, two, {
+        'content-type': `multipart/form-data; boundary=${BOUNDARY}`,
+      }),
+      403,
+    )
+    assert.equal(agent.files.has('/home/user/elsewhere.txt'), false)
+  })
+
+  it('a read signature reads (GET only)', async () => {
+    const path = '/home/user/missing.txt'
+    // the fake agent has no files: getting past the credential to the file is what is checked
+    const res = await signed('GET', { path, signature: sign(path, 'read', '') })
+    assert.equal((await errorOf(res)).errorCode, 'FILE_NOT_FOUND')
+    const wrong = await signed('GET', { path, signature: sign(path, 'write', '') })
+    assert.equal((await errorOf(wrong)).errorCode, 'UNAUTHENTICATED')
+  })
+})

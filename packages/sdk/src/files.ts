@@ -30,6 +30,11 @@ export interface RemoveFileOptions extends FileOptions {
   recursive?: boolean
 }
 
+export interface FileUrlOptions extends FileOptions {
+  /** How long the URL works; the server's default is 3600 (1 hour), at most 7 days. */
+  expiresInSeconds?: number
+}
+
 export class Files {
   readonly #http: HttpClient
   readonly #base: string
@@ -119,6 +124,30 @@ export class Files {
       json: { from, to, user: options.user },
       signal: options.signal,
     })
+  }
+
+  /**
+   * A URL that downloads the file (plain GET) with no key, until it expires: for a browser, or a
+   * service that must not hold the key. Valid for this sandbox, path and user only.
+   */
+  downloadUrl(path: string, options: FileUrlOptions = {}): Promise<string> {
+    return this.#signedUrl(path, 'read', options)
+  }
+
+  /** A URL that writes the file (PUT of the raw bytes) with no key, until it expires. */
+  uploadUrl(path: string, options: FileUrlOptions = {}): Promise<string> {
+    return this.#signedUrl(path, 'write', options)
+  }
+
+  async #signedUrl(path: string, operation: 'read' | 'write', options: FileUrlOptions): Promise<string> {
+    const res = await this.#http.json<{ path: string }>({
+      method: 'POST',
+      path: `${this.#base}/url`,
+      json: { path, operation, expiresInSeconds: options.expiresInSeconds, user: options.user },
+      signal: options.signal,
+    })
+    // on the address this client knows the server by (the server's own may be a proxy's inside)
+    return new URL(res.path, this.#http.url).toString()
   }
 
   /**

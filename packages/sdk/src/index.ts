@@ -63,6 +63,7 @@ export type { EventsOptions, SandboxEvent, SandboxEventType } from './events.ts'
 export {
   type FileOptions,
   Files,
+  type FileUrlOptions,
   type ListFilesOptions,
   type ReadFileOptions,
   type RemoveFileOptions,

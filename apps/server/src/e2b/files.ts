@@ -51,8 +51,13 @@ async function write(c: Context<AppEnv>, maxBytes: number): Promise<Response> {
   const call = await sandboxCall(c)
   const user = userOf(c, call)
   const queryPath = c.req.query('path')
-  const put = (path: string, body: AsyncIterable<Uint8Array>) =>
-    call.services.sandboxes.writeFile(call.owner, call.sandboxId, pathOf(path), body, { user })
+  // a signed URL writes the one path it was signed for
+  const signed = c.var.caller.kind === 'token' && c.var.caller.from === 'query'
+  const put = (path: string, body: AsyncIterable<Uint8Array>) => {
+    if (signed && pathOf(path) !== pathOf(queryPath))
+      throw new AppError('PERMISSION_DENIED', `the signed URL is for ${queryPath ?? 'no path'}, not ${path}`)
+    return call.services.sandboxes.writeFile(call.owner, call.sandboxId, pathOf(path), body, { user })
+  }
   const type = c.req.header('content-type') ?? ''
   if (type.startsWith('multipart/form-data')) {
     const files = await eachFilePart(

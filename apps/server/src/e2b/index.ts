@@ -23,6 +23,8 @@ const ENVD_CONNECT = ['/process.Process/*', '/filesystem.Filesystem/*']
 /** envd's REST side and the code interpreter: the access token (or the key), REST errors. */
 const ENVD_REST = ['/files', '/health', '/execute', '/contexts', '/contexts/*']
 const SANDBOX_CALL: CredentialSource[] = ['accessToken', 'apiKey']
+/** envd's /files also takes a signed URL (e2b/signature.ts) in place of the token. */
+const FILES_CALL: CredentialSource[] = ['e2bFileSignature', ...SANDBOX_CALL]
 
 const errorFormat =
   (format: ErrorFormat): MiddlewareHandler<AppEnv> =>
@@ -39,7 +41,12 @@ export function e2bApi(config: Pick<ServerConfig, 'maxJsonBodyBytes' | 'maxUploa
   }
   group(CONTROL_PLANE, e2bRestErrors, ['apiKey'])
   group(ENVD_CONNECT, connectErrors, SANDBOX_CALL)
-  group(ENVD_REST, e2bRestErrors, SANDBOX_CALL)
+  group(['/files'], e2bRestErrors, FILES_CALL)
+  group(
+    ENVD_REST.filter((p) => p !== '/files'),
+    e2bRestErrors,
+    SANDBOX_CALL,
+  )
   app.use('/volumes/*', errorFormat(e2bRestErrors), credentials('apiKey'))
   // a template file upload carries no key: its URL's token says whose and which (e2b/templates.ts)
   app.use(`${UPLOAD_PATH}/*`, errorFormat(e2bRestErrors))

@@ -8,9 +8,9 @@ import { bodyLimit } from 'hono/body-limit'
 import { e2bApi } from '../e2b/index.ts'
 import { EDGE_ROUTES, ROUTES } from '../routes/index.ts'
 import { credentials } from './credentials.ts'
-import { signedFileCors } from './signed-files.ts'
 import type { App, AppEnv, Services } from './env.ts'
 import { errorResponse, validationError } from './errors.ts'
+import { signedFileCors } from './signed-files.ts'
 
 const PUBLIC: ReadonlySet<string> = new Set(['/healthz'])
 

@@ -5,6 +5,7 @@
 import { AppError } from '@forkbox/protocol'
 import { parseCookie } from 'cookie'
 import type { Context, MiddlewareHandler } from 'hono'
+import { e2bSignedCaller } from '../e2b/signature.ts'
 import type { Principal } from '../store/keys.ts'
 import { apiKeyIn, type TokenPurpose } from './auth.ts'
 import type { AppEnv } from './env.ts'
@@ -21,6 +22,8 @@ export type CredentialSource =
   | 'portToken'
   /** A signed file URL (`?signature=`, signed-files.ts): its sandbox's owner, for that one request. */
   | 'fileSignature'
+  /** An E2B client's signed envd file URL (e2b/signature.ts): the sandbox's envd token. */
+  | 'e2bFileSignature'
 
 /** Who is calling: a key, or the bearer of a sandbox token (checked against its sandbox later). */
 export type Caller =
@@ -35,6 +38,7 @@ const WANTED: Record<CredentialSource, string> = {
   accessToken: 'an access token (X-Access-Token header)',
   portToken: "the sandbox's access token",
   fileSignature: 'a signed file URL',
+  e2bFileSignature: 'a signed file URL',
 }
 
 async function caller(c: Context<AppEnv>, source: CredentialSource): Promise<Caller | 'refused' | null> {
@@ -52,6 +56,8 @@ async function caller(c: Context<AppEnv>, source: CredentialSource): Promise<Cal
     }
     case 'fileSignature':
       return signedFileCaller(c)
+    case 'e2bFileSignature':
+      return e2bSignedCaller(c)
     case 'portToken': {
       const header = c.req.header('x-forkbox-access-token')
       if (header) return { kind: 'token', purpose: 'port', token: header, from: 'header' }

@@ -1,0 +1,31 @@
+// The E2B clients' signed file URLs (`downloadUrl` / `uploadUrl` of a secured sandbox): envd's
+// GET or POST /files with `signature` = "v1_" + base64 SHA-256 of `path:operation:username:token`
+// (`:expiration` after it when `signature_expiration` is set), no other credential. The URL names
+// its sandbox only by its host name (`49983-{id}.{domain}`, or the E2b-Sandbox-Id header), so it
+// works where sandboxes are reached by name; on one shared URL (E2B_SANDBOX_URL) it cannot.
+import { createHash, timingSafeEqual } from 'node:crypto'
+import { AppError } from '@forkbox/protocol'
+import type { Context } from 'hono'
+import type { Caller } from '../http/credentials.ts'
+import type { AppEnv } from '../http/env.ts'
+
+/** The caller a signed envd file URL proves (the sandbox's envd token), or null if it carries none. */
+export function e2bSignedCaller(c: Context<AppEnv>): Caller | null {
+  const signature = c.req.query('signature')
+  if (signature === undefined || c.req.path !== '/files') return null
+  const sandboxId = c.var.e2bSandbox?.id ?? c.req.header('e2b-sandbox-id')
+  const operation = c.req.method === 'GET' ? 'read' : c.req.method === 'POST' ? 'write' : null
+  const refused = (why: string) => new AppError('UNAUTHENTICATED', `the signed URL is not valid: ${why}`)
+  if (!sandboxId) throw refused('it names no sandbox (reach the sandbox by its host name)')
+  if (!operation) throw refused('it is for GET or POST only')
+  const expiration = c.req.query('signature_expiration')
+  if (expiration !== undefined && !(Number(expiration) * 1000 >= Date.now())) throw refused('it has expired')
+  const token = c.var.services.auth.token('envd', sandboxId)
+  const parts = [c.req.query('path') ?? '', operation, c.req.query('username') ?? '', token]
+  if (expiration !== undefined) parts.push(expiration)
+  const expected = Buffer.from(`v1_${createHash('sha256').update(parts.join(':')).digest('base64').replace(/=+$/, '')}`)
+  const got = Buffer.from(signature)
+  if (expected.length !== got.length || !timingSafeEqual(expected, got)) throw refused('the signature does not match')
+  // the owner's key is checked with the token, as for any envd call (e2b/auth.ts)
+  return { kind: 'token', purpose: 'envd', token, from: 'query' }
+}
