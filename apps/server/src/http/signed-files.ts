@@ -50,6 +50,9 @@ export const signedFileCors: MiddlewareHandler<AppEnv> = async (c, next) => {
     })
   }
   await next()
-  c.res.headers.set('Access-Control-Allow-Origin', '*')
-  c.res.headers.set('Access-Control-Expose-Headers', 'X-Request-Id')
+  // a copy: the Node server's responses may not take header changes once made
+  const res = new Response(c.res.body, c.res)
+  res.headers.set('Access-Control-Allow-Origin', '*')
+  res.headers.set('Access-Control-Expose-Headers', 'X-Request-Id')
+  c.res = res
 }
