@@ -43,6 +43,8 @@ class Call:
     raw: bool = False
     #: an event stream: each (event, payload) goes here as it arrives; the call returns None
     events: Optional[Callable[[str, Any], Any]] = None
+    #: more headers (file metadata)
+    headers: Optional[Dict[str, str]] = None
 
 
 Op = Generator[Call, Any, Any]
@@ -118,6 +120,16 @@ def hibernate(sandbox_id: str) -> Op:
 def snapshot(sandbox_id: str, name: Optional[str] = None) -> Op:
     body = {"name": name} if name else None
     return Snapshot.from_json((yield Call("POST", f"{sandbox_path(sandbox_id)}/snapshots", json=body)))
+
+
+def list_snapshots(name: Optional[str] = None) -> Op:
+    res = yield Call("GET", "/v1/snapshots", params=_compact({"name": name}))
+    return [Snapshot.from_json(s) for s in res["snapshots"]]
+
+
+def delete_snapshot(snapshot_id: str) -> Op:
+    """By id or name."""
+    yield Call("DELETE", f"/v1/snapshots/{quote(snapshot_id, safe='')}")
 
 
 def fork(sandbox_id: str, *, count, ttl_seconds, metadata, spread=None) -> Op:
@@ -208,14 +220,15 @@ def files_read(sandbox_id: str, path: str, *, user=None) -> Op:
     return (yield Call("GET", f"{sandbox_path(sandbox_id)}/files", params=_compact({"path": path, "user": user}), raw=True))
 
 
-def files_write(sandbox_id: str, path: str, data: Union[str, bytes], *, user=None) -> Op:
+def files_write(sandbox_id: str, path: str, data: Union[str, bytes], *, user=None, metadata=None) -> Op:
     content = data.encode() if isinstance(data, str) else bytes(data)
     params = _compact({"path": path, "user": user})
-    return FileEntry.from_json((yield Call("PUT", f"{sandbox_path(sandbox_id)}/files", params=params, content=content)))
+    headers = {f"x-metadata-{k}": v for k, v in (metadata or {}).items()}
+    return FileEntry.from_json((yield Call("PUT", f"{sandbox_path(sandbox_id)}/files", params=params, content=content, headers=headers)))
 
 
-def files_list(sandbox_id: str, path: str, *, depth=1, user=None) -> Op:
-    params = _compact({"path": path, "depth": depth, "user": user})
+def files_list(sandbox_id: str, path: str, *, depth=1, user=None, metadata=False) -> Op:
+    params = _compact({"path": path, "depth": depth, "user": user, "metadata": "true" if metadata else None})
     res = yield Call("GET", f"{sandbox_path(sandbox_id)}/files/list", params=params)
     return [FileEntry.from_json(e) for e in res["entries"]]
 

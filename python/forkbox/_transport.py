@@ -23,7 +23,7 @@ def _headers(key: str, call: Call) -> dict:
     h = {"authorization": f"Bearer {key}", "accept": "text/event-stream" if call.events else "application/json"}
     if call.content is not None:
         h["content-type"] = call.content_type or "application/octet-stream"
-    return h
+    return {**(call.headers or {}), **h}
 
 
 def _request(client: httpx.Client | httpx.AsyncClient, key: str, call: Call) -> httpx.Request:

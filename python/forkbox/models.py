@@ -158,10 +158,12 @@ class FileEntry:
     size: int
     mode: int
     mtime_ms: float
+    #: user metadata written with the file (stat always; list when asked)
+    metadata: Optional[Dict[str, str]] = None
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "FileEntry":
-        return cls(d["name"], d["path"], d["type"], int(d["size"]), int(d["mode"]), float(d.get("mtimeMs") or 0))
+        return cls(d["name"], d["path"], d["type"], int(d["size"]), int(d["mode"]), float(d.get("mtimeMs") or 0), d.get("metadata"))
 
 
 @dataclass

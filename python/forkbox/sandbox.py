@@ -25,11 +25,12 @@ class Files:
     def read_bytes(self, path: str, *, user: Optional[str] = None) -> bytes:
         return self._t.run(core.files_read(self._id, path, user=user))
 
-    def write(self, path: str, data: Text, *, user: Optional[str] = None) -> FileEntry:
-        return self._t.run(core.files_write(self._id, path, data, user=user))
+    def write(self, path: str, data: Text, *, user: Optional[str] = None, metadata: Optional[Dict[str, str]] = None) -> FileEntry:
+        """Writes the whole file; ``metadata`` is kept with it (replacing what it had)."""
+        return self._t.run(core.files_write(self._id, path, data, user=user, metadata=metadata))
 
-    def list(self, path: str = ".", *, depth: int = 1, user: Optional[str] = None) -> List[FileEntry]:
-        return self._t.run(core.files_list(self._id, path, depth=depth, user=user))
+    def list(self, path: str = ".", *, depth: int = 1, user: Optional[str] = None, metadata: bool = False) -> List[FileEntry]:
+        return self._t.run(core.files_list(self._id, path, depth=depth, user=user, metadata=metadata))
 
     def stat(self, path: str, *, user: Optional[str] = None) -> FileEntry:
         return self._t.run(core.files_stat(self._id, path, user=user))
@@ -141,6 +142,24 @@ class Sandbox:
         finally:
             t.close()
 
+    @staticmethod
+    def list_snapshots(*, name: Optional[str] = None, api_key: Optional[str] = None, url: Optional[str] = None) -> List[Snapshot]:
+        """The key's snapshots (with ``name``: the one of that name, if any)."""
+        t = SyncTransport(api_key, url)
+        try:
+            return t.run(core.list_snapshots(name))
+        finally:
+            t.close()
+
+    @staticmethod
+    def delete_snapshot(snapshot_id: str, *, api_key: Optional[str] = None, url: Optional[str] = None) -> None:
+        """Deletes a snapshot, by id or name."""
+        t = SyncTransport(api_key, url)
+        try:
+            t.run(core.delete_snapshot(snapshot_id))
+        finally:
+            t.close()
+
     def get_info(self) -> SandboxInfo:
         self.info = self._t.run(core.get(self.id))
         return self.info
@@ -249,11 +268,11 @@ class AsyncFiles:
     async def read_bytes(self, path: str, *, user: Optional[str] = None) -> bytes:
         return await self._t.run(core.files_read(self._id, path, user=user))
 
-    async def write(self, path: str, data: Text, *, user: Optional[str] = None) -> FileEntry:
-        return await self._t.run(core.files_write(self._id, path, data, user=user))
+    async def write(self, path: str, data: Text, *, user: Optional[str] = None, metadata: Optional[Dict[str, str]] = None) -> FileEntry:
+        return await self._t.run(core.files_write(self._id, path, data, user=user, metadata=metadata))
 
-    async def list(self, path: str = ".", *, depth: int = 1, user: Optional[str] = None) -> List[FileEntry]:
-        return await self._t.run(core.files_list(self._id, path, depth=depth, user=user))
+    async def list(self, path: str = ".", *, depth: int = 1, user: Optional[str] = None, metadata: bool = False) -> List[FileEntry]:
+        return await self._t.run(core.files_list(self._id, path, depth=depth, user=user, metadata=metadata))
 
     async def stat(self, path: str, *, user: Optional[str] = None) -> FileEntry:
         return await self._t.run(core.files_stat(self._id, path, user=user))
@@ -357,6 +376,22 @@ class AsyncSandbox:
         t = AsyncTransport(api_key, url, max_retries=max_retries)
         try:
             return await t.run(core.list_sandboxes(metadata=metadata, state=state))
+        finally:
+            await t.aclose()
+
+    @staticmethod
+    async def list_snapshots(*, name: Optional[str] = None, api_key: Optional[str] = None, url: Optional[str] = None) -> List[Snapshot]:
+        t = AsyncTransport(api_key, url)
+        try:
+            return await t.run(core.list_snapshots(name))
+        finally:
+            await t.aclose()
+
+    @staticmethod
+    async def delete_snapshot(snapshot_id: str, *, api_key: Optional[str] = None, url: Optional[str] = None) -> None:
+        t = AsyncTransport(api_key, url)
+        try:
+            await t.run(core.delete_snapshot(snapshot_id))
         finally:
             await t.aclose()
 

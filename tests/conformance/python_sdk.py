@@ -186,8 +186,13 @@ def named_snapshot():
         name = f"conf-py-{int(time.time() * 1000)}"
         snap = sbx.snapshot(name=name)
         assert snap.name == name, snap
-        with Sandbox.create(snapshot=name) as child:
-            assert child.exec("cat /work/kept.txt").stdout == "kept"
+        try:
+            assert [s.id for s in Sandbox.list_snapshots(name=name)] == [snap.id]
+            with Sandbox.create(snapshot=name) as child:
+                assert child.exec("cat /work/kept.txt").stdout == "kept"
+        finally:
+            Sandbox.delete_snapshot(name)
+        assert Sandbox.list_snapshots(name=name) == []
 
 
 @behaviour

@@ -1,6 +1,6 @@
 // The conformance behaviours (behaviours.json) through the TypeScript SDK.
 import assert from 'node:assert/strict'
-import { AuthenticationError, type ConnectionOptions, NotFoundError, Sandbox } from '@forkbox/sdk'
+import { AuthenticationError, type ConnectionOptions, ForkboxClient, NotFoundError, Sandbox } from '@forkbox/sdk'
 
 export type Results = Record<string, { ok: boolean; error?: string }>
 
@@ -142,9 +142,18 @@ export async function runTsBehaviours(conn: ConnectionOptions): Promise<Results>
       await sbx.files.write('/work/kept.txt', 'kept')
       const name = `conf-ts-${Date.now()}`
       const snap = await sbx.snapshot({ name })
-      assert.equal(snap.name, name)
-      await using child = await Sandbox.create({ ...conn, snapshot: name })
-      assert.equal((await child.exec('cat /work/kept.txt')).stdout, 'kept')
+      const snapshots = new ForkboxClient(conn).snapshots
+      try {
+        assert.equal(snap.name, name)
+        assert.deepEqual(
+          (await snapshots.list({ name })).map((s) => s.id),
+          [snap.id],
+        )
+        await using child = await Sandbox.create({ ...conn, snapshot: name })
+        assert.equal((await child.exec('cat /work/kept.txt')).stdout, 'kept')
+      } finally {
+        await snapshots.delete(snap.id)
+      }
     },
     async signed_urls() {
       await using sbx = await Sandbox.create(conn)

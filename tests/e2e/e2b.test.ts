@@ -221,6 +221,27 @@ describe('e2b clients against forkbox', () => {
     })
   })
 
+  it('keeps file metadata written with a file; getInfo, list and a watch event with its entry give it back', async () => {
+    await withSandbox(async (sbx) => {
+      const seen: { name: string; type: string; entry?: { metadata?: Record<string, string> } }[] = []
+      const handle = await sbx.files.watchDir('/home/user', (e) => void seen.push(e), { includeEntry: true })
+      const written = await sbx.files.write('/home/user/meta.txt', 'm', { metadata: { author: 'alice', build: '42' } })
+      assert.deepEqual(written.metadata, { author: 'alice', build: '42' })
+      assert.deepEqual((await sbx.files.getInfo('/home/user/meta.txt')).metadata, { author: 'alice', build: '42' })
+      const listed = (await sbx.files.list('/home/user')).find((e) => e.name === 'meta.txt')
+      assert.deepEqual(listed?.metadata, { author: 'alice', build: '42' })
+      // a write replaces it
+      await sbx.files.write('/home/user/meta.txt', 'n', { metadata: { author: 'bob' } })
+      assert.deepEqual((await sbx.files.getInfo('/home/user/meta.txt')).metadata, { author: 'bob' })
+      await sbx.files.write('/home/user/meta.txt', 'o')
+      assert.equal((await sbx.files.getInfo('/home/user/meta.txt')).metadata, undefined)
+      await until('a create event with its entry', () =>
+        seen.some((e) => e.name === 'meta.txt' && e.type === FilesystemEventType.CREATE && e.entry !== undefined),
+      )
+      await handle.stop()
+    })
+  })
+
   it('watches a directory (recursive), as watchDir does, and stops cleanly', async () => {
     await withSandbox(async (sbx) => {
       await sbx.files.makeDir('/home/user/watched')

@@ -162,6 +162,22 @@ describe('sandbox basics', () => {
     assert.equal(((await late.json()) as { error: { code: string } }).error.code, 'UNAUTHENTICATED')
   })
 
+  it('file metadata: kept with the file, returned by stat and (asked) list, replaced by the next write', async () => {
+    await using sbx = await Sandbox.create(host().conn)
+    const e = await sbx.files.write('/work/m.txt', 'x', { metadata: { owner: 'agent-7', stage: 'draft' } })
+    assert.deepEqual(e.metadata, { owner: 'agent-7', stage: 'draft' })
+    assert.deepEqual((await sbx.files.stat('/work/m.txt')).metadata, { owner: 'agent-7', stage: 'draft' })
+    assert.equal((await sbx.files.list('/work')).find((f) => f.name === 'm.txt')?.metadata, undefined)
+    const listed = await sbx.files.list('/work', { metadata: true })
+    assert.deepEqual(listed.find((f) => f.name === 'm.txt')?.metadata, { owner: 'agent-7', stage: 'draft' })
+    await sbx.files.write('/work/m.txt', 'y', { metadata: { stage: 'final' } })
+    assert.deepEqual((await sbx.files.stat('/work/m.txt')).metadata, { stage: 'final' })
+    await assert.rejects(
+      sbx.files.write('/work/m.txt', 'z', { metadata: { 'bad key': 'v' } }),
+      (err: unknown) => err instanceof Error && /metadata|header/i.test(err.message),
+    )
+  })
+
   it('keeps two sandboxes apart', async () => {
     await using a = await Sandbox.create({ ...host().conn })
     await using b = await Sandbox.create({ ...host().conn })

@@ -43,6 +43,7 @@ import type {
   TemplatePruneResult,
   WatchEnd,
   WatchHandlers,
+  WriteOptions,
 } from '@forkbox/protocol'
 import { AppError, withUpload } from '@forkbox/protocol'
 import type { AgentConfig } from './config.ts'
@@ -351,12 +352,7 @@ export class LocalAgent implements AgentApi {
     return this.gate.run(id, () => this.guest(id).readFile(path, user))
   }
 
-  writeFile(
-    id: string,
-    path: string,
-    body: AsyncIterable<Uint8Array>,
-    opts?: { mode?: number; user?: string },
-  ): Promise<FileEntry> {
+  writeFile(id: string, path: string, body: AsyncIterable<Uint8Array>, opts?: WriteOptions): Promise<FileEntry> {
     return this.gate.run(id, () => this.guest(id).writeFile(path, body, opts))
   }
 

@@ -127,7 +127,33 @@ def acting_as(g: "Guest", req: Request) -> Identity:
     return ident
 
 
-def entry(path: str, st: os.stat_result | None = None) -> FileEntry:
+# user metadata of a file (E2B's "file metadata"): one extended attribute per key
+META_PREFIX = "user.forkbox."
+
+
+def read_metadata(path: str) -> dict[str, str]:
+    """A file's or directory's user metadata ({} where the filesystem keeps none)."""
+    try:
+        names = [n for n in os.listxattr(path, follow_symlinks=False) if n.startswith(META_PREFIX)]
+        return {n[len(META_PREFIX) :]: os.getxattr(path, n, follow_symlinks=False).decode("ascii", "replace") for n in names}
+    except OSError:
+        return {}
+
+
+def write_metadata(fd: int, metadata: object) -> None:
+    """Sets the metadata on an open file (the caller checked keys and values)."""
+    if not isinstance(metadata, dict):
+        return
+    for key, value in metadata.items():
+        try:
+            os.setxattr(fd, META_PREFIX + str(key), str(value).encode("ascii"))
+        except OSError as e:
+            if e.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
+                raise OpError("VALIDATION_FAILED", "this filesystem keeps no file metadata") from None
+            raise
+
+
+def entry(path: str, st: os.stat_result | None = None, metadata: bool = False) -> FileEntry:
     if st is None:
         st = os.lstat(path)
     if stat.S_ISDIR(st.st_mode):
@@ -153,6 +179,10 @@ def entry(path: str, st: os.stat_result | None = None) -> FileEntry:
             out["target"] = os.readlink(path)
         except OSError:
             pass
+    elif metadata:
+        meta = read_metadata(path)
+        if meta:
+            out["metadata"] = meta
     return out
 
 
@@ -187,6 +217,7 @@ def op_list(g: "Guest", channel: int, req: Request, ident: Identity) -> NoReply:
     """Answers in one frame built here: entries are capped so it stays under the frame limit."""
     root = resolve(req, ident)
     depth = max(1, int(req.get("depth") or 1))
+    with_meta = bool(req.get("metadata"))
     parts: list[str] = []
     size = 0
 
@@ -208,7 +239,7 @@ def op_list(g: "Guest", channel: int, req: Request, ident: Identity) -> NoReply:
         items.sort(key=lambda e: e.name)
         for e in items:
             try:
-                part = json.dumps(entry(e.path, e.stat(follow_symlinks=False)), separators=(",", ":"))
+                part = json.dumps(entry(e.path, e.stat(follow_symlinks=False), with_meta), separators=(",", ":"))
             except FileNotFoundError:
                 continue
             size += len(part) + 1
@@ -229,7 +260,7 @@ def op_list(g: "Guest", channel: int, req: Request, ident: Identity) -> NoReply:
 
 
 def op_stat(g: "Guest", channel: int, req: Request, ident: Identity) -> FileEntry:
-    return entry(resolve(req, ident))
+    return entry(resolve(req, ident), metadata=True)
 
 
 def op_mkdir(g: "Guest", channel: int, req: Request, ident: Identity) -> FileEntry:

@@ -92,6 +92,7 @@ class WriteRequest(TypedDict):
     path: str
     user: NotRequired[str]
     mode: NotRequired[int]
+    metadata: NotRequired[dict[str, str]]
 
 
 class PathRequest(TypedDict):
@@ -105,6 +106,7 @@ class ListRequest(TypedDict):
     path: str
     user: NotRequired[str]
     depth: NotRequired[int]
+    metadata: NotRequired[bool]
 
 
 class RemoveRequest(TypedDict):
@@ -332,6 +334,7 @@ class FileEntry(TypedDict):
     uid: int
     gid: int
     target: NotRequired[str]
+    metadata: NotRequired[dict[str, str]]
 
 
 class ProcessStarted(TypedDict):

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 
 from .errors import OpError, op_failure, run_op
-from .files import acting_as, count_of, entry, makedirs_owned
+from .files import acting_as, count_of, entry, makedirs_owned, write_metadata
 from .users import Identity, resolve
 from .wire import CHUNK, T_FILE
 
@@ -222,11 +222,12 @@ class Upload:
             assert self.fd is not None and self.tmp is not None
             mode = self.req.get("mode")
             os.fchmod(self.fd, int(mode) if mode is not None else 0o644)
+            write_metadata(self.fd, self.req.get("metadata"))
             os.close(self.fd)
             self.fd = None
             os.rename(self.tmp, self.name, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
             self.tmp = None
-            return entry(self.path, os.stat(self.name, dir_fd=self.dir_fd, follow_symlinks=False))
+            return entry(self.path, os.stat(self.name, dir_fd=self.dir_fd, follow_symlinks=False), metadata=True)
         finally:
             self.abort()
 

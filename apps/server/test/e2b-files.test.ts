@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, it } from 'node:test'
 import { gzipSync } from 'node:zlib'
-import type { FileEntry } from '@forkbox/protocol'
+import type { FileEntry, WriteOptions } from '@forkbox/protocol'
 import { type ControlPlane, createControlPlane } from '../src/index.ts'
 import { FakeAgent } from './fake-agent.ts'
 
@@ -18,7 +18,14 @@ class RecordingAgent extends FakeAgent {
   files = new Map<string, Buffer>()
   failed: string[] = []
   onFirstBytes: (() => void) | null = null
-  override async writeFile(_id: string, path: string, body: AsyncIterable<Uint8Array>): Promise<FileEntry> {
+  metadata = new Map<string, Record<string, string> | undefined>()
+  override async writeFile(
+    _id: string,
+    path: string,
+    body: AsyncIterable<Uint8Array>,
+    opts?: WriteOptions,
+  ): Promise<FileEntry> {
+    this.metadata.set(path, opts?.metadata)
     const chunks: Buffer[] = []
     try {
       for await (const c of body) {
@@ -236,6 +243,28 @@ describe('envd POST /files', () => {
       }),
     )
     assert.equal(declared.status, 413)
+  })
+})
+
+describe('envd /files metadata', () => {
+  it('X-Metadata-* headers go with the file, checked', async () => {
+    const octet = 'application/octet-stream'
+    const ok = await upload('data', {
+      path: '/home/user/m.txt',
+      type: octet,
+      headers: { 'X-Metadata-Author': 'alice', 'X-Metadata-build': '42' },
+    })
+    assert.equal(ok.status, 200)
+    // under app.request the header names come lower-cased (the Node server keeps their case)
+    assert.deepEqual(agent.metadata.get('/home/user/m.txt'), { author: 'alice', build: '42' })
+    const plain = await upload('data', { path: '/home/user/p.txt', type: octet })
+    assert.equal(plain.status, 200)
+    assert.equal(agent.metadata.get('/home/user/p.txt'), undefined)
+    const tooMany = Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`X-Metadata-k${i}`, 'v']))
+    const refused = await upload('data', { path: '/home/user/q.txt', type: octet, headers: tooMany })
+    assert.equal(refused.status, 400)
+    assert.equal((await errorOf(refused)).errorCode, 'VALIDATION_FAILED')
+    assert.equal(agent.files.has('/home/user/q.txt'), false)
   })
 })
 

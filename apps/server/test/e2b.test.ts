@@ -63,7 +63,7 @@ describe('e2b compatibility layer', () => {
     assert.match(key, /^e2b_[0-9a-f]{40}$/)
     const sbx = await createSandbox()
     assert.match(sbx.sandboxID, /^sbx-/)
-    assert.equal(sbx.envdVersion, '0.5.7')
+    assert.equal(sbx.envdVersion, '0.6.3')
     // derived from the server secret: nothing in it names the key
     assert.match(sbx.envdAccessToken, /^[0-9a-f]{40}$/)
     const info = await cp.app.request(`/sandboxes/${sbx.sandboxID}`, { headers: { 'X-API-KEY': key } })

@@ -95,6 +95,13 @@ export interface StreamHandlers {
   onGap?(bytes: number): void | Promise<void>
 }
 
+export interface WriteOptions {
+  mode?: number
+  user?: string
+  /** User metadata kept with the file (replacing what it had); checked by the caller (`FileMetadata`). */
+  metadata?: Record<string, string>
+}
+
 /** Receivers of a directory watch; the agent lets the guest send more once a returned promise settles. */
 export interface WatchHandlers {
   /** The watch is set up on `path` (absolute): what happens from here on is reported. */
@@ -317,12 +324,7 @@ export interface AgentApi {
     path: string,
     user?: string,
   ): Promise<{ size: number | null; stream: ReadableStream<Uint8Array> }>
-  writeFile(
-    id: string,
-    path: string,
-    body: AsyncIterable<Uint8Array>,
-    opts?: { mode?: number; user?: string },
-  ): Promise<FileEntry>
+  writeFile(id: string, path: string, body: AsyncIterable<Uint8Array>, opts?: WriteOptions): Promise<FileEntry>
   fileOp<R extends GuestFileOp>(id: string, req: R): Promise<GuestFileOps[R['op']]['res']>
   /**
    * Watches a directory (with `recursive`, the directories under it too) as `user`: its changes go

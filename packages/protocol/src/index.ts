@@ -26,6 +26,7 @@ export type {
   TemplateProgress,
   TemplatePruneResult,
   WatchHandlers,
+  WriteOptions,
 } from './agent.ts'
 export { agentRemoteMethods, uploadOf, withUpload } from './agent.ts'
 export { BuildLogEvent, BuildPhase, BuildStepFinished, BuildStepOutput, BuildStepStarted } from './builds.ts'
@@ -104,8 +105,10 @@ export {
   ExecResult,
   Execution,
   ExecutionError,
+  FILE_METADATA_KEY,
   FileEntry,
   FileList,
+  FileMetadata,
   FileType,
   FileUrl,
   FileUrlRequest,

@@ -210,8 +210,25 @@ export const FileEntry = z.object({
   uid: z.number().int(),
   gid: z.number().int(),
   target: z.string().optional(),
+  /** User metadata written with the file (`X-Metadata-<key>` headers): stat always, a listing when asked. */
+  metadata: z.record(z.string(), z.string()).optional(),
 })
 export type FileEntry = z.infer<typeof FileEntry>
+
+/** File metadata keys: HTTP token characters (they travel as `X-Metadata-<key>` headers). */
+export const FILE_METADATA_KEY = /^[A-Za-z0-9!#$%&'*+\-.^_`|~]{1,128}$/
+/** File metadata values: printable ASCII. */
+export const FILE_METADATA_VALUE = /^[\x20-\x7e]{0,4096}$/
+export const MAX_FILE_METADATA_ENTRIES = 64
+export const FileMetadata = z
+  .record(
+    z.string().regex(FILE_METADATA_KEY, 'a metadata key is 1-128 HTTP token characters'),
+    z.string().regex(FILE_METADATA_VALUE, 'a metadata value is at most 4096 printable ASCII characters'),
+  )
+  .refine(
+    (m) => Object.keys(m).length <= MAX_FILE_METADATA_ENTRIES,
+    `at most ${MAX_FILE_METADATA_ENTRIES} metadata entries`,
+  )
 
 export const FileList = z.object({ entries: z.array(FileEntry) })
 
@@ -254,7 +271,11 @@ export type WatchEvent = z.infer<typeof WatchEvent>
 /** How a watch ended: stopped by its caller, or its directory was removed or moved away. */
 export const WatchEnd = z.object({ reason: z.enum(['stopped', 'gone']) })
 export type WatchEnd = z.infer<typeof WatchEnd>
-export const ListQuery = PathQuery.extend({ depth: z.coerce.number().int().min(1).max(16).default(1) })
+export const ListQuery = PathQuery.extend({
+  depth: z.coerce.number().int().min(1).max(16).default(1),
+  /** Each entry's user metadata too (one more read per entry). */
+  metadata: z.enum(['true', 'false']).default('false'),
+})
 export const RemoveQuery = PathQuery.extend({ recursive: z.enum(['true', 'false']).default('true') })
 export const WriteQuery = PathQuery.extend({ mode: z.coerce.number().int().min(0).max(0o7777).optional() })
 export const MakeDirRequest = z.object({ path: SandboxPath, user: z.string().max(32).optional() }).strict()

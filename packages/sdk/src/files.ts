@@ -18,11 +18,18 @@ export interface ReadFileOptions extends FileOptions {
 export interface WriteFileOptions extends FileOptions {
   /** Permission bits, e.g. `0o755`. */
   mode?: number
+  /**
+   * User metadata kept with the file, replacing what it had (keys: letters, digits and
+   * `!#$%&'*+-.^_\`|~`; values: printable ASCII; at most 64). `stat` returns it.
+   */
+  metadata?: Record<string, string>
 }
 
 export interface ListFilesOptions extends FileOptions {
   /** How many directory levels to descend; the server's default is 1. */
   depth?: number
+  /** Each entry's user metadata too. */
+  metadata?: boolean
 }
 
 export interface RemoveFileOptions extends FileOptions {
@@ -63,6 +70,7 @@ export class Files {
       method: 'PUT',
       path: this.#base,
       query: { path, mode: options.mode, user: options.user },
+      headers: Object.fromEntries(Object.entries(options.metadata ?? {}).map(([k, v]) => [`x-metadata-${k}`, v])),
       body: toBytes(data),
       signal: options.signal,
     })
@@ -72,7 +80,7 @@ export class Files {
     const res = await this.#http.json<{ entries: FileEntry[] }>({
       method: 'GET',
       path: `${this.#base}/list`,
-      query: { path, depth: options.depth, user: options.user },
+      query: { path, depth: options.depth, user: options.user, metadata: options.metadata },
       signal: options.signal,
     })
     return res.entries

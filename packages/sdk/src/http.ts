@@ -32,6 +32,8 @@ export interface RequestSpec extends RequestOptions {
   contentType?: string
   /** The Accept header; default application/json. */
   accept?: string
+  /** More headers (the SDK's own: authorization, accept and content-type are set above). */
+  headers?: Record<string, string>
 }
 
 const DEFAULT_MAX_RETRIES = 2
@@ -142,6 +144,7 @@ export class HttpClient {
   async send(spec: RequestSpec): Promise<Response> {
     const target = `${this.url}${spec.path}${queryString(spec.query)}`
     const headers: Record<string, string> = {
+      ...spec.headers,
       authorization: `Bearer ${this.#apiKey}`,
       accept: spec.accept ?? 'application/json',
     }

@@ -28,6 +28,7 @@ import {
   type StreamHandlers,
   WatchEnd,
   type WatchHandlers,
+  type WriteOptions,
 } from '@forkbox/protocol'
 import type { DataFrameType, GuestConnection } from './connection.ts'
 import { FileReadStream } from './file-read.ts'
@@ -333,16 +334,12 @@ export class GuestClient {
     })
   }
 
-  writeFile(
-    path: string,
-    body: AsyncIterable<Uint8Array>,
-    opts: { mode?: number; user?: string } = {},
-  ): Promise<FileEntry> {
+  writeFile(path: string, body: AsyncIterable<Uint8Array>, opts: WriteOptions = {}): Promise<FileEntry> {
     const conn = this.conn
     return new Promise((resolve, reject) => {
       let settled = false
       const channel = conn.open(
-        { op: 'write', path, mode: opts.mode, user: opts.user },
+        { op: 'write', path, mode: opts.mode, user: opts.user, metadata: opts.metadata },
         {
           terminal: WriteResult,
           settle: (err, msg) => {

@@ -22,9 +22,10 @@ import { E2bNetwork, toE2b, toForkbox } from './network.ts'
 
 /**
  * The envd version the clients are told: ≥ 0.4.0 (no username sent for the default user),
- * ≥ 0.5.2 (closeStdin), ≥ 0.5.7 (octet-stream uploads). Not 0.6.2: file metadata is not kept.
+ * ≥ 0.5.2 (closeStdin), ≥ 0.5.7 (octet-stream uploads), ≥ 0.6.2 (file metadata), ≥ 0.6.3 (the
+ * entry with a watch event). Not 0.6.4: watches on network mounts (there are none to watch).
  */
-export const ENVD_VERSION = '0.5.7'
+export const ENVD_VERSION = '0.6.3'
 
 /** E2B template ids → forkbox templates; any other id is taken as a forkbox template name. */
 const TEMPLATE_ALIASES: Record<string, string> = { 'code-interpreter-v1': 'code-interpreter' }

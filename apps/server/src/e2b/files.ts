@@ -6,6 +6,7 @@ import { createGunzip } from 'node:zlib'
 import { AppError, type FileEntry } from '@forkbox/protocol'
 import type { Context, Hono } from 'hono'
 import type { AppEnv } from '../http/env.ts'
+import { metadataOf } from '../http/file-metadata.ts'
 import { bodyError, capped, eachFilePart, uploadBody } from '../http/upload.ts'
 import { pathOf } from './filesystem.ts'
 import { type SandboxCall, sandboxCall } from './sandbox-call.ts'
@@ -15,7 +16,12 @@ function userOf(c: Context<AppEnv>, call: SandboxCall): string | undefined {
   return c.req.query('username') || call.user
 }
 
-const written = (e: FileEntry) => ({ name: e.name, type: 'file', path: e.path })
+const written = (e: FileEntry) => ({
+  name: e.name,
+  type: 'file',
+  path: e.path,
+  ...(e.metadata ? { metadata: e.metadata } : {}),
+})
 
 async function read(c: Context<AppEnv>): Promise<Response> {
   const call = await sandboxCall(c)
@@ -51,12 +57,13 @@ async function write(c: Context<AppEnv>, maxBytes: number): Promise<Response> {
   const call = await sandboxCall(c)
   const user = userOf(c, call)
   const queryPath = c.req.query('path')
+  const metadata = metadataOf(c)
   // a signed URL writes the one path it was signed for
   const signed = c.var.caller.kind === 'token' && c.var.caller.from === 'query'
   const put = (path: string, body: AsyncIterable<Uint8Array>) => {
     if (signed && pathOf(path) !== pathOf(queryPath))
       throw new AppError('PERMISSION_DENIED', `the signed URL is for ${queryPath ?? 'no path'}, not ${path}`)
-    return call.services.sandboxes.writeFile(call.owner, call.sandboxId, pathOf(path), body, { user })
+    return call.services.sandboxes.writeFile(call.owner, call.sandboxId, pathOf(path), body, { user, metadata })
   }
   const type = c.req.header('content-type') ?? ''
   if (type.startsWith('multipart/form-data')) {

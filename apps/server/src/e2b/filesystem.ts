@@ -47,6 +47,7 @@ export function entryInfo(e: FileEntry) {
     modifiedTime: new Date(e.mtimeMs).toISOString(),
     // envd gives a link's target as an absolute path (a relative one resolved from the link's dir)
     ...(e.target !== undefined ? { symlinkTarget: posix.resolve(posix.dirname(e.path), e.target) } : {}),
+    ...(e.metadata ? { metadata: e.metadata } : {}),
   }
 }
 
@@ -77,7 +78,7 @@ async function move(call: SandboxCall, { source: from, destination: to }: z.outp
 
 async function listDir(call: SandboxCall, req: z.output<typeof ListDirRequest>) {
   const depth = Math.min(Math.max(Number(req.depth) || 1, 1), 16)
-  const entries = await fileOp(call, { op: 'list', path: req.path, depth, user: call.user })
+  const entries = await fileOp(call, { op: 'list', path: req.path, depth, user: call.user, metadata: true })
   return { entries: entries.map(entryInfo) }
 }
 

@@ -38,6 +38,7 @@ import type {
   TemplatePruneResult,
   WatchEnd,
   WatchHandlers,
+  WriteOptions,
 } from '@forkbox/protocol'
 import { AppError, uploadOf, withUpload } from '@forkbox/protocol'
 import type { Logger } from 'pino'
@@ -303,12 +304,7 @@ export class Fleet implements AgentApi {
   async readFile(id: string, path: string, user?: string) {
     return (await this.onSandbox(id)).readFile(id, path, user)
   }
-  async writeFile(
-    id: string,
-    path: string,
-    body: AsyncIterable<Uint8Array>,
-    opts?: { mode?: number; user?: string },
-  ): Promise<FileEntry> {
+  async writeFile(id: string, path: string, body: AsyncIterable<Uint8Array>, opts?: WriteOptions): Promise<FileEntry> {
     return (await this.onSandbox(id)).writeFile(id, path, body, opts)
   }
   async fileOp<R extends GuestFileOp>(id: string, req: R): Promise<GuestFileOps[R['op']]['res']> {

@@ -37,6 +37,7 @@ import type {
   TemplatePruneResult,
   WatchEnd,
   WatchHandlers,
+  WriteOptions,
 } from '@forkbox/protocol'
 import { AppError, RpcPeer } from '@forkbox/protocol'
 import { type RawData, WebSocket } from 'ws'
@@ -207,7 +208,7 @@ export class RemoteAgent implements AgentApi {
   readFile(id: string, path: string, user?: string) {
     return this.call<{ size: number | null; stream: ReadableStream<Uint8Array> }>('readFile', id, path, user)
   }
-  writeFile(id: string, path: string, body: AsyncIterable<Uint8Array>, opts?: { mode?: number; user?: string }) {
+  writeFile(id: string, path: string, body: AsyncIterable<Uint8Array>, opts?: WriteOptions) {
     return this.call<FileEntry>('writeFile', id, path, body, opts)
   }
   fileOp<R extends GuestFileOp>(id: string, req: R) {

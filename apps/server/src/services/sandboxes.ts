@@ -21,6 +21,7 @@ import {
   type TemplateInfo,
   type WatchEnd,
   type WatchHandlers,
+  type WriteOptions,
 } from '@forkbox/protocol'
 import type { Logger } from 'pino'
 import type { Authenticator } from '../http/auth.ts'
@@ -660,7 +661,7 @@ export class SandboxService {
     id: string,
     path: string,
     body: AsyncIterable<Uint8Array>,
-    opts: { mode?: number; user?: string },
+    opts: WriteOptions,
   ): Promise<FileEntry> {
     return this.onSandbox(owner, id, () => this.agent.writeFile(id, path, body, opts))
   }

@@ -23,6 +23,7 @@ export function register(app: App): void {
       path: q.path,
       depth: q.depth,
       user: q.user,
+      metadata: q.metadata === 'true',
     })
     return c.json(FileList.parse({ entries }), 200)
   })

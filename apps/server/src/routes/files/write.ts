@@ -1,6 +1,7 @@
 import { FileEntry, WriteQuery } from '@forkbox/protocol'
 import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
+import { metadataOf } from '../../http/file-metadata.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
 import { uploadBody } from '../../http/upload.ts'
 import { parseOrThrow } from '../../http/validate.ts'
@@ -9,6 +10,10 @@ const route = createRoute({
   method: 'put',
   path: '/v1/sandboxes/{id}/files',
   summary: 'Write a file from the raw request body (parents are created; replaces atomically)',
+  description:
+    'User metadata goes with it as `X-Metadata-<key>: <value>` headers (keys: HTTP token characters; ' +
+    'values: printable ASCII; at most 64): it replaces what the file had, and comes back with stat and ' +
+    '(`metadata=true`) list.',
   security,
   request: {
     params: SandboxIdParam,
@@ -29,6 +34,7 @@ export function register(app: App): void {
     const entry = await c.var.services.sandboxes.writeFile(c.var.principal.keyId, c.req.param('id'), q.path, body, {
       mode: q.mode,
       user: q.user,
+      metadata: metadataOf(c),
     })
     return c.json(entry, 200)
   })
