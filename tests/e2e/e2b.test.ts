@@ -93,6 +93,20 @@ describe('e2b clients against forkbox', () => {
     await assert.rejects(Sandbox.connect(sbx.sandboxId), SandboxNotFoundError)
   })
 
+  it("base has sudo (password-less for user) and python, as E2B's does", async () => {
+    await withSandbox(async (sbx) => {
+      assert.equal((await sbx.commands.run('sudo -n whoami')).stdout, 'root\n')
+      const scoped = await sbx.commands.run('sudo --preserve-env=FOO sh -c \'echo "$FOO $(id -u)"\'', {
+        envs: { FOO: 'bar' },
+      })
+      assert.equal(scoped.stdout, 'bar 0\n')
+      assert.match((await sbx.commands.run('python --version')).stdout, /^Python 3\./)
+      // root's files are root's: sudo is how a user reaches them
+      await sbx.commands.run('sudo install -m 600 /dev/null /root/secret')
+      await assert.rejects(sbx.commands.run('cat /root/secret'), CommandExitError)
+    })
+  })
+
   it('runs a background command, feeds its stdin and kills it', async () => {
     await withSandbox(async (sbx) => {
       const seen: string[] = []

@@ -101,7 +101,9 @@ export function buildSpec(input: SpecInput): Record<string, unknown> {
       cwd: '/',
       capabilities: { bounding: CAPS, effective: CAPS, permitted: CAPS },
       rlimits: [{ type: 'RLIMIT_NOFILE', hard: 65536, soft: 65536 }],
-      noNewPrivileges: true,
+      // off: a setuid program (sudo) works for the sandbox's users, as on any Linux box; what it
+      // gives is root inside the sandbox, which the API grants anyway (`user: 'root'`)
+      noNewPrivileges: false,
     },
     root: { path: input.rootfs, readonly: false },
     hostname: input.hostname,

@@ -57,6 +57,11 @@ export async function buildRootfs(def: TemplateDefinition, target: string, opts:
     // apt in the chroot resolves through the host's resolver; the sandbox gets its own at the end
     copyFileSync('/etc/resolv.conf', join(tmp, 'etc/resolv.conf'))
     writeFileSync(join(tmp, 'etc/hostname'), 'sandbox\n')
+    // the names a sandbox has, answered without a resolver (one without network would wait for it)
+    writeFileSync(
+      join(tmp, 'etc/hosts'),
+      '127.0.0.1\tlocalhost\n127.0.1.1\tsandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n',
+    )
     writeFileSync(join(tmp, 'usr/sbin/policy-rc.d'), '#!/bin/sh\nexit 101\n', { mode: 0o755 })
     const chrootEnv = { DEBIAN_FRONTEND: 'noninteractive', LANG: 'C.UTF-8' }
     let installed = 0
@@ -77,6 +82,12 @@ export async function buildRootfs(def: TemplateDefinition, target: string, opts:
       [tmp, 'useradd', '--create-home', '--uid', '1000', '--shell', '/bin/bash', def.user],
       () => {},
     )
+    if (def.packages.includes('sudo')) {
+      // as E2B's base: the template's user runs anything as root without a password
+      writeFileSync(join(tmp, 'etc/sudoers.d/forkbox-user'), `${def.user} ALL=(ALL:ALL) NOPASSWD: ALL\n`, {
+        mode: 0o440,
+      })
+    }
     await runStep('chroot', [tmp, 'apt-get', 'clean'], () => {}, chrootEnv)
     rmSync(join(tmp, 'var/lib/apt/lists'), { recursive: true, force: true })
     mkdirSync(join(tmp, 'var/lib/apt/lists/partial'), { recursive: true })
