@@ -24,6 +24,7 @@ import traceback
 import warnings
 
 MSG_FD = 3
+KERNEL_DIR = os.path.dirname(os.path.abspath(__file__))
 _emit_lock = threading.Lock()
 # what a figure, a DataFrame's data or any other value may weigh in one message
 MAX_JSON_CELLS = 100_000
@@ -40,6 +41,8 @@ MIME_FIELDS = {
     "application/pdf": "pdf",
     # not a real MIME type: a DataFrame's columns as lists (E2B's `data`)
     "forkbox/data": "data",
+    # nor this: a figure's chart as data (E2B's `chart`, forkbox_charts)
+    "forkbox/chart": "chart",
 }
 
 
@@ -147,10 +150,35 @@ warnings.filterwarnings("ignore", message=".*non-interactive, and thus cannot be
 _patched_pyplot = None
 
 
+_charts = None
+
+
+def charts_module():
+    """forkbox_charts, beside this file (loaded by path: the kernel's dir is not on sys.path)."""
+    global _charts
+    if _charts is None:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("forkbox_charts", os.path.join(KERNEL_DIR, "forkbox_charts.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _charts = module
+    return _charts
+
+
 def figure_bundle(fig):
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
-    return {"png": base64.b64encode(buf.getvalue()).decode(), "text": repr(fig)}
+    data = {"png": base64.b64encode(buf.getvalue()).decode(), "text": repr(fig)}
+    try:
+        chart = charts_module().chart_of(fig)
+    except Exception as e:  # noqa: BLE001 - the figure shows; only its chart is lost
+        print(f"forkbox: cannot read the chart of {fig!r}: {type(e).__name__}: {e}", file=sys.__stderr__)
+        chart = None
+    if chart is not None:
+        data["chart"] = chart
+    return data
 
 
 def flush_figures():
@@ -173,6 +201,12 @@ def patch_pyplot():
         return
     plt.show = lambda *args, **kwargs: flush_figures()
     _patched_pyplot = plt
+    try:
+        import matplotlib.axes
+
+        charts_module().patch_axes(matplotlib.axes.Axes)
+    except Exception as e:  # noqa: BLE001 - plots still work; box plots lose their chart
+        print(f"forkbox: box plot charts unavailable: {type(e).__name__}: {e}", file=sys.__stderr__)
 
 
 # ---- PIL -------------------------------------------------------------------------------------
@@ -494,8 +528,7 @@ def shell_quote(value):
 def main():
     language = sys.argv[1] if len(sys.argv) > 1 else "python"
     # the kernel's own module must not shadow user modules named like it
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:] = [p for p in sys.path if p != here]
+    sys.path[:] = [p for p in sys.path if p != KERNEL_DIR]
     sys.path.insert(0, "")
     sys.stdout = MessageStream("stdout", 1)
     sys.stderr = MessageStream("stderr", 2)

@@ -75,6 +75,8 @@ class Result:
     pdf: Optional[str] = None
     #: a DataFrame's columns, each as the list of its values
     data: Optional[Dict[str, Any]] = None
+    #: a matplotlib figure's chart as data (E2B's ``chart``): type, title, elements, axes
+    chart: Optional[Dict[str, Any]] = None
     extra: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -92,11 +94,12 @@ class Result:
             javascript=d.get("javascript"),
             pdf=d.get("pdf"),
             data=d.get("data"),
+            chart=d.get("chart"),
             extra=d.get("extra") or {},
         )
 
     def formats(self) -> List[str]:
-        return [k for k in ("text", "html", "markdown", "png", "jpeg", "svg", "json", "latex", "javascript", "pdf", "data") if getattr(self, k) is not None]
+        return [k for k in ("text", "html", "markdown", "png", "jpeg", "svg", "json", "latex", "javascript", "pdf", "data", "chart") if getattr(self, k) is not None]
 
 
 @dataclass

@@ -74,6 +74,84 @@ describe('code interpreter', () => {
     assert.equal((await sbx.runCode('len(plt.get_fignums())')).text, '0')
   })
 
+  it('gives each figure its chart as data: line, scatter, bar, pie, box and whisker, and a superchart of subplots', async () => {
+    const cell = (code: string) => sbx.runCode(code)
+    const chartOf = async (code: string) => {
+      const e = await cell(code)
+      assert.equal(e.error, null, e.error?.traceback)
+      const charts = e.results.filter((r) => r.chart).map((r) => r.chart as Record<string, unknown>)
+      assert.equal(charts.length, 1, JSON.stringify(e.results.map((r) => Object.keys(r))))
+      return charts[0] as Record<string, unknown> & { elements: Record<string, unknown>[] }
+    }
+    const line = await chartOf(
+      'plt.plot([1, 2, 3], [2, 4, 8], label="growth")\nplt.title("Growth")\nplt.xlabel("Time (s)")\nplt.ylabel("Size [MB]")\nplt.show()',
+    )
+    assert.equal(line.type, 'line')
+    assert.equal(line.title, 'Growth')
+    assert.equal(line.x_label, 'Time (s)')
+    assert.equal(line.x_unit, 's')
+    assert.equal(line.y_unit, 'MB')
+    assert.equal(line.x_scale, 'linear')
+    assert.deepEqual(line.elements, [
+      {
+        label: 'growth',
+        points: [
+          [1, 2],
+          [2, 4],
+          [3, 8],
+        ],
+      },
+    ])
+    assert.ok(Array.isArray(line.x_ticks) && (line.x_tick_labels as string[]).length > 0)
+    const scatter = await chartOf('plt.scatter([1, 2], [3, 4], label="pts")\nplt.yscale("log")\nplt.show()')
+    assert.equal(scatter.type, 'scatter')
+    assert.equal(scatter.y_scale, 'log')
+    assert.deepEqual(scatter.elements, [
+      {
+        label: 'pts',
+        points: [
+          [1, 3],
+          [2, 4],
+        ],
+      },
+    ])
+    const bar = await chartOf('fig, ax = plt.subplots()\nax.bar(["a", "b"], [3, 5], label="2024")\nplt.show()')
+    assert.equal(bar.type, 'bar')
+    assert.deepEqual(bar.elements, [
+      { label: 'a', group: '2024', value: 3 },
+      { label: 'b', group: '2024', value: 5 },
+    ])
+    const pie = await chartOf('plt.pie([1, 3], labels=["x", "y"])\nplt.show()')
+    assert.equal(pie.type, 'pie')
+    assert.deepEqual(
+      pie.elements.map((e) => [e.label, Math.round(e.angle as number)]),
+      [
+        ['x', 90],
+        ['y', 270],
+      ],
+    )
+    const box = await chartOf('plt.boxplot([[1, 2, 3, 4, 5, 40], [2, 3, 4]], labels=["A", "B"])\nplt.show()')
+    assert.equal(box.type, 'box_and_whisker')
+    assert.deepEqual(box.elements[0], {
+      label: 'A',
+      min: 1,
+      first_quartile: 2.25,
+      median: 3.5,
+      third_quartile: 4.75,
+      max: 5,
+      outliers: [40],
+    })
+    const grid = await chartOf(
+      'fig, (a, b) = plt.subplots(1, 2)\nfig.suptitle("Two")\na.plot([1, 2])\nb.bar(["k"], [1])\nplt.show()',
+    )
+    assert.equal(grid.type, 'superchart')
+    assert.equal(grid.title, 'Two')
+    assert.deepEqual(
+      grid.elements.map((e) => e.type),
+      ['line', 'bar'],
+    )
+  })
+
   it('streams stdout and stderr in order, subprocess output included', async () => {
     const seen: string[] = []
     const e = await sbx.runCode(

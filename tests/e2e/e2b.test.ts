@@ -512,6 +512,20 @@ describe('e2b clients against forkbox', () => {
       assert.deepEqual(typed.logs.stdout, ['Hello World!\n'], JSON.stringify(typed.error))
       assert.equal((await ci.runCode('process.cwd()', { language: 'ts' })).text, '/home/user')
       assert.equal((await ci.commands.run('python -c "print(6 * 7)"')).stdout, '42\n')
+      // a figure's chart as data, as E2B's interpreter extracts it
+      const charted = await ci.runCode(
+        'import matplotlib.pyplot as plt\nplt.bar(["a", "b"], [1, 2])\nplt.title("Bars")\nplt.show()',
+      )
+      const chart = charted.results.find((r) => r.chart)?.chart
+      assert.equal(chart?.type, 'bar', JSON.stringify(charted.error))
+      assert.equal(chart?.title, 'Bars')
+      assert.deepEqual(
+        chart?.elements.map((e: { label: string; value: unknown }) => [e.label, e.value]),
+        [
+          ['a', 1],
+          ['b', 2],
+        ],
+      )
       // a cell past its timeoutMs is stopped; the kernel and its state live on
       await assert.rejects(ci.runCode('import time\ntime.sleep(30)', { timeoutMs: 1000 }), TimeoutError)
       assert.equal((await ci.runCode('x + 1')).text, '22')

@@ -388,6 +388,12 @@ export const CodeResult = z.object({
   pdf: z.string().optional(),
   /** A DataFrame's columns, each as the list of its values (what E2B's `data` holds). */
   data: z.record(z.string(), z.unknown()).optional(),
+  /**
+   * A matplotlib figure's chart as data (E2B's `chart`): `type` line, scatter, bar, pie,
+   * box_and_whisker, superchart (one per axes) or unknown; `title`, `elements`, and for 2D charts
+   * `x_label`, `y_label`, `x_unit`, `y_unit` (and, for line and scatter, ticks, tick labels, scales).
+   */
+  chart: z.record(z.string(), z.unknown()).optional(),
   /** Other MIME types, keyed by type. */
   extra: z.record(z.string(), z.unknown()).optional(),
 })

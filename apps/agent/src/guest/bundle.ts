@@ -6,7 +6,7 @@ import { join } from 'node:path'
 /** The guest package, as a directory beside the kernels in the bundle. */
 export const GUEST_PACKAGE = 'forkbox_guest'
 /** The code kernels, copied beside the guest package. */
-const KERNEL_FILES = ['forkbox_kernel.py', 'forkbox_kernel.cjs']
+const KERNEL_FILES = ['forkbox_kernel.py', 'forkbox_charts.py', 'forkbox_kernel.cjs']
 
 export interface GuestBundle {
   /** Paths relative to the bundle dir (the guest dir in sandboxes); `/` separated. */
