@@ -101,9 +101,9 @@ export function buildSpec(input: SpecInput): Record<string, unknown> {
       cwd: '/',
       capabilities: { bounding: CAPS, effective: CAPS, permitted: CAPS },
       rlimits: [{ type: 'RLIMIT_NOFILE', hard: 65536, soft: 65536 }],
-      // off: a setuid program (sudo) works for the sandbox's users, as on any Linux box; what it
-      // gives is root inside the sandbox, which the API grants anyway (`user: 'root'`)
-      noNewPrivileges: false,
+      // runsc keeps every sandbox process no-new-privileges whatever this says ("assumed to always
+      // be set"): a setuid program (sudo, su) cannot raise a process's rights in gVisor
+      noNewPrivileges: true,
     },
     root: { path: input.rootfs, readonly: false },
     hostname: input.hostname,

@@ -214,8 +214,6 @@ export class TemplateBaker {
       .update(def.kernel?.preload ?? '')
       .update(this.config.platform)
       .update('network=sandbox')
-      // the guest's processes keep the no-new-privileges of the boot the snapshot keeps
-      .update('nnp=off')
       // the guest reads its limits once, at the boot the snapshot keeps
       .update(def.limitAddressSpace ? '' : 'rlimit-as=none')
       .digest('hex')

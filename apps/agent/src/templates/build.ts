@@ -82,12 +82,6 @@ export async function buildRootfs(def: TemplateDefinition, target: string, opts:
       [tmp, 'useradd', '--create-home', '--uid', '1000', '--shell', '/bin/bash', def.user],
       () => {},
     )
-    if (def.packages.includes('sudo')) {
-      // as E2B's base: the template's user runs anything as root without a password
-      writeFileSync(join(tmp, 'etc/sudoers.d/forkbox-user'), `${def.user} ALL=(ALL:ALL) NOPASSWD: ALL\n`, {
-        mode: 0o440,
-      })
-    }
     await runStep('chroot', [tmp, 'apt-get', 'clean'], () => {}, chrootEnv)
     rmSync(join(tmp, 'var/lib/apt/lists'), { recursive: true, force: true })
     mkdirSync(join(tmp, 'var/lib/apt/lists/partial'), { recursive: true })
