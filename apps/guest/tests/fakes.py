@@ -60,6 +60,7 @@ def fake_guest(wire: Wire, **fields: object) -> Guest:
     g.contexts = {}
     g.reads = {}
     g.uploads_open = {}
+    g.watches = {}
     g.loop = cast(Any, InlineLoop())
     g.uploads = cast(Any, InlineWorkers())
     g.files = cast(Any, InlineWorkers())
