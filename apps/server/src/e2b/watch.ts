@@ -6,6 +6,7 @@ import { AppError, type WatchEvent } from '@forkbox/protocol'
 import type { Context } from 'hono'
 import type { z } from 'zod'
 import type { AppEnv } from '../http/env.ts'
+import { startWatch as startSandboxWatch } from '../services/watch.ts'
 import { type ServerStream, sandboxUnary, serverStream, streamRequest } from './connect.ts'
 import { entryInfo } from './filesystem.ts'
 import { WatchDirRequest, WatcherRequest } from './messages.ts'
@@ -31,38 +32,15 @@ async function fsEvent(call: SandboxCall, root: string, e: WatchEvent, includeEn
   return entry ? { ...out, entry: entryInfo(entry) } : out
 }
 
-/**
- * Starts a watch; resolves with its absolute path once it is set up (every change from then on is
- * reported), or rejects with why it could not be. `done` settles when it ends.
- */
 function startWatch(
   call: SandboxCall,
   req: Request,
   onEvents: (root: string, events: WatchEvent[]) => Promise<void>,
   signal: AbortSignal,
-): { started: Promise<string>; done: Promise<unknown> } {
-  let root = ''
-  let began!: (path: string) => void
-  let refused!: (err: unknown) => void
-  const started = new Promise<string>((resolve, reject) => {
-    began = resolve
-    refused = reject
-  })
-  const done = call.services.sandboxes.watchDir(
-    call.owner,
-    call.sandboxId,
-    { path: req.path, recursive: req.recursive, user: call.user },
-    {
-      onStart: (path) => {
-        root = path
-        began(path)
-      },
-      onEvents: (events) => onEvents(root, events),
-    },
-    signal,
-  )
-  done.then(() => refused(new AppError('GUEST_ERROR', 'the watch ended before it started')), refused)
-  return { started, done }
+) {
+  const { owner, sandboxId } = call
+  const watched = { path: req.path, recursive: req.recursive, user: call.user }
+  return startSandboxWatch(call.services.sandboxes, owner, sandboxId, watched, { events: onEvents }, signal)
 }
 
 async function watchDir(c: Context<AppEnv>, out: ServerStream): Promise<void> {

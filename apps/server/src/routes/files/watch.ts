@@ -1,9 +1,10 @@
 import { posix } from 'node:path'
-import { AppError, WatchQuery } from '@forkbox/protocol'
+import { WatchQuery } from '@forkbox/protocol'
 import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
 import { type Emit, sseResponse } from '../../http/sse.ts'
+import { startWatch } from '../../services/watch.ts'
 
 const route = createRoute({
   method: 'get',
@@ -36,34 +37,26 @@ export function register(app: App): void {
     const req = { path: q.path, recursive: q.recursive === 'true', user: q.user }
     // the watch is set up (or refused) before the response starts, so a refusal is a plain error;
     // what it reports waits for the stream
-    let began!: (path: string) => void
-    let refused!: (err: unknown) => void
-    const started = new Promise<string>((resolve, reject) => {
-      began = resolve
-      refused = reject
-    })
     let streamed!: (emit: Emit) => void
     const streaming = new Promise<Emit>((resolve) => {
       streamed = resolve
     })
     const stop = new AbortController()
-    let root = ''
-    const done = sandboxes.watchDir(
+    const { started, done } = startWatch(
+      sandboxes,
       owner,
       id,
       req,
       {
-        onStart: (path) => began(path),
-        onEvents: async (events) => {
+        events: async (root, events) => {
           const emit = await streaming
           for (const e of events) await emit('change', { type: e.type, name: e.name, path: posix.join(root, e.name) })
         },
-        onOverflow: async (reason) => (await streaming)('overflow', { reason }),
+        overflow: async (reason) => (await streaming)('overflow', { reason }),
       },
       stop.signal,
     )
-    done.then(() => refused(new AppError('GUEST_ERROR', 'the watch ended before it started')), refused)
-    root = await started
+    const root = await started
     return sseResponse(c, async (emit, signal) => {
       signal.addEventListener('abort', () => stop.abort())
       await emit('start', { path: root })
