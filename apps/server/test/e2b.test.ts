@@ -189,6 +189,13 @@ describe('e2b compatibility layer', () => {
     const gone = await call('GetWatcherEvents', { watcherId })
     assert.equal(gone.status, 404)
     assert.equal(((await gone.json()) as { code: string }).code, 'not_found')
+    // a refused watch takes no slot; the slots per sandbox are capped
+    assert.equal((await call('CreateWatcher', { path: '/home/user/missing' })).status, 404)
+    const made = await Promise.all(Array.from({ length: 129 }, () => call('CreateWatcher', { path: 'w' })))
+    assert.deepEqual(
+      [made.filter((r) => r.status === 200).length, made.filter((r) => r.status === 400).length],
+      [128, 1],
+    )
   })
 
   it('lets a sandbox token reach only its own sandbox', async () => {

@@ -18,6 +18,9 @@ const EVENT_TYPE = { create: 1, write: 2, remove: 3, rename: 4, chmod: 5 } as co
 const MAX_BUFFERED_EVENTS = 10_000
 /** A polled watcher no one asked for events this long is stopped. */
 const POLL_IDLE_MS = 10 * 60_000
+/** Polled watchers kept per sandbox (the guest holds 128 watches at most) and in all. */
+const MAX_WATCHERS_PER_SANDBOX = 128
+const MAX_WATCHERS = 10_000
 
 type Request = z.output<typeof WatchDirRequest>
 
@@ -76,6 +79,12 @@ class Watchers {
   private sweeper: NodeJS.Timeout | null = null
 
   async create(call: SandboxCall, req: Request): Promise<{ watcherId: string }> {
+    const mine = [...this.all.values()].filter((w) => w.sandboxId === call.sandboxId).length
+    if (mine >= MAX_WATCHERS_PER_SANDBOX || this.all.size >= MAX_WATCHERS)
+      throw new AppError(
+        'RESOURCE_LIMIT_EXCEEDED',
+        `too many watchers (at most ${MAX_WATCHERS_PER_SANDBOX} per sandbox): remove one first`,
+      )
     const id = randomUUID()
     const w: Watcher = {
       sandboxId: call.sandboxId,
@@ -97,11 +106,17 @@ class Watchers {
       },
       w.stop.signal,
     )
-    w.root = await started
+    // its slot is taken at once: concurrent creates count against the caps
     this.all.set(id, w)
     done.catch((err: unknown) => {
       w.failed = err
     })
+    try {
+      w.root = await started
+    } catch (err) {
+      this.all.delete(id)
+      throw err
+    }
     this.sweep()
     return { watcherId: id }
   }
