@@ -77,8 +77,9 @@ def run_code_rich():
     assert html and "<table" in html
     import base64
 
-    png = [r.png for r in ci().run_code("import matplotlib.pyplot as plt\nplt.plot([1, 2]); plt.show()").results if r.png]
-    assert png and base64.b64decode(png[0])[1:4] == b"PNG"
+    figures = [r for r in ci().run_code("import matplotlib.pyplot as plt\nplt.plot([1, 2]); plt.show()").results if r.png]
+    assert figures and base64.b64decode(figures[0].png or "")[1:4] == b"PNG"
+    assert (figures[0].chart or {}).get("type") == "line", figures[0].chart
 
 
 @behaviour

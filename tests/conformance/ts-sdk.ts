@@ -48,9 +48,11 @@ export async function runTsBehaviours(conn: ConnectionOptions): Promise<Results>
       const sbx = await codeSandbox()
       const html = (await sbx.runCode('import pandas as pd\npd.DataFrame({"a": [1, 2]})')).results[0]?.html
       assert.ok(html?.includes('<table'))
-      const png = (await sbx.runCode('import matplotlib.pyplot as plt\nplt.plot([1, 2]); plt.show()')).results.find(
+      const figure = (await sbx.runCode('import matplotlib.pyplot as plt\nplt.plot([1, 2]); plt.show()')).results.find(
         (r) => r.png,
-      )?.png
+      )
+      const png = figure?.png
+      assert.equal(figure?.chart?.type, 'line')
       assert.equal(
         Buffer.from(png ?? '', 'base64')
           .subarray(1, 4)
