@@ -46,8 +46,11 @@ class Guest:
         # file reads by channel; uploads by channel, None for a refused one whose chunks are dropped
         self.reads: dict[int, FileRead] = {}
         self.uploads_open: dict[int, Upload | None] = {}
-        # directory watches by channel (set up on a file worker, read on the loop thread)
+        # directory watches by channel (set up on a file worker, read on the loop thread), and the
+        # channels stopped before their watch was set up; the lock hands a watch from one to the other
         self.watches: dict[int, Watch] = {}
+        self.watch_stops: set[int] = set()
+        self.watch_lock = threading.Lock()
         self.loop: IOLoop = IOLoop(self)
         self.spawner: Spawner = Spawner(self)
         self.creds: ThreadCredentials = ThreadCredentials()

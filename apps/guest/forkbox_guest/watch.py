@@ -165,6 +165,8 @@ class Watch:
     # ---- on the loop thread ----
 
     def start(self) -> None:
+        if self.closed:
+            return  # stopped before it started
         self.g.wire.send_json(self.channel, {"type": "watching", "path": self.root})
         self.resume()
 
@@ -318,12 +320,28 @@ def op_watch(g: "Guest", channel: int, req: Request) -> None:
         os.close(w.fd)
         op_failure(g.wire, channel, req, e)
         return
-    g.watches[channel] = w
+    with g.watch_lock:
+        stopped = channel in g.watch_stops
+        g.watch_stops.discard(channel)
+        if not stopped:
+            g.watches[channel] = w
+    if stopped:
+        # the agent stopped it while it was being set up
+        os.close(w.fd)
+        g.wire.send_json(channel, {"type": "result", "value": {"reason": "stopped"}})
+        return
     g.loop.call(w.start)
 
 
 def op_unwatch(g: "Guest", channel: int, req: Request) -> None:
-    w = g.watches.get(channel)
+    with g.watch_lock:
+        w = g.watches.get(channel)
+        if w is None:
+            # not set up yet (or gone): one being set up ends as soon as it is; channels only grow,
+            # so past the cap the oldest stop is one no watch will come for
+            if len(g.watch_stops) >= MAX_WATCHES:
+                g.watch_stops.discard(min(g.watch_stops))
+            g.watch_stops.add(channel)
     if w is not None:
         w.end({"type": "result", "value": {"reason": "stopped"}})
 
@@ -332,6 +350,8 @@ def forget_watches(g: "Guest") -> None:
     """On the loop thread, after a resync or a restore: the agent that asked for them is gone."""
     for w in list(g.watches.values()):
         w.end(None)
+    with g.watch_lock:
+        g.watch_stops.clear()
 
 
 def ack_watch(g: "Guest", channel: int, n: int) -> bool:

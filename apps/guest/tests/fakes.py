@@ -61,12 +61,14 @@ def fake_guest(wire: Wire, **fields: object) -> Guest:
     g.reads = {}
     g.uploads_open = {}
     g.watches = {}
+    g.watch_stops = set()
     g.loop = cast(Any, InlineLoop())
     g.uploads = cast(Any, InlineWorkers())
     g.files = cast(Any, InlineWorkers())
     import threading
 
     g.execs_lock = threading.Lock()
+    g.watch_lock = threading.Lock()
     for k, v in fields.items():
         setattr(g, k, v)
     return g

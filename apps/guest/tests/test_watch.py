@@ -140,6 +140,13 @@ class WatchTest(unittest.TestCase):
         self.assertIn({"type": "events", "events": [{"name": "", "type": "remove"}]}, msgs)
         os.mkdir(self.dir)
 
+    def test_a_stop_before_the_watch_is_set_up_ends_it_when_it_is(self) -> None:
+        watch.op_unwatch(self.g, 5, {"op": "unwatch"})
+        watch.op_watch(self.g, 5, {"op": "watch", "path": self.dir})
+        self.assertEqual(self.messages(), [{"type": "result", "value": {"reason": "stopped"}}])
+        self.assertEqual(self.g.watches, {})
+        self.assertEqual(self.g.watch_stops, set())
+
     def test_a_missing_path_or_a_file_is_refused(self) -> None:
         watch.op_watch(self.g, 3, {"op": "watch", "path": os.path.join(self.dir, "nope")})
         open(os.path.join(self.dir, "file"), "w").close()
