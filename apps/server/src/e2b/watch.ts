@@ -2,11 +2,11 @@
 // `GetWatcherEvents` and `RemoveWatcher` (E2B's Python client polls them) keep a watch here and
 // hand out what it collected. A polled watcher lives on the control-plane process that created it.
 import { randomUUID } from 'node:crypto'
-import { AppError, type WatchEvent } from '@forkbox/protocol'
+import { AppError } from '@forkbox/protocol'
 import type { Context } from 'hono'
 import type { z } from 'zod'
 import type { AppEnv } from '../http/env.ts'
-import { startWatch as startSandboxWatch } from '../services/watch.ts'
+import { startWatch as startSandboxWatch, type WatchChange } from '../services/watch.ts'
 import { type ServerStream, sandboxUnary, serverStream, streamRequest } from './connect.ts'
 import { entryInfo } from './filesystem.ts'
 import { WatchDirRequest, WatcherRequest } from './messages.ts'
@@ -25,12 +25,11 @@ const MAX_WATCHERS = 10_000
 type Request = z.output<typeof WatchDirRequest>
 
 /** A forkbox watch event as envd's FilesystemEvent; with `includeEntry`, the entry as it is now (none once gone). */
-async function fsEvent(call: SandboxCall, root: string, e: WatchEvent, includeEntry: boolean) {
+async function fsEvent(call: SandboxCall, e: WatchChange, includeEntry: boolean) {
   const out = { name: e.name, type: EVENT_TYPE[e.type] }
   if (!includeEntry || e.type === 'remove' || e.type === 'rename') return out
-  const path = e.name ? `${root}/${e.name}` : root
   const entry = await call.services.sandboxes
-    .fileOp(call.owner, call.sandboxId, { op: 'stat', path, user: call.user })
+    .fileOp(call.owner, call.sandboxId, { op: 'stat', path: e.path, user: call.user })
     .catch(() => null)
   return entry ? { ...out, entry: entryInfo(entry) } : out
 }
@@ -38,7 +37,7 @@ async function fsEvent(call: SandboxCall, root: string, e: WatchEvent, includeEn
 function startWatch(
   call: SandboxCall,
   req: Request,
-  onEvents: (root: string, events: WatchEvent[]) => Promise<void>,
+  onEvents: (changes: WatchChange[]) => Promise<void>,
   signal: AbortSignal,
 ) {
   const { owner, sandboxId } = call
@@ -52,8 +51,8 @@ async function watchDir(c: Context<AppEnv>, out: ServerStream): Promise<void> {
   const { started, done } = startWatch(
     call,
     req,
-    async (root, events) => {
-      for (const e of events) await out.send({ filesystem: await fsEvent(call, root, e, req.includeEntry) })
+    async (changes) => {
+      for (const e of changes) await out.send({ filesystem: await fsEvent(call, e, req.includeEntry) })
     },
     out.signal,
   )
@@ -64,7 +63,6 @@ async function watchDir(c: Context<AppEnv>, out: ServerStream): Promise<void> {
 
 interface Watcher {
   sandboxId: string
-  root: string
   events: unknown[]
   /** Set while the watch waits for a poll to make room. */
   room: (() => void) | null
@@ -88,7 +86,6 @@ class Watchers {
     const id = randomUUID()
     const w: Watcher = {
       sandboxId: call.sandboxId,
-      root: '',
       events: [],
       room: null,
       stop: new AbortController(),
@@ -98,10 +95,10 @@ class Watchers {
     const { started, done } = startWatch(
       call,
       req,
-      async (root, events) => {
-        for (const e of events) {
+      async (changes) => {
+        for (const e of changes) {
           if (w.events.length >= MAX_BUFFERED_EVENTS) await new Promise<void>((resolve) => (w.room = resolve))
-          w.events.push(await fsEvent(call, root, e, req.includeEntry))
+          w.events.push(await fsEvent(call, e, req.includeEntry))
         }
       },
       w.stop.signal,
@@ -112,7 +109,7 @@ class Watchers {
       w.failed = err
     })
     try {
-      w.root = await started
+      await started
     } catch (err) {
       this.all.delete(id)
       throw err
@@ -142,11 +139,15 @@ class Watchers {
   }
 
   remove(call: SandboxCall, id: string): Record<string, never> {
-    const w = this.get(call, id)
+    this.drop(id, this.get(call, id))
+    return {}
+  }
+
+  /** Forgets the watcher and stops its watch (one waiting for room is let go). */
+  private drop(id: string, w: Watcher): void {
     this.all.delete(id)
     w.stop.abort()
     w.room?.()
-    return {}
   }
 
   /** Stops watchers no one polls (a client that went away without removing its watcher). */
@@ -155,10 +156,7 @@ class Watchers {
     this.sweeper = setInterval(() => {
       const now = Date.now()
       for (const [id, w] of this.all) {
-        if (now - w.lastPoll < POLL_IDLE_MS) continue
-        this.all.delete(id)
-        w.stop.abort()
-        w.room?.()
+        if (now - w.lastPoll >= POLL_IDLE_MS) this.drop(id, w)
       }
       if (this.all.size === 0 && this.sweeper) {
         clearInterval(this.sweeper)

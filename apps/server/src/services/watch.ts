@@ -1,8 +1,12 @@
 // A directory watch started for a caller that must know when it is set up: `started` resolves with
 // the watched directory's absolute path (every change from then on is reported) or rejects with
-// why the watch could not be; `done` settles when it ends.
+// why the watch could not be; `done` settles when it ends. Each change comes with its absolute path.
+import { posix } from 'node:path'
 import { AppError, type WatchEnd, type WatchEvent } from '@forkbox/protocol'
 import type { SandboxService } from './sandboxes.ts'
+
+/** A change, with its absolute path beside its name (relative to the watched directory). */
+export type WatchChange = WatchEvent & { path: string }
 
 export interface StartedWatch {
   started: Promise<string>
@@ -15,7 +19,7 @@ export function startWatch(
   id: string,
   req: { path: string; recursive?: boolean; user?: string },
   on: {
-    events(root: string, events: WatchEvent[]): Promise<void>
+    events(changes: WatchChange[]): Promise<void>
     overflow?(reason: string): Promise<void>
   },
   signal: AbortSignal,
@@ -36,7 +40,7 @@ export function startWatch(
         root = path
         began(path)
       },
-      onEvents: (events) => on.events(root, events),
+      onEvents: (events) => on.events(events.map((e) => ({ ...e, path: posix.join(root, e.name) }))),
       onOverflow: (reason) => on.overflow?.(reason),
     },
     signal,

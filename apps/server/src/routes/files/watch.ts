@@ -1,4 +1,3 @@
-import { posix } from 'node:path'
 import { WatchQuery } from '@forkbox/protocol'
 import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
@@ -48,9 +47,9 @@ export function register(app: App): void {
       id,
       req,
       {
-        events: async (root, events) => {
+        events: async (changes) => {
           const emit = await streaming
-          for (const e of events) await emit('change', { type: e.type, name: e.name, path: posix.join(root, e.name) })
+          for (const { type, name, path } of changes) await emit('change', { type, name, path })
         },
         overflow: async (reason) => (await streaming)('overflow', { reason }),
       },
