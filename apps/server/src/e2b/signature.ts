@@ -3,9 +3,10 @@
 // (`:expiration` after it when `signature_expiration` is set), no other credential. The URL names
 // its sandbox only by its host name (`49983-{id}.{domain}`, or the E2b-Sandbox-Id header), so it
 // works where sandboxes are reached by name; on one shared URL (E2B_SANDBOX_URL) it cannot.
-import { createHash, timingSafeEqual } from 'node:crypto'
+import { createHash } from 'node:crypto'
 import { AppError } from '@forkbox/protocol'
 import type { Context } from 'hono'
+import { sameSecret } from '../http/auth.ts'
 import type { Caller } from '../http/credentials.ts'
 import type { AppEnv } from '../http/env.ts'
 
@@ -23,9 +24,8 @@ export function e2bSignedCaller(c: Context<AppEnv>): Caller | null {
   const token = c.var.services.auth.token('envd', sandboxId)
   const parts = [c.req.query('path') ?? '', operation, c.req.query('username') ?? '', token]
   if (expiration !== undefined) parts.push(expiration)
-  const expected = Buffer.from(`v1_${createHash('sha256').update(parts.join(':')).digest('base64').replace(/=+$/, '')}`)
-  const got = Buffer.from(signature)
-  if (expected.length !== got.length || !timingSafeEqual(expected, got)) throw refused('the signature does not match')
+  const expected = `v1_${createHash('sha256').update(parts.join(':')).digest('base64').replace(/=+$/, '')}`
+  if (!sameSecret(expected, signature)) throw refused('the signature does not match')
   // the owner's key is checked with the token, as for any envd call (e2b/auth.ts)
   return { kind: 'token', purpose: 'envd', token, from: 'query' }
 }

@@ -1,5 +1,5 @@
 // Hosts joining, heartbeating, listed and cordoned: the fleet's membership, over the shared store.
-import { randomBytes, timingSafeEqual } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import {
   AppError,
   type Host,
@@ -9,16 +9,11 @@ import {
   type JoinHostResponse,
 } from '@forkbox/protocol'
 import type { Logger } from 'pino'
+import { sameSecret } from '../http/auth.ts'
 import { type Fleet, hostCredential } from './fleet.ts'
 import type { HostStore } from './hosts-store.ts'
 
 export const HEARTBEAT_INTERVAL_MS = 2_000
-
-function same(a: string, b: string): boolean {
-  const x = Buffer.from(a)
-  const y = Buffer.from(b)
-  return x.length === y.length && timingSafeEqual(x, y)
-}
 
 export class HostService {
   /** Run after each join, in the background: make the host's templates known, reconcile its sandboxes. */
@@ -39,7 +34,7 @@ export class HostService {
   async join(token: string | null, req: JoinHostRequest): Promise<JoinHostResponse> {
     if (!this.joinToken)
       throw new AppError('FORBIDDEN', 'this control plane takes no hosts (FORKBOX_JOIN_TOKEN is unset)')
-    if (!token || !same(token, this.joinToken)) throw new AppError('UNAUTHENTICATED', 'wrong join token')
+    if (!token || !sameSecret(token, this.joinToken)) throw new AppError('UNAUTHENTICATED', 'wrong join token')
     const nonce = randomBytes(16).toString('hex')
     await this.store.join(req, nonce)
     this.fleet.forgetHosts()
@@ -58,7 +53,7 @@ export class HostService {
   /** A heartbeat with the host's credential; an unknown host or a stale credential must join again. */
   async heartbeat(id: string, credential: string | null, capacity: HostCapacity): Promise<void> {
     const row = await this.store.get(id)
-    if (!row || !credential || !same(credential, hostCredential(this.secret, id, row.nonce)))
+    if (!row || !credential || !sameSecret(credential, hostCredential(this.secret, id, row.nonce)))
       throw new AppError('UNAUTHENTICATED', `host ${id} must join again`)
     await this.store.heartbeat(id, capacity)
   }

@@ -10,6 +10,13 @@ import type { KeyStore, Principal } from '../store/keys.ts'
  */
 export type TokenPurpose = 'port' | 'envd' | 'upload'
 
+/** Whether two secrets are equal, in time that does not tell how much of them matched. */
+export function sameSecret(a: string, b: string): boolean {
+  const x = Buffer.from(a)
+  const y = Buffer.from(b)
+  return x.length === y.length && timingSafeEqual(x, y)
+}
+
 /** What a signed file URL lets its bearer do, without a key. */
 export interface SignedFile {
   sandboxId: string
@@ -54,9 +61,7 @@ export class Authenticator {
 
   /** Whether `given` is the sandbox's token for `purpose` and its owner's key is still active. */
   async verify(purpose: TokenPurpose, sandboxId: string, owner: string, given: string): Promise<boolean> {
-    const expected = Buffer.from(this.token(purpose, sandboxId))
-    const got = Buffer.from(given)
-    return expected.length === got.length && timingSafeEqual(expected, got) && (await this.keys.active(owner))
+    return sameSecret(this.token(purpose, sandboxId), given) && (await this.keys.active(owner))
   }
 
   /**
@@ -69,9 +74,7 @@ export class Authenticator {
 
   async verifyFileSignature(url: SignedFile, owner: string, given: string, now = Date.now()): Promise<boolean> {
     if (url.expires * 1000 < now) return false
-    const expected = Buffer.from(this.fileSignature(url))
-    const got = Buffer.from(given)
-    return expected.length === got.length && timingSafeEqual(expected, got) && (await this.keys.active(owner))
+    return sameSecret(this.fileSignature(url), given) && (await this.keys.active(owner))
   }
 
   private mac(purpose: TokenPurpose, sandboxId: string): string {
