@@ -21,6 +21,7 @@ import threading
 
 from .errors import OpError, op_failure
 from .files import acting_as
+from .spawner import libc_handle
 from .transfer import UPLOAD_PREFIX
 from .users import resolve
 
@@ -58,9 +59,10 @@ _libc: ctypes.CDLL | None = None
 
 
 def libc() -> ctypes.CDLL:
+    """The spawner's libc handle, made once (a watch asks for it per directory)."""
     global _libc
     if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc = libc_handle()
     return _libc
 
 
@@ -354,10 +356,8 @@ def forget_watches(g: "Guest") -> None:
         g.watch_stops.clear()
 
 
-def ack_watch(g: "Guest", channel: int, n: int) -> bool:
-    """An ack for a watch's channel, if it is one's (on the loop thread)."""
+def ack_watch(g: "Guest", channel: int, n: int) -> None:
+    """An ack for a watch's channel (on the loop thread; the watch may have ended meanwhile)."""
     w = g.watches.get(channel)
-    if w is None:
-        return False
-    w.on_ack(n)
-    return True
+    if w is not None:
+        w.on_ack(n)
