@@ -9,11 +9,15 @@ import { readGuestBundle } from '../src/guest/bundle.ts'
 const guestDir = fileURLToPath(new URL('../../guest', import.meta.url))
 
 describe('guest bundle', () => {
-  it('holds every module of the guest package and the kernels, and nothing else', () => {
-    const names = readGuestBundle(guestDir).files.map((f) => f.name)
+  it('holds every module of the guest package, the kernels and the programs, and nothing else', () => {
+    const files = readGuestBundle(guestDir).files
+    const names = files.map((f) => f.name)
     for (const name of ['forkbox_guest/__main__.py', 'forkbox_guest/spawner.py', 'forkbox_guest/dispatch.py'])
       assert.ok(names.includes(name), name)
     assert.ok(names.includes('forkbox_kernel.py') && names.includes('forkbox_kernel.cjs'))
+    // programs are executable (the templates' /usr/bin/sudo links to this one); modules are not
+    assert.equal(files.find((f) => f.name === 'forkbox_sudo.py')?.mode, 0o755)
+    assert.equal(files.find((f) => f.name === 'forkbox_kernel.py')?.mode, 0o644)
     assert.ok(
       names.every((n) => !n.startsWith('tests/') && !n.includes('__pycache__')),
       names.join(' '),

@@ -60,7 +60,7 @@ describe('guest install', () => {
       writeFileSync(join(src, 'main.py'), 'print(1)\n')
       writeFileSync(join(src, 'pkg', 'wire.py'), 'X = 1\n')
       const bundle = (hash: string) => ({
-        files: ['main.py', 'pkg/wire.py'].map((name) => ({ name, body: readFileSync(join(src, name)) })),
+        files: ['main.py', 'pkg/wire.py'].map((name) => ({ name, body: readFileSync(join(src, name)), mode: 0o644 })),
         hash,
       })
       const a = installGuest(join(root, 'templates'), bundle('aaaa'), '/usr/bin/python3')

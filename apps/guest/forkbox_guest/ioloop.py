@@ -46,6 +46,11 @@ if TYPE_CHECKING:
 
         def on_exit(self, status: int) -> None: ...
 
+    class Readable(Protocol):
+        """What the loop calls when its socket is readable: a spawner's exit feed, the sudo service."""
+
+        def on_readable(self) -> None: ...
+
     class Timed(Protocol):
         def on_timer(self, now: float) -> None: ...
 
@@ -142,7 +147,6 @@ class IOLoop:
     def add(self, ex: "Exec") -> None:
         """On the loop thread: start watching a just-spawned command."""
         assert ex.pid is not None and ex.fds is not None
-        self.execs[ex.pid] = ex
         for fd, ftype in ((ex.fds[1], T_STDOUT), (ex.fds[2], T_STDERR)):
             if fd is None:  # a terminal: one fd for both
                 continue
@@ -151,9 +155,14 @@ class IOLoop:
             ex.open_pipes += 1
         if ex.timeout_s:
             self.add_timer(time.monotonic() + ex.timeout_s, ex)
-        status = self.unclaimed.pop(ex.pid, None)
+        self.claim(ex.pid, ex)
+
+    def claim(self, pid: int, owner: Piped) -> None:
+        """On the loop thread: `owner` is told of `pid`'s exit (at once if it came first)."""
+        self.execs[pid] = owner
+        status = self.unclaimed.pop(pid, None)
         if status is not None:
-            ex.on_exit(status)
+            owner.on_exit(status)
 
     def add_timer(self, deadline: float, ex: Timed) -> None:
         self._seq += 1
@@ -219,8 +228,8 @@ class IOLoop:
             self._drain(self._sig_r)
             self._reap()
         elif not isinstance(tag, tuple):
-            feed: ExitFeed = tag
-            feed.on_readable()
+            readable: Readable = tag
+            readable.on_readable()
         else:
             ex, ftype = tag
             try:

@@ -299,10 +299,7 @@ class Context:
         for fd, tag in ((fds[1], T_STDOUT), (fds[2], T_STDERR), (fds[3], "msg")):
             loop.watch(proc, fd, tag)
         self.proc = proc
-        loop.execs[pid] = proc
-        status = loop.unclaimed.pop(pid, None)
-        if status is not None:
-            proc.on_exit(status)
+        loop.claim(pid, proc)
 
     def on_start_failed(self, message: str, code: str = "GUEST_ERROR") -> None:
         wire = self.guest.wire

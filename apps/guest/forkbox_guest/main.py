@@ -10,6 +10,7 @@ import signal
 import sys
 import threading
 
+from . import sudo
 from .dispatch import VERSION, dispatch, resync
 from .spawner import PR_SET_DUMPABLE, libc_handle
 from .state import Guest
@@ -125,6 +126,7 @@ def main() -> None:
         prepare_resolver()
     except OSError as e:
         print(f"forkbox-guest: cannot write resolv.conf: {e}", file=sys.stderr)
+    sudo.start(g)
     ready: ReadyMessage = {"type": "ready", "version": VERSION, "pid": os.getpid()}
     g.wire.send_json(0, ready)
     serve(g)

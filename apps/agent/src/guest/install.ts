@@ -27,7 +27,7 @@ export function installGuest(templatesDir: string, bundle: GuestBundle, hostPyth
     mkdirSync(tmp, { recursive: true })
     for (const f of bundle.files) {
       mkdirSync(dirname(join(tmp, f.name)), { recursive: true })
-      writeFileSync(join(tmp, f.name), f.body, { mode: 0o644 })
+      writeFileSync(join(tmp, f.name), f.body, { mode: f.mode })
     }
     mkdirSync(join(tmp, 'runtime'))
     renameSync(tmp, dir)

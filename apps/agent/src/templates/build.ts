@@ -1,9 +1,10 @@
 // Builds a template rootfs once: debootstrap minbase, then apt-get the template's packages in a
 // chroot, into a temp dir that is renamed into the cache only when complete.
 import { spawn } from 'node:child_process'
-import { copyFileSync, existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { TemplateProgress } from '@forkbox/protocol'
+import { GUEST_DIR } from '../runtime/oci-spec.ts'
 import type { TemplateDefinition } from './definition.ts'
 
 export interface BuildOptions {
@@ -79,9 +80,13 @@ export async function buildRootfs(def: TemplateDefinition, target: string, opts:
     )
     await runStep(
       'chroot',
-      [tmp, 'useradd', '--create-home', '--uid', '1000', '--shell', '/bin/bash', def.user],
+      [tmp, 'useradd', '--create-home', '--uid', '1000', '--shell', '/bin/bash', '--groups', 'sudo', def.user],
       () => {},
     )
+    // gVisor ignores set-user-ID bits, so Debian's sudo cannot work: the guest serves sudo (in
+    // every sandbox at GUEST_DIR), password-less for the sudo group, as in E2B's templates
+    rmSync(join(tmp, 'usr/bin/sudo'), { force: true })
+    symlinkSync(`${GUEST_DIR}/forkbox_sudo.py`, join(tmp, 'usr/bin/sudo'))
     await runStep('chroot', [tmp, 'apt-get', 'clean'], () => {}, chrootEnv)
     rmSync(join(tmp, 'var/lib/apt/lists'), { recursive: true, force: true })
     mkdirSync(join(tmp, 'var/lib/apt/lists/partial'), { recursive: true })

@@ -13,12 +13,14 @@ import {
   readFileSync,
   renameSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
   writeSync,
 } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { AppError } from '@forkbox/protocol'
+import { GUEST_DIR } from '../runtime/oci-spec.ts'
 import { formatImageReference, type ImageReference, parseImageReference, registryIsInsecure } from './image-ref.ts'
 
 export interface OciOptions {
@@ -278,6 +280,10 @@ function prepareRootfs(root: string, user = 'user'): void {
     [user, `${user}:x:1000:`],
   ])
   inside(root, 'root/x')
+  // the guest's sudo (the image's own cannot work: gVisor ignores set-user-ID bits), ahead of
+  // /usr/bin on every PATH; a Dockerfile step may put its own there
+  if (!hasEntry(root, 'usr/local/sbin/sudo'))
+    symlinkSync(`${GUEST_DIR}/forkbox_sudo.py`, inside(root, 'usr/local/sbin/sudo'))
 }
 
 /** Appends the `[name, line]` entries whose name `file` (passwd or group) lacks. */
