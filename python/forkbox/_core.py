@@ -113,8 +113,9 @@ def set_timeout(sandbox_id: str, ttl_seconds: int) -> Op:
     return SandboxInfo.from_json((yield Call("POST", f"{sandbox_path(sandbox_id)}/timeout", json={"ttlSeconds": ttl_seconds})))
 
 
-def hibernate(sandbox_id: str) -> Op:
-    return SandboxInfo.from_json((yield Call("POST", f"{sandbox_path(sandbox_id)}/hibernate")))
+def hibernate(sandbox_id: str, keep_memory: bool = True) -> Op:
+    body = None if keep_memory else {"keepMemory": False}
+    return SandboxInfo.from_json((yield Call("POST", f"{sandbox_path(sandbox_id)}/hibernate", json=body)))
 
 
 def snapshot(sandbox_id: str, name: Optional[str] = None) -> Op:

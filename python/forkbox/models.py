@@ -20,7 +20,7 @@ class SandboxInfo:
     error_message: Optional[str] = None
     persistent: bool = False
     network: Dict[str, Any] = field(default_factory=dict)
-    #: ``kill`` or ``hibernate``: what its TTL does
+    #: ``kill``, ``hibernate`` or ``hibernate-disk``: what its TTL does
     on_timeout: str = "kill"
     access_token: str = ""
     domain: str = "localhost"

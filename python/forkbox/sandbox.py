@@ -200,8 +200,10 @@ class Sandbox:
         infos = self._t.run(core.fork(self.id, count=count, ttl_seconds=ttl_seconds, metadata=metadata, spread=spread))
         return [Sandbox(self._t, i) for i in infos]
 
-    def hibernate(self) -> SandboxInfo:
-        self.info = self._t.run(core.hibernate(self.id))
+    def hibernate(self, *, keep_memory: bool = True) -> SandboxInfo:
+        """Checkpoints and stops it; the next call wakes it. ``keep_memory=False`` keeps only its
+        disk: its processes end and its template's start command starts again (it wakes as if booted)."""
+        self.info = self._t.run(core.hibernate(self.id, keep_memory))
         return self.info
 
     # -- running things --
@@ -434,8 +436,9 @@ class AsyncSandbox:
         infos = await self._t.run(core.fork(self.id, count=count, ttl_seconds=ttl_seconds, metadata=metadata, spread=spread))
         return [AsyncSandbox(self._t, i) for i in infos]
 
-    async def hibernate(self) -> SandboxInfo:
-        self.info = await self._t.run(core.hibernate(self.id))
+    async def hibernate(self, *, keep_memory: bool = True) -> SandboxInfo:
+        """As :meth:`Sandbox.hibernate`."""
+        self.info = await self._t.run(core.hibernate(self.id, keep_memory))
         return self.info
 
     async def exec(

@@ -93,10 +93,16 @@ describe('e2b clients against forkbox', () => {
     await assert.rejects(Sandbox.connect(sbx.sandboxId), SandboxNotFoundError)
   })
 
-  it("base has python, as E2B's does; root is reached with user: 'root' (gVisor allows no setuid sudo)", async () => {
+  it("base has python and password-less sudo, as E2B's does", async () => {
     await withSandbox(async (sbx) => {
       assert.match((await sbx.commands.run('python --version')).stdout, /^Python 3\./)
       assert.equal((await sbx.commands.run('id -u', { user: 'root' })).stdout, '0\n')
+      // E2B's envVars.test.ts: a command's envs do not reach the next one, sudo's included
+      assert.equal((await sbx.commands.run('echo $FOO', { envs: { FOO: 'bar' } })).stdout.trim(), 'bar')
+      const cmd2 = await sbx.commands.run('sudo echo "$FOO"')
+      assert.equal(cmd2.exitCode, 0)
+      assert.equal(cmd2.stdout.trim(), '')
+      assert.equal((await sbx.commands.run('sudo id -u')).stdout, '0\n')
       // the sandbox's own names resolve from /etc/hosts, with no resolver to wait for
       assert.match((await sbx.commands.run('getent hosts localhost sandbox')).stdout, /127\.0\.1\.1\s+sandbox/)
     })
@@ -571,11 +577,43 @@ describe('e2b clients against forkbox', () => {
         running.some((p) => [p.cmd, ...p.args].some((a) => a.includes('sleep 3600'))),
         JSON.stringify(running),
       )
-      // a filesystem-only pause is refused, clearly
-      await assert.rejects(
-        Sandbox.create({ lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } }),
-        /filesystem-only pause/,
+    } finally {
+      await Sandbox.kill(sbx.sandboxId)
+    }
+  })
+
+  it('a filesystem-only pause (keepMemory: false) keeps the whole disk; the sandbox comes back as if booted', async () => {
+    const sbx = await Sandbox.create({
+      timeoutMs: 3_000,
+      lifecycle: { onTimeout: { action: 'pause', keepMemory: false }, autoResume: false },
+    })
+    try {
+      await sbx.files.write('/home/user/kept.txt', 'kept')
+      // the image's own dirs too, not only the homes
+      await sbx.commands.run('echo tool > /usr/local/bin/made-here && chmod +x /usr/local/bin/made-here', {
+        user: 'root',
+      })
+      await sbx.commands.run('sleep 3600', { background: true })
+      await until(
+        'the sandbox paused at its timeout',
+        async () => (await Sandbox.getInfo(sbx.sandboxId)).state === 'paused',
+        60_000,
       )
+      const back = await Sandbox.connect(sbx.sandboxId, { timeoutMs: TIMEOUT_MS })
+      assert.equal(await back.files.read('/home/user/kept.txt'), 'kept')
+      assert.equal(await back.files.read('/usr/local/bin/made-here'), 'tool\n')
+      const gone = (ps: { cmd: string; args: string[] }[]) =>
+        ps.every((p) => ![p.cmd, ...p.args].some((a) => a.includes('sleep')))
+      assert.ok(gone(await back.commands.list()), 'no process lives through a filesystem-only pause')
+      // and by hand: pause({ keepMemory: false })
+      await back.commands.run('sleep 3601', { background: true })
+      await back.files.write('/home/user/second.txt', 'second')
+      assert.equal(await back.pause({ keepMemory: false }), true)
+      assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'paused')
+      const again = await Sandbox.connect(sbx.sandboxId, { timeoutMs: TIMEOUT_MS })
+      assert.equal(await again.files.read('/home/user/second.txt'), 'second')
+      assert.ok(gone(await again.commands.list()))
+      assert.equal((await again.commands.run('echo alive')).stdout, 'alive\n')
     } finally {
       await Sandbox.kill(sbx.sandboxId)
     }

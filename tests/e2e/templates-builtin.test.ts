@@ -112,6 +112,24 @@ describe('built-in templates from Dockerfiles', () => {
     assert.match(missing.stderr, /relation "t" does not exist/)
   })
 
+  it('postgres: a disk-only hibernate keeps the database on disk; it wakes with the server started afresh, nothing else running', async () => {
+    await using sbx = await Sandbox.create({ ...host().conn, template: 'postgres' })
+    const psql = (sql: string) => sbx.exec(['psql', '-v', 'ON_ERROR_STOP=1', '-qAt', '-c', sql])
+    assert.equal((await psql('create table kept (x int); insert into kept values (41), (1);')).exitCode, 0)
+    const postmaster = async () => (await sbx.exec('head -1 /var/lib/postgresql/data/postmaster.pid')).stdout.trim()
+    const before = await postmaster()
+    await sbx.exec('sleep 3600', { background: true })
+    await sbx.exec('echo root-made > /usr/local/share/made.txt', { user: 'root' })
+    const info = await sbx.hibernate({ keepMemory: false })
+    assert.equal(info.state, 'hibernated')
+    // a call wakes it: the rows are there, served by a postmaster started since
+    const q = await psql('select sum(x) from kept')
+    assert.equal(q.stdout, '42\n', q.stderr)
+    assert.notEqual(await postmaster(), before)
+    assert.equal((await sbx.exec('pgrep -fx "sleep 3600"')).exitCode, 1, 'the background sleep ended')
+    assert.equal(await sbx.files.read('/usr/local/share/made.txt'), 'root-made\n')
+  })
+
   it('browser: a page served inside is driven over CDP from the host and screenshot (the example), and from inside through the Python SDK', async () => {
     const env = { ...process.env, FORKBOX_URL: host().conn.url, FORKBOX_API_KEY: host().conn.apiKey }
     const out = join(mkdtempSync(join(tmpdir(), 'forkbox-browser-')), 'page.png')

@@ -34,6 +34,7 @@ import type {
   RunCodeHandlers,
   SandboxExitListener,
   SandboxUsage,
+  SnapshotOptions,
   StartSandboxSpec,
   StreamHandlers,
   TemplateBuildResult,
@@ -45,7 +46,7 @@ import type {
   WatchHandlers,
   WriteOptions,
 } from '@forkbox/protocol'
-import { AppError, withUpload } from '@forkbox/protocol'
+import { AppError, GuestEnded, withUpload } from '@forkbox/protocol'
 import type { AgentConfig } from './config.ts'
 import { readGuestBundle } from './guest/bundle.ts'
 import type { GuestClient } from './guest/client.ts'
@@ -373,16 +374,35 @@ export class LocalAgent implements AgentApi {
     return this.gate.run(id, () => this.guest(id).codeContext(req))
   }
 
-  async snapshot(id: string, snapshotId: string, opts: { final?: boolean } = {}): Promise<{ sizeBytes: number }> {
+  async snapshot(id: string, snapshotId: string, opts: SnapshotOptions = {}): Promise<{ sizeBytes: number }> {
     if (!opts.final) return this.checkpoints.snapshot(id, snapshotId)
     // the last image before the sandbox leaves: what runs finishes (a while), nothing new starts
     await this.gate.close(id, this.containers.live(id).exited, FINAL_CHECKPOINT_WAIT_MS)
     try {
+      if (opts.freshStart) await this.startFresh(id, opts.freshStart.template)
       return await this.checkpoints.snapshot(id, snapshotId)
     } catch (err) {
       this.gate.reopen(id)
       throw err
     }
+  }
+
+  /**
+   * Ends every process in the sandbox and starts its template's start command again (and waits
+   * for it to be ready), as a boot would: what a filesystem-only pause keeps. A template gone
+   * since has no start command to run.
+   */
+  private async startFresh(id: string, template: string): Promise<void> {
+    const sbx = this.containers.live(id)
+    const { ended } = await sbx.conn.call({ op: 'end_processes' }, GuestEnded)
+    log(`${id}: ${ended} processes ended for a fresh start`)
+    let def: TemplateDefinition
+    try {
+      def = this.baker.definition(template)
+    } catch {
+      return
+    }
+    await startImage(def, sbx)
   }
 
   async exportSnapshot(snapshotId: string, skip = 0) {

@@ -27,7 +27,7 @@ from .wire import CHUNK, T_FILE, T_JSON, T_STDIN
 TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
 if TYPE_CHECKING:
     from .errors import Request
-    from .messages import Configured, Ping, ResyncedMessage, Usage
+    from .messages import Configured, Ended, Ping, ResyncedMessage, Usage
     from .state import Guest
 
 VERSION = "0.1.0"
@@ -65,6 +65,11 @@ def op_configure(g: "Guest", channel: int, req: Request) -> Configured:
     # agent start past their channels so none of their frames lands on one of its requests
     forget_requests(g, keep=channel)
     return {"nextChannel": g.max_channel + 1}
+
+
+def op_end_processes(g: "Guest", channel: int, req: Request) -> Ended:
+    """Every process users run ends (a filesystem-only pause: the image keeps files, not processes)."""
+    return {"ended": g.spawner.end_all()}
 
 
 SIMPLE_OPS: dict[str, Callable[["Guest", int, Request], object]] = {
@@ -153,6 +158,9 @@ def dispatch(g: "Guest", ftype: int, channel: int, payload: bytes) -> None:
     elif op in CONTEXT_OPS:
         code_fn = CONTEXT_OPS[op]
         g.loop.call(lambda: code_fn(g, channel, req))
+    elif op == "end_processes":
+        # waits for the exits, which the loop thread reports: on a worker
+        g.files.submit(lambda: run_op(g.wire, lambda c, r: op_end_processes(g, c, r), channel, req))
     elif op in SIMPLE_OPS:
         simple_fn = SIMPLE_OPS[op]
         run_op(g.wire, lambda c, r: simple_fn(g, c, r), channel, req)

@@ -154,7 +154,7 @@ class InterruptRequest(TypedDict):
 
 
 class PingRequest(TypedDict):
-    op: Literal["ping", "usage"]
+    op: Literal["ping", "usage", "end_processes"]
 
 
 class ConfigureRequest(TypedDict):
@@ -358,6 +358,10 @@ class Usage(TypedDict):
     usedBytes: int
 
 
+class Ended(TypedDict):
+    ended: int
+
+
 class Configured(TypedDict):
     nextChannel: NotRequired[int]
 
@@ -377,6 +381,7 @@ RESULTS: dict[str, type[Any]] = {
     "ping": Ping,
     "usage": Usage,
     "configured": Configured,
+    "ended": Ended,
     "watchEnd": WatchEnd,
 }
 """The result values, by the name the golden frames give them."""

@@ -10,6 +10,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 from .ioloop import run_jobs
@@ -148,6 +149,23 @@ class Spawner:
         for pid in list(proc.pids):
             proc.pids.discard(pid)
             self.guest.loop.child_exited(pid, signal.SIGKILL)
+
+    def end_all(self, timeout: float = 10.0) -> int:
+        """On a worker thread: ends every process users run (commands, terminals, kernels, sudo's),
+        as a fresh boot would find none: their namespace's init is killed, which kills everything in
+        it, and the exits are awaited. The next spawn sets up new namespaces. Returns how many ended."""
+        proc = self.proc
+        if proc is None or proc.dead:
+            return 0
+        count = len(proc.pids)
+        try:
+            os.kill(proc.init_pid, signal.SIGKILL)
+        except OSError:
+            pass
+        deadline = time.monotonic() + timeout
+        while proc.pids and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return count - len(proc.pids)
 
     def start_process(
         self, exe: str, argv: list[str], env: dict[str, str], cwd: str, uid: int, gid: int, actions: list[tuple[Any, ...]], fds: list[int]

@@ -190,6 +190,25 @@ describe('control plane', () => {
     assert.equal((await call('GET', `/v1/sandboxes/${s.id}`)).body.state, 'killed')
   })
 
+  it("a disk-only hibernate (keepMemory: false, onTimeout 'hibernate-disk') asks the agent for a fresh start of its template", async () => {
+    const s = (await call('POST', '/v1/sandboxes', { ttlSeconds: 10, onTimeout: 'hibernate-disk' })).body
+    assert.equal(s.onTimeout, 'hibernate-disk')
+    await cp.sandboxes.reap(new Date(Date.now() + 60_000))
+    assert.equal((await call('GET', `/v1/sandboxes/${s.id}`)).body.state, 'hibernated')
+    assert.deepEqual(agent.snapshotOptions.at(-1), { final: true, freshStart: { template: 'base' } })
+    // woken, it hibernates the same way at its next timeout, and by hand as asked
+    assert.equal((await call('POST', `/v1/sandboxes/${s.id}/exec`, { cmd: 'true' })).status, 200)
+    const full = await call('POST', `/v1/sandboxes/${s.id}/hibernate`, {})
+    assert.equal(full.body.state, 'hibernated')
+    assert.deepEqual(agent.snapshotOptions.at(-1), { final: true })
+    assert.equal((await call('POST', `/v1/sandboxes/${s.id}/exec`, { cmd: 'true' })).status, 200)
+    const diskOnly = await call('POST', `/v1/sandboxes/${s.id}/hibernate`, { keepMemory: false })
+    assert.equal(diskOnly.body.state, 'hibernated')
+    assert.deepEqual(agent.snapshotOptions.at(-1), { final: true, freshStart: { template: 'base' } })
+    const bad = await call('POST', `/v1/sandboxes/${s.id}/hibernate`, { keepMemory: 'no' })
+    assert.equal(bad.status, 400)
+  })
+
   it('the idle reaper hibernates a sandbox no request touched, not a persistent or busy one', async () => {
     await cp.close()
     cp = await createControlPlane({

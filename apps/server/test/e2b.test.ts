@@ -84,16 +84,25 @@ describe('e2b compatibility layer', () => {
     const anon = await cp.app.request('/v2/sandboxes')
     assert.equal(anon.status, 401)
     assert.equal((await anon.json()).errorCode, 'UNAUTHENTICATED')
-    const autoPause = await cp.app.request('/v2/sandboxes', {
+    const withMcp = await cp.app.request('/v2/sandboxes', {
       method: 'POST',
       headers: { 'X-API-KEY': key },
-      // a filesystem-only pause (keepMemory: false) is the one lifecycle forkbox does not serve
+      body: JSON.stringify({ templateID: 'base', mcp: { servers: {} } }),
+    })
+    assert.equal(withMcp.status, 501)
+    const refused = await withMcp.json()
+    assert.equal(refused.errorCode, 'NOT_IMPLEMENTED')
+    assert.match(refused.message, /mcp/)
+    // a filesystem-only pause is forkbox's onTimeout 'hibernate-disk'
+    const fsPause = await cp.app.request('/v2/sandboxes', {
+      method: 'POST',
+      headers: { 'X-API-KEY': key },
       body: JSON.stringify({ templateID: 'base', autoPause: true, autoPauseMemory: false }),
     })
-    assert.equal(autoPause.status, 501)
-    const refused = await autoPause.json()
-    assert.equal(refused.errorCode, 'NOT_IMPLEMENTED')
-    assert.match(refused.message, /filesystem-only pause/)
+    assert.equal(fsPause.status, 201)
+    const { sandboxID } = await fsPause.json()
+    const info = await (await cp.app.request(`/sandboxes/${sandboxID}`, { headers: { 'X-API-KEY': key } })).json()
+    assert.deepEqual(info.lifecycle, { onTimeout: 'pause', autoResume: true })
   })
 
   it('streams process.Process/Start as Connect envelopes: start, data, end, end-of-stream', async () => {

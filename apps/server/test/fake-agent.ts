@@ -29,6 +29,7 @@ import {
   type RunCodeHandlers,
   type SandboxExitListener,
   type SandboxUsage,
+  type SnapshotOptions,
   type StartSandboxSpec,
   type StreamHandlers,
   type TemplateBuildResult,
@@ -256,9 +257,12 @@ export class FakeAgent implements AgentApi {
     return results[req.op]
   }
   snapshots = new Set<string>()
-  async snapshot(id: string, snapshotId: string): Promise<{ sizeBytes: number }> {
+  /** The options of every snapshot asked for, in order. */
+  snapshotOptions: (SnapshotOptions | undefined)[] = []
+  async snapshot(id: string, snapshotId: string, opts?: SnapshotOptions): Promise<{ sizeBytes: number }> {
     if (!this.live.has(id)) throw new AppError('SANDBOX_NOT_RUNNING', 'not live')
     this.snapshots.add(snapshotId)
+    this.snapshotOptions.push(opts)
     return { sizeBytes: 1234 }
   }
   /** Snapshots the source, then starts each child from it (so `failAfter` fails children too). */

@@ -149,6 +149,12 @@ export interface SnapshotOptions {
    * finish first (for a while); new ones are held, then refused with SANDBOX_MOVING (not started).
    */
   final?: boolean
+  /**
+   * With `final`: before the image, every process in the sandbox ends and `template`'s start
+   * command starts again, so the image holds its files and a fresh start, not its processes (a
+   * filesystem-only pause: the sandbox comes back as if booted, its disk kept).
+   */
+  freshStart?: { template: string }
 }
 
 /** A connection `AgentApi.connectPort` opened. */

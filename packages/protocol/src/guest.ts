@@ -97,6 +97,8 @@ export const GuestContextList = z.array(CodeContext)
 export const GuestEmpty = z.object({})
 /** A restored guest's answer to `configure`: the first channel the new agent may use. */
 export const GuestConfigured = z.object({ nextChannel: z.number().int().min(1).max(0xffff_ffff).optional() })
+/** `end_processes`: how many of the users' processes ended. */
+export const GuestEnded = z.object({ ended: z.number().int().min(0) })
 
 /**
  * The error codes a guest may answer a request with; any other code it sends becomes GUEST_ERROR
@@ -215,6 +217,7 @@ export const GuestRequest = z.discriminatedUnion('op', [
   z.object({ op: z.literal('interrupt') }),
   z.object({ op: z.literal('ping') }),
   z.object({ op: z.literal('usage') }),
+  z.object({ op: z.literal('end_processes') }),
   z.object({
     op: z.literal('configure'),
     env: env.optional(),

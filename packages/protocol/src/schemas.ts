@@ -93,8 +93,20 @@ export const NetworkPolicy = z.object({
 })
 export type NetworkPolicy = z.infer<typeof NetworkPolicy>
 
-export const OnTimeout = z.enum(['kill', 'hibernate'])
+export const OnTimeout = z.enum(['kill', 'hibernate', 'hibernate-disk'])
 export type OnTimeout = z.infer<typeof OnTimeout>
+
+export const HibernateRequest = z
+  .object({
+    /**
+     * Default true: memory, processes and disk are kept. False: only the disk; its processes end
+     * and its template's start command starts again, so it wakes as if booted (E2B's
+     * `pause({ keepMemory: false })`).
+     */
+    keepMemory: z.boolean().default(true),
+  })
+  .strict()
+export type HibernateRequest = z.input<typeof HibernateRequest>
 
 export const CreateSandboxRequest = z
   .object({
@@ -110,7 +122,8 @@ export const CreateSandboxRequest = z
     network: NetworkOptions.default({}),
     /**
      * What its TTL does: `kill` it, or `hibernate` it (memory and disk kept; the next call wakes
-     * it, with its TTL from the start again). E2B's `lifecycle.onTimeout: 'pause'`.
+     * it, with its TTL from the start again; E2B's `lifecycle.onTimeout: 'pause'`), or
+     * `hibernate-disk`: only its disk kept, it comes back as if booted (E2B's `keepMemory: false`).
      */
     onTimeout: OnTimeout.default('kill'),
   })

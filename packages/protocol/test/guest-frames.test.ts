@@ -8,6 +8,7 @@ import {
   GuestConfigured,
   GuestDaemonMessage,
   GuestDetached,
+  GuestEnded,
   GuestPing,
   GuestProcessStarted,
   GuestReadDone,
@@ -78,6 +79,7 @@ describe('golden guest frames', () => {
       ping: GuestPing,
       usage: GuestUsage,
       configured: GuestConfigured,
+      ended: GuestEnded,
       watchEnd: GuestWatchEnd,
     }
     assert.deepEqual(Object.keys(golden.results).sort(), Object.keys(schemas).sort())

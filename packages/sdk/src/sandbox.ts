@@ -37,9 +37,11 @@ export interface CreateSandboxOptions extends ConnectionOptions, RequestOptions 
   /**
    * What its TTL does: `'kill'` (the default) ends it; `'hibernate'` checkpoints it (memory and
    * disk) and stops it, and the next call on it wakes it, with its TTL from the start again (E2B's
-   * auto-pause). A hibernated sandbox is kept for 7 days.
+   * auto-pause). A hibernated sandbox is kept for 7 days. `'hibernate-disk'` keeps only its disk:
+   * its processes end and its template's start command starts again, so it wakes as if booted
+   * (E2B's `keepMemory: false`).
    */
-  onTimeout?: 'kill' | 'hibernate'
+  onTimeout?: 'kill' | 'hibernate' | 'hibernate-disk'
   /**
    * What it may reach and which ports it exposes. Default: no network at all. `{ internet: true }`
    * opens the internet (never the host, private ranges, link-local/metadata addresses, other
@@ -331,11 +333,14 @@ export class Sandbox {
   /**
    * Checkpoints the sandbox and stops it, holding no memory; its state (memory, processes, disk)
    * comes back on the next call that needs it (exec, files, snapshot, fork), which wakes it.
+   * With `keepMemory: false` only its disk is kept (a smaller image): its processes end and its
+   * template's start command starts again, so it wakes as if booted, its files as they were.
    */
-  async hibernate(options: RequestOptions = {}): Promise<SandboxInfo> {
+  async hibernate(options: RequestOptions & { keepMemory?: boolean } = {}): Promise<SandboxInfo> {
     this.#info = await this.#http.json<SandboxInfo>({
       method: 'POST',
       path: `${sandboxPath(this.id)}/hibernate`,
+      ...(options.keepMemory === false ? { json: { keepMemory: false } } : {}),
       signal: options.signal,
     })
     return this.#info

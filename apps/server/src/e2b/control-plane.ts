@@ -42,6 +42,8 @@ const rest = (fn: Handler) => (c: Context<AppEnv>) => fn(c, requireApiKey(c))
 
 const ttl = z.number().int().min(1).max(MAX_TTL_SECONDS)
 
+const PauseBody = z.object({ memory: z.boolean().nullish() }).passthrough()
+
 const NewSandbox = z
   .object({
     templateID: z.string().min(1).max(128).default('base'),
@@ -86,7 +88,7 @@ function info(s: Sandbox) {
     state: s.state === 'hibernated' ? 'paused' : 'running',
     envdVersion: ENVD_VERSION,
     // forkbox wakes a hibernated sandbox on any call: auto-resume is always on where pause is
-    lifecycle: { onTimeout: s.onTimeout === 'hibernate' ? 'pause' : 'kill', autoResume: s.onTimeout === 'hibernate' },
+    lifecycle: { onTimeout: s.onTimeout === 'kill' ? 'kill' : 'pause', autoResume: s.onTimeout !== 'kill' },
     ...toE2b(s.network),
   }
 }
@@ -121,12 +123,8 @@ async function live(c: Context<AppEnv>, owner: string, id: string): Promise<Sand
 
 const create: Handler = async (c, owner) => {
   const req = await jsonBody(c, NewSandbox)
-  // lifecycle.onTimeout: 'pause' is forkbox's onTimeout: 'hibernate' (memory and disk kept; any call wakes it)
-  if (req.autoPause && req.autoPauseMemory === false)
-    unsupported(
-      'lifecycle.onTimeout.keepMemory: false (a filesystem-only pause)',
-      'leave keepMemory out: a paused forkbox sandbox keeps its memory and disk',
-    )
+  // lifecycle.onTimeout: 'pause' is forkbox's onTimeout: 'hibernate' (memory and disk kept; any
+  // call wakes it); with keepMemory: false, 'hibernate-disk' (it wakes as if booted)
   if (req.mcp) unsupported('mcp', 'run the MCP server yourself with commands.run')
   if (req.volumeMounts?.length) unsupported('volumeMounts', 'use files.write')
   const network = toForkbox(req.allow_internet_access, req.network)
@@ -140,7 +138,7 @@ const create: Handler = async (c, owner) => {
     metadata: req.metadata ?? {},
     envs: req.envVars ?? {},
     ...(network ? { network } : {}),
-    onTimeout: req.autoPause ? 'hibernate' : 'kill',
+    onTimeout: req.autoPause ? (req.autoPauseMemory === false ? 'hibernate-disk' : 'hibernate') : 'kill',
   })
   if (!parsed.success) throw validationError(parsed.error)
   const sbx = await c.var.services.sandboxes.create(owner, parsed.data, c.req.raw.signal)
@@ -212,10 +210,14 @@ const setTimeout: Handler = async (c, owner) => {
   return c.body(null, 204)
 }
 
-/** Pause is forkbox's hibernate (memory, processes and disk kept); 409 when already paused. */
+/**
+ * Pause is forkbox's hibernate (memory, processes and disk kept; with `memory: false` only the
+ * disk); 409 when already paused.
+ */
 const pause: Handler = async (c, owner) => {
   const s = await live(c, owner, c.req.param('id') as string)
-  await c.var.services.sandboxes.hibernate(owner, s.id)
+  const { memory } = await jsonBody(c, PauseBody)
+  await c.var.services.sandboxes.hibernate(owner, s.id, { keepMemory: memory !== false })
   return c.body(null, 204)
 }
 

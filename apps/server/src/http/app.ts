@@ -58,6 +58,19 @@ export function createApp(services: Services): App {
     c.req.method === 'PUT' && c.req.path.endsWith('/files') ? next() : jsonLimit(c, next),
   )
 
+  // a JSON content type on an empty body (`curl -H`, clients that send it on every request) is no
+  // body: a route whose body is optional takes its defaults instead of refusing malformed JSON
+  app.use('*', async (c, next) => {
+    const raw = c.req.raw
+    const empty = raw.body === null || raw.headers.get('content-length') === '0'
+    if (empty && /json/i.test(raw.headers.get('content-type') ?? '')) {
+      const headers = new Headers(raw.headers)
+      headers.delete('content-type')
+      c.req.raw = new Request(raw.url, { method: raw.method, headers, signal: raw.signal })
+    }
+    await next()
+  })
+
   app.openAPIRegistry.registerComponent('securitySchemes', 'apiKey', { type: 'http', scheme: 'bearer' })
   for (const r of ROUTES) r.register(app)
   app.doc31('/openapi.json', {

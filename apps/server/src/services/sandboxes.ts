@@ -403,7 +403,8 @@ export class SandboxService {
   async reap(now = new Date()): Promise<string[]> {
     const expired = await this.store.expired(now)
     for (const s of expired) {
-      if (s.onTimeout === 'hibernate' && s.state === 'running') await this.hibernateAtTimeout(s.id, now)
+      if (s.onTimeout !== 'kill' && s.state === 'running')
+        await this.hibernateAtTimeout(s.id, now, s.onTimeout !== 'hibernate-disk')
       else await this.end(s.id, 'expired')
     }
     await this.reapIdle(now.getTime())
@@ -415,10 +416,10 @@ export class SandboxService {
    * longest TTL there is, until a call wakes it (with its own TTL again). If it cannot be
    * hibernated, its TTL ends it as any other.
    */
-  private async hibernateAtTimeout(id: string, now: Date): Promise<void> {
+  private async hibernateAtTimeout(id: string, now: Date, keepMemory: boolean): Promise<void> {
     await this.store.setExpiry(id, new Date(now.getTime() + MAX_TTL_SECONDS * 1000))
     try {
-      await this.hibernateNow(id)
+      await this.hibernateNow(id, keepMemory)
       this.log.info({ sandboxId: id }, 'sandbox hibernated at its timeout')
     } catch (err) {
       this.log.warn({ sandboxId: id, err: String(err) }, 'hibernating at its timeout failed; it ends')
@@ -427,19 +428,23 @@ export class SandboxService {
   }
 
   /** Hibernates it, joining a hibernation already under way. */
-  private hibernateNow(id: string): Promise<void> {
+  private hibernateNow(id: string, keepMemory = true): Promise<void> {
     let p = this.hibernating.get(id)
     if (!p) {
-      p = this.checkpointAndStop(id).finally(() => this.hibernating.delete(id))
+      p = this.checkpointAndStop(id, keepMemory).finally(() => this.hibernating.delete(id))
       this.hibernating.set(id, p)
     }
     return p
   }
 
-  /** Checkpoints the sandbox and stops it; the next call that needs it wakes it. */
-  async hibernate(owner: string, id: string): Promise<Sandbox> {
+  /**
+   * Checkpoints the sandbox and stops it; the next call that needs it wakes it. Without
+   * `keepMemory` only its disk is kept: its processes end and its template's start command starts
+   * again first, so it wakes as if booted (E2B's filesystem-only pause).
+   */
+  async hibernate(owner: string, id: string, opts: { keepMemory?: boolean } = {}): Promise<Sandbox> {
     await this.running(owner, id)
-    await this.hibernateNow(id)
+    await this.hibernateNow(id, opts.keepMemory !== false)
     return this.get(owner, id)
   }
 
@@ -447,9 +452,10 @@ export class SandboxService {
    * Image first (the sandbox keeps running), then the record, then the stop: a crash at any point
    * leaves either a running sandbox (re-attached on restart) or a hibernated one with a whole image.
    */
-  private async checkpointAndStop(id: string): Promise<void> {
+  private async checkpointAndStop(id: string, keepMemory = true): Promise<void> {
     const snapshotId = `hib-${randomBytes(10).toString('hex')}`
-    await this.agent.snapshot(id, snapshotId, { final: true })
+    const template = keepMemory ? undefined : (await this.store.get(id))?.template
+    await this.agent.snapshot(id, snapshotId, { final: true, ...(template ? { freshStart: { template } } : {}) })
     await this.store.setHibernateSnapshot(id, snapshotId)
     if (!(await this.store.transition(id, ['running'], 'hibernated', 'hibernated'))) {
       // killed while it was being written
@@ -545,7 +551,7 @@ export class SandboxService {
     await this.store.setHibernateSnapshot(s.id, null)
     await this.agent.deleteSnapshot(snapshotId)
     // a sandbox that hibernates at its timeout lives its TTL again from its wake
-    if (s.onTimeout === 'hibernate') {
+    if (s.onTimeout !== 'kill') {
       const ttl = s.ttlSeconds ?? DEFAULT_TTL_SECONDS
       await this.store.setExpiry(s.id, new Date(Date.now() + ttl * 1000))
     }

@@ -1,15 +1,15 @@
 // Sandbox rows, their recorded state transitions and events (with a live feed of new ones).
 
 import { EventEmitter } from 'node:events'
-import type {
-  NetworkPolicy,
+import {
+  type NetworkPolicy,
   OnTimeout,
-  ResolvedResources,
-  Sandbox,
-  SandboxErrorReason,
-  SandboxEvent,
-  SandboxEventType,
-  SandboxState,
+  type ResolvedResources,
+  type Sandbox,
+  type SandboxErrorReason,
+  type SandboxEvent,
+  type SandboxEventType,
+  type SandboxState,
 } from '@forkbox/protocol'
 import { sql } from 'kysely'
 import type { Db } from './db.ts'
@@ -46,7 +46,8 @@ export interface SandboxRecord extends Omit<Sandbox, 'accessToken' | 'domain'> {
 
 /** The stored `on_timeout`, as the API names it (`kill` for anything else). */
 function onTimeoutOf(value: string): OnTimeout {
-  return value === 'hibernate' ? 'hibernate' : 'kill'
+  const parsed = OnTimeout.safeParse(value)
+  return parsed.success ? parsed.data : 'kill'
 }
 
 function toRecord(r: SandboxRow): SandboxRecord {
