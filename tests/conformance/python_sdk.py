@@ -158,6 +158,16 @@ def hibernate_on_timeout():
 
 
 @behaviour
+def hibernate_disk_only():
+    with Sandbox.create() as sbx:
+        sbx.files.write("/work/kept.txt", "kept")
+        sbx.exec("sleep 3600", background=True)
+        assert sbx.hibernate(keep_memory=False).state == "hibernated"
+        assert sbx.exec("cat /work/kept.txt").stdout == "kept"
+        assert sbx.exec('pgrep -fx "sleep 3600"').exit_code == 1
+
+
+@behaviour
 def files_watch():
     import time
 

@@ -120,6 +120,14 @@ export async function runTsBehaviours(conn: ConnectionOptions): Promise<Results>
       assert.equal((await sbx.exec('cat /work/kept.txt')).stdout, 'kept')
       assert.equal((await sbx.getInfo()).state, 'running')
     },
+    async hibernate_disk_only() {
+      await using sbx = await Sandbox.create(conn)
+      await sbx.files.write('/work/kept.txt', 'kept')
+      await sbx.exec('sleep 3600', { background: true })
+      assert.equal((await sbx.hibernate({ keepMemory: false })).state, 'hibernated')
+      assert.equal((await sbx.exec('cat /work/kept.txt')).stdout, 'kept')
+      assert.equal((await sbx.exec('pgrep -fx "sleep 3600"')).exitCode, 1)
+    },
     async files_watch() {
       await using sbx = await Sandbox.create(conn)
       const seen: string[] = []
