@@ -206,6 +206,36 @@ describe('network isolation', () => {
     assert.match(await probe(sbx, PUBLIC_A), /^refused/)
     assert.match(await probe(sbx, 'allowed.test'), /^refused gaierror/)
     assert.match(await probe(sbx, '203.0.113.1', host().host.port), /^refused/)
+    // a lookup fails at once (the resolver refuses it), not after glibc's retries; its own name resolves
+    const timed = await sbx.exec([
+      'python3',
+      '-c',
+      `import socket, time
+t = time.monotonic()
+try: socket.getaddrinfo("example.com", 80)
+except socket.gaierror: pass
+print(round((time.monotonic() - t) * 1000), socket.gethostbyname(socket.gethostname()))`,
+    ])
+    const [ms, own] = timed.stdout.trim().split(' ')
+    assert.ok(Number(ms) < 500, `a failed lookup took ${ms} ms`)
+    assert.equal(own, '127.0.1.1')
+    // so a server that looks up its own name at start (getfqdn) listens at once
+    const listening = await sbx.exec([
+      'python3',
+      '-c',
+      `import socket, subprocess, sys, time
+t = time.monotonic()
+server = subprocess.Popen([sys.executable, "-m", "http.server", "8123"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+while True:
+    try:
+        socket.create_connection(("127.0.0.1", 8123), 1).close()
+        break
+    except OSError:
+        time.sleep(0.02)
+print(round((time.monotonic() - t) * 1000))
+server.kill()`,
+    ])
+    assert.ok(Number(listening.stdout) < 1000, `http.server listened after ${listening.stdout.trim()} ms`)
   })
 
   it('internet: true reaches a public test host by address and by name', async () => {

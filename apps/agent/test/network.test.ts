@@ -76,9 +76,10 @@ describe('nftables rules', () => {
     'goto refuse',
   )
 
-  it('a closed sandbox gets nothing but the refusal, and no DNS', () => {
+  it('a closed sandbox gets nothing but the refusal; its lookups reach the resolver (which refuses them at once)', () => {
     const s = policyScript(names, { ...rules, internet: false })
-    assert.match(s, /delete element inet forkbox_t dns \{ "fxt3" \}/)
+    assert.match(s, /add element inet forkbox_t dns \{ "fxt3" \}/)
+    assert.doesNotMatch(s, /delete element/)
     assert.deepEqual(ruleLines(s), chainRules('goto refuse'))
   })
   it('an allow-listed sandbox: every check in order, always-blocked before the allow-list, ending in refusal', () => {
