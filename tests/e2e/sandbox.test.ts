@@ -99,6 +99,37 @@ describe('sandbox basics', () => {
     }
   })
 
+  it('each sandbox has its own hostname (its id), machine id and boot id: created, forked, woken', async () => {
+    const identity = async (b: Sandbox) => {
+      const r = await b.exec(
+        'hostname; cat /etc/machine-id /proc/sys/kernel/random/boot_id; getent hosts "$(hostname)" | cut -f1 -d" "',
+      )
+      const [hostname, machineId, bootId, resolved] = r.stdout.trim().split('\n')
+      return { hostname, machineId, bootId, resolved }
+    }
+    const [a, b] = await Promise.all([1, 2].map(() => Sandbox.create({ ...host().conn })))
+    try {
+      const forks = await a.fork({ count: 2 })
+      const all = [a, b, ...forks]
+      const ids = await Promise.all(all.map(identity))
+      ids.forEach((id, i) => {
+        assert.equal(id.hostname, all[i]?.id)
+        assert.match(id.machineId ?? '', /^[0-9a-f]{32}$/)
+        assert.match(id.bootId ?? '', /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
+        // its own name resolves without a resolver
+        assert.equal(id.resolved, '127.0.1.1')
+      })
+      for (const key of ['hostname', 'machineId', 'bootId'] as const)
+        assert.equal(new Set(ids.map((id) => id[key])).size, 4, `${key}: ${ids.map((id) => id[key]).join(' ')}`)
+      // a woken sandbox is the same machine
+      await b.hibernate()
+      assert.deepEqual(await identity(b), ids[1])
+      await Promise.all(forks.map((f) => f.kill()))
+    } finally {
+      await Promise.all([a.kill(), b.kill()])
+    }
+  })
+
   it('kills what a command leaves in its process group, but not what it detached with setsid', async () => {
     await using sbx = await Sandbox.create({ ...host().conn })
     await sbx.exec('sleep 300 & setsid sleep 301 > /dev/null 2>&1 &')

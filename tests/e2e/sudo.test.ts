@@ -93,7 +93,7 @@ describe('sudo', () => {
     mark = text.length
     term.sendInput('exit 3\n')
     // (what is typed before it is gone went to its terminal, as with sudo's own)
-    await see(/logout[\s\S]*user@sandbox/, mark)
+    await see(/logout[\s\S]*user@sbx-/, mark)
     mark = text.length
     term.sendInput('echo "back=$? as $(id -un)"\n')
     await see(/back=3 as user/, mark)

@@ -14,7 +14,7 @@ import signal
 import time
 from collections.abc import Callable
 
-from . import contexts, procs, transfer, watch
+from . import contexts, identity, procs, transfer, watch
 from .contexts import CONTEXT_OPS
 from .errors import run_op
 from .execs import Exec
@@ -53,6 +53,11 @@ def op_configure(g: "Guest", channel: int, req: Request) -> Configured:
     """Per-sandbox settings; after a restore from a shared snapshot this is the first request.
     The daemon itself holds no randomness or ids that must differ between sandboxes; its kernels do."""
     env = check_env(req.get("env"))
+    hostname = req.get("hostname")
+    if hostname is not None:
+        if not identity.valid_hostname(hostname):
+            raise ValueError("invalid hostname")
+        identity.apply(g, hostname)
     if not req.get("merge"):
         g.default_env.clear()
     g.default_env.update(env)

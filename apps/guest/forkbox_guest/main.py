@@ -10,7 +10,7 @@ import signal
 import sys
 import threading
 
-from . import sudo
+from . import identity, sudo
 from .dispatch import VERSION, dispatch, resync
 from .spawner import PR_SET_DUMPABLE, libc_handle
 from .state import Guest
@@ -117,6 +117,7 @@ def main() -> None:
     apply_limits()
     threading.stack_size(512 * 1024)
     g = Guest(Wire(1))
+    identity.prepare()
     g.start()
     try:
         prepare_home()

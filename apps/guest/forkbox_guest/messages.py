@@ -160,6 +160,8 @@ class PingRequest(TypedDict):
 class ConfigureRequest(TypedDict):
     op: Literal["configure"]
     env: NotRequired[dict[str, str]]
+    # the sandbox's name: its hostname, and what its machine and boot ids derive from
+    hostname: NotRequired[str]
     merge: NotRequired[bool]
     restored: NotRequired[bool]
 

@@ -167,6 +167,10 @@ class Spawner:
             time.sleep(0.02)
         return count - len(proc.pids)
 
+    def set_hostname(self, name: str) -> None:
+        """On the spawner thread: the hostname users see (the spawner's UTS namespace)."""
+        self._ask({"hostname": name}, [])
+
     def start_process(
         self, exe: str, argv: list[str], env: dict[str, str], cwd: str, uid: int, gid: int, actions: list[tuple[Any, ...]], fds: list[int]
     ) -> int:
@@ -175,6 +179,15 @@ class Spawner:
         ("open", target, path, flags) opens a path. Raises OSError (its filename says which path
         failed) or ValueError (an argument execve cannot take)."""
         msg = {"exe": exe, "argv": argv, "env": env, "cwd": cwd, "uid": uid, "gid": gid, "actions": actions}
+        reply = self._ask(msg, fds)
+        proc = self.proc
+        assert proc is not None
+        proc.pids.add(reply["pid"])
+        return reply["pid"]
+
+    def _ask(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """On the spawner thread: one request to the spawner process (started anew if it died) and
+        its answer; raises OSError or ValueError for an answer that refuses."""
         reply: dict[str, Any] = {}
         for attempt in (1, 2):
             proc = self.proc
@@ -189,11 +202,8 @@ class Spawner:
                 proc.req.close()
                 if attempt == 2:
                     raise OSError(errno.EIO, f"the process spawner failed: {e}") from None
-        proc = self.proc
-        if "pid" in reply:
-            assert proc is not None
-            proc.pids.add(reply["pid"])
-            return reply["pid"]
+        if "pid" in reply or "ok" in reply:
+            return reply
         if "errno" in reply:
             raise OSError(reply["errno"], reply.get("strerror") or "", reply.get("filename"))
         raise ValueError(reply.get("invalid") or "refused")

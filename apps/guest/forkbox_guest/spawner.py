@@ -56,6 +56,12 @@ _SYSCALLS = {
     "aarch64": {"capset": 91, "setgroups": 159, "setresuid": 147, "setresgid": 149},
 }[os.uname().machine]
 CLONE_NEWNS = 0x20000
+CLONE_NEWUTS = 0x4000000
+MS_BIND = 0x1000
+# The sandbox's boot id as its users see it: bound over /proc/sys/kernel/random/boot_id in their
+# mount namespace (gVisor's own is the same in every sandbox restored from one snapshot); the
+# daemon writes it (identity.py)
+BOOT_ID_FILE = "/run/forkbox/boot_id"
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
@@ -152,6 +158,10 @@ def spawner_main(req_fd: int, ev_fd: int) -> None:
         send_msg(req, {"step": "map"})
         recv_msg(req)
         os.setgroups([])
+        # a UTS namespace of the users' own, whose hostname this spawner (holding CAP_SYS_ADMIN in
+        # the user namespace that owns it) sets to the sandbox's name after every restore
+        if libc.unshare(CLONE_NEWUTS) != 0:
+            print(f"forkbox-spawner: no UTS namespace: {os.strerror(ctypes.get_errno())}", file=sys.stderr)
         init_pid = new_user_namespaces(libc)
         for cap in bounding_set(libc):
             if cap not in keep:
@@ -227,11 +237,22 @@ def spawner_main(req_fd: int, ev_fd: int) -> None:
             except (EOFError, OSError, ValueError):
                 os._exit(0)  # the daemon is gone, or talks nonsense: it starts a new spawner
             try:
-                answer = spawn(msg, fds)
+                answer = set_hostname(msg["hostname"]) if "hostname" in msg else spawn(msg, fds)
             finally:
                 for fd in fds:
                     os.close(fd)
             send_msg(req, answer)
+
+
+def set_hostname(name: object) -> dict[str, Any]:
+    """In the spawner process: the users' hostname (their UTS namespace is the spawner's)."""
+    if not isinstance(name, str):
+        return {"invalid": "hostname must be a string"}
+    try:
+        socket.sethostname(name)
+    except (OSError, ValueError) as e:
+        return {"errno": getattr(e, "errno", None) or errno.EINVAL, "strerror": str(e), "filename": None}
+    return {"ok": True}
 
 
 def spawn_one(msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
@@ -320,6 +341,9 @@ def user_init(libc: ctypes.CDLL, ready_w: int) -> NoReturn:
     os.closerange(ready_w + 1, os.sysconf("SC_OPEN_MAX"))
     _check(libc.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None), "make mounts private")
     _check(libc.mount(b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None), "mount /proc")
+    if os.path.isfile(BOOT_ID_FILE):
+        # (best effort: without it, users read gVisor's boot id)
+        libc.mount(BOOT_ID_FILE.encode(), b"/proc/sys/kernel/random/boot_id", None, ctypes.c_ulong(MS_BIND), None)
     for cap in bounding_set(libc):
         _check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "drop a capability")
     header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)

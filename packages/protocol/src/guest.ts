@@ -221,6 +221,8 @@ export const GuestRequest = z.discriminatedUnion('op', [
   z.object({
     op: z.literal('configure'),
     env: env.optional(),
+    /** The sandbox's name: its hostname, and what its machine and boot ids derive from. */
+    hostname: z.string().optional(),
     merge: z.boolean().optional(),
     restored: z.boolean().optional(),
   }),

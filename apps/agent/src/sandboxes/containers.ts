@@ -175,10 +175,12 @@ export class Containers {
     try {
       // a restored guest said "ready" before it was checkpointed: it is ready when it answers
       // a user snapshot keeps the env it had; given envs are added on top
-      if (spec.image) await conn.configureRestored({ env: spec.envs, merge: Boolean(spec.userSnapshot) })
+      // each sandbox its own name, machine id and boot id, whatever snapshot it came from
+      if (spec.image)
+        await conn.configureRestored({ env: spec.envs, merge: Boolean(spec.userSnapshot), hostname: spec.id })
       else {
         await conn.ready
-        if (Object.keys(spec.envs).length > 0) await conn.call({ op: 'configure', env: spec.envs })
+        await conn.call({ op: 'configure', env: spec.envs, hostname: spec.id })
       }
       await this.setPolicy(sbx, spec.network ?? CLOSED)
       if (spec.limitCpu ?? true) limitCpu(cgroup, spec.resources.vcpus)

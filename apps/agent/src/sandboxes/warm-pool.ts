@@ -31,7 +31,7 @@ export class WarmPool {
       this.containers.rename(sbx, spec.id)
       try {
         // the sandbox-level env is replaced: the template's (its image's ENV) under the create's
-        await sbx.conn.configureRestored({ env: { ...def.env, ...spec.envs } })
+        await sbx.conn.configureRestored({ env: { ...def.env, ...spec.envs }, hostname: spec.id })
         await this.containers.setPolicy(sbx, spec.network ?? CLOSED)
         return true
       } catch {
