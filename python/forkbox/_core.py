@@ -58,7 +58,7 @@ def _compact(d: Dict[str, Any]) -> Dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 
 
-def create(*, template, ttl_seconds, metadata, envs, resources, snapshot, persistent, network=None, on_timeout=None) -> Op:
+def create(*, template, ttl_seconds, metadata, envs, resources, snapshot, persistent, network=None, on_timeout=None, freeze=None) -> Op:
     body = _compact(
         {
             "template": template,
@@ -70,6 +70,7 @@ def create(*, template, ttl_seconds, metadata, envs, resources, snapshot, persis
             "persistent": persistent,
             "network": network_body(network) if network is not None else None,
             "onTimeout": on_timeout,
+            "freeze": freeze,
         }
     )
     return SandboxInfo.from_json((yield Call("POST", "/v1/sandboxes", json=body)))

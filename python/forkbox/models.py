@@ -22,6 +22,8 @@ class SandboxInfo:
     network: Dict[str, Any] = field(default_factory=dict)
     #: ``kill``, ``hibernate`` or ``hibernate-disk``: what its TTL does
     on_timeout: str = "kill"
+    #: frozen while idle (``freeze=False`` at create: never)
+    freeze: bool = True
     access_token: str = ""
     domain: str = "localhost"
 
@@ -41,6 +43,7 @@ class SandboxInfo:
             persistent=bool(d.get("persistent")),
             network=d.get("network") or {},
             on_timeout=d.get("onTimeout") or "kill",
+            freeze=d.get("freeze", True) is not False,
             access_token=d.get("accessToken", ""),
             domain=d.get("domain", "localhost"),
         )

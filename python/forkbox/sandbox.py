@@ -121,12 +121,13 @@ class Sandbox:
         persistent: Optional[bool] = None,
         network: Optional[Dict[str, Any]] = None,
         on_timeout: Optional[str] = None,
+        freeze: Optional[bool] = None,
         api_key: Optional[str] = None,
         url: Optional[str] = None,
         max_retries: Optional[int] = None,
     ) -> "Sandbox":
         t = SyncTransport(api_key, url, max_retries=max_retries)
-        info = t.run(core.create(template=template, ttl_seconds=ttl_seconds, metadata=metadata, envs=envs, resources=resources, snapshot=snapshot, persistent=persistent, network=network, on_timeout=on_timeout))
+        info = t.run(core.create(template=template, ttl_seconds=ttl_seconds, metadata=metadata, envs=envs, resources=resources, snapshot=snapshot, persistent=persistent, network=network, on_timeout=on_timeout, freeze=freeze))
         return cls(t, info)
 
     @classmethod
@@ -360,12 +361,13 @@ class AsyncSandbox:
         persistent: Optional[bool] = None,
         network: Optional[Dict[str, Any]] = None,
         on_timeout: Optional[str] = None,
+        freeze: Optional[bool] = None,
         api_key: Optional[str] = None,
         url: Optional[str] = None,
         max_retries: Optional[int] = None,
     ) -> "AsyncSandbox":
         t = AsyncTransport(api_key, url, max_retries=max_retries)
-        info = await t.run(core.create(template=template, ttl_seconds=ttl_seconds, metadata=metadata, envs=envs, resources=resources, snapshot=snapshot, persistent=persistent, network=network, on_timeout=on_timeout))
+        info = await t.run(core.create(template=template, ttl_seconds=ttl_seconds, metadata=metadata, envs=envs, resources=resources, snapshot=snapshot, persistent=persistent, network=network, on_timeout=on_timeout, freeze=freeze))
         return cls(t, info)
 
     @classmethod

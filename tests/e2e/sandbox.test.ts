@@ -107,7 +107,8 @@ describe('sandbox basics', () => {
       const [hostname, machineId, bootId, resolved] = r.stdout.trim().split('\n')
       return { hostname, machineId, bootId, resolved }
     }
-    const [a, b] = await Promise.all([1, 2].map(() => Sandbox.create({ ...host().conn })))
+    const a = await Sandbox.create({ ...host().conn })
+    const b = await Sandbox.create({ ...host().conn })
     try {
       const forks = await a.fork({ count: 2 })
       const all = [a, b, ...forks]

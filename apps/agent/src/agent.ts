@@ -77,6 +77,8 @@ import { buildUserTemplate, builtDefinition, builtImage, registerUserTemplate } 
 const REFILL_DELAY_MS = 250
 /** How long a final checkpoint (hibernate, migration) waits for the sandbox's calls under way to end. */
 const FINAL_CHECKPOINT_WAIT_MS = 10_000
+/** How often the warm pool is looked at for sandboxes to freeze. */
+const POOL_FREEZE_CHECK_MS = 3_000
 
 function log(message: string): void {
   process.stderr.write(`forkbox agent: ${message}\n`)
@@ -90,6 +92,7 @@ export class LocalAgent implements AgentApi {
   private readonly containers: Containers
   private readonly baker: TemplateBaker
   private readonly pool: WarmPool
+  private readonly poolFreezer: NodeJS.Timeout
   private readonly checkpoints: Checkpoints
   private readonly imageStore: ImageStore | null
   private readonly gate = new CallGate()
@@ -132,6 +135,9 @@ export class LocalAgent implements AgentApi {
       log,
     )
     this.pool = new WarmPool(config, this.containers, this.baker, log)
+    // pooled sandboxes only wait: frozen once quiet, thawed when claimed
+    this.poolFreezer = setInterval(() => this.pool.freezeIdle(config.freezeMaxCpuPercent), POOL_FREEZE_CHECK_MS)
+    this.poolFreezer.unref()
     this.checkpoints = new Checkpoints(config, this.containers, this.baker)
     this.imageStore = config.imageStore ? new ImageStore(config.imageStore) : null
     this.layers = new LayerStore(config.templatesDir)
@@ -472,6 +478,12 @@ export class LocalAgent implements AgentApi {
     await this.checkpoints.pruneSnapshots(keep)
   }
 
+  async freeze(id: string): Promise<boolean> {
+    const sbx = this.containers.peek(id)
+    if (!sbx || this.gate.busy(id)) return false
+    return this.containers.freezeIfQuiet(sbx, this.config.freezeMaxCpuPercent)
+  }
+
   stop(id: string): Promise<void> {
     return this.containers.stop(id)
   }
@@ -510,6 +522,7 @@ export class LocalAgent implements AgentApi {
 
   /** Stops every sandbox and waits for all teardown to finish. */
   async close(): Promise<void> {
+    clearInterval(this.poolFreezer)
     for (const b of this.builds) b.abort.abort()
     await Promise.all([...this.builds].map((b) => b.done))
     await this.pool.close()

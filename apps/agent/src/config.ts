@@ -48,6 +48,11 @@ export const AgentSettings = z.object({
   guestDir: z.string().default(`${repoRoot}apps/guest`),
   /** The host's Debian python3 the guest's own runtime is assembled from (images need no Python). */
   guestPython: z.string().default('/usr/bin/python3'),
+  /**
+   * A sandbox is frozen when idle only if it used at most this much of a core since it was last
+   * looked at (gVisor's own timekeeping costs an idle sandbox ~2.2%; docs/design-notes.md).
+   */
+  freezeMaxCpuPercent: z.number().min(0).max(100).default(5),
   /** Restored, never-used sandboxes kept ready per template (0 turns the pool off). */
   poolSize: z.number().int().min(0).max(64).default(2),
   /** IPv4 block each sandbox's /30 is cut from (one per agent on a host). */

@@ -44,6 +44,11 @@ export const ServerConfig = z.object({
   /** A running, non-persistent sandbox with no request for this long is hibernated (or killed); 0 turns it off. */
   idleTimeoutSeconds: z.number().int().min(0).default(600),
   idleAction: z.enum(['hibernate', 'kill']).default('hibernate'),
+  /**
+   * A running sandbox with no request (nor proxied connection) for this long is frozen if its agent
+   * finds it quiet: it then uses no CPU until the next call, which thaws it; 0 turns it off.
+   */
+  freezeAfterSeconds: z.number().min(0).default(10),
   /** Events older than this are deleted. */
   eventRetentionHours: z
     .number()

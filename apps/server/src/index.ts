@@ -112,6 +112,7 @@ export async function createControlPlane(opts: {
       maxSandboxes: config.maxSandboxes,
       idleTimeoutMs: config.idleTimeoutSeconds * 1000,
       idleAction: config.idleAction,
+      freezeAfterMs: config.freezeAfterSeconds * 1000,
       sandboxDomain: config.sandboxDomain,
       fleet: fleet !== null,
       movingRetryMs: config.movingRetrySeconds * 1000,

@@ -121,6 +121,14 @@ export class Metrics {
           for (const u of all) this.set({ sandbox: u.id }, u[key])
         },
       })
+    new Gauge({
+      name: 'forkbox_sandboxes_frozen',
+      help: 'Running sandboxes frozen while idle (no CPU until a call thaws them)',
+      registers,
+      async collect() {
+        this.set((await usage()).filter((u) => u.frozen).length)
+      },
+    })
     this.sampleFrom = usage
   }
 

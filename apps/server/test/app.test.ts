@@ -209,6 +209,30 @@ describe('control plane', () => {
     assert.equal(bad.status, 400)
   })
 
+  it('an idle sandbox (persistent too) is frozen through its agent; a call thaws it; events say so', async () => {
+    const idle = (await call('POST', '/v1/sandboxes', { template: 'base', ttlSeconds: 3600 })).body
+    const kept = (await call('POST', '/v1/sandboxes', { template: 'base', ttlSeconds: 3600, persistent: true })).body
+    const never = (await call('POST', '/v1/sandboxes', { template: 'base', ttlSeconds: 3600, freeze: false })).body
+    assert.deepEqual([idle.freeze, never.freeze], [true, false])
+    // not idle for the 10 s yet
+    await cp.sandboxes.reap(new Date(Date.now() + 5_000))
+    assert.deepEqual(agent.frozen, [])
+    const soon = Date.now() + 11_000
+    await cp.sandboxes.reap(new Date(soon))
+    assert.deepEqual(agent.frozen.sort(), [idle.id, kept.id].sort())
+    // frozen stays frozen: not asked again
+    await cp.sandboxes.reap(new Date(soon + 5_000))
+    assert.equal(agent.frozen.filter((id) => id === idle.id).length, 1)
+    assert.equal((await call('POST', `/v1/sandboxes/${idle.id}/exec`, { cmd: 'true' })).status, 200)
+    const types = (await call('GET', `/v1/sandboxes/${idle.id}/events`)).body.events.map(
+      (e: { type: string }) => e.type,
+    )
+    assert.deepEqual(types.slice(-4), ['frozen', 'thawed', 'exec-started', 'exec-ended'])
+    // idle again, it is frozen again
+    await cp.sandboxes.reap(new Date(Date.now() + 30_000))
+    assert.equal(agent.frozen.filter((id) => id === idle.id).length, 2)
+  })
+
   it('the idle reaper hibernates a sandbox no request touched, not a persistent or busy one', async () => {
     await cp.close()
     cp = await createControlPlane({

@@ -294,6 +294,13 @@ export class FakeAgent implements AgentApi {
   async pruneSnapshots(keep: string[]): Promise<void> {
     for (const s of [...this.snapshots]) if (!keep.includes(s)) this.snapshots.delete(s)
   }
+  /** Sandboxes asked to freeze, in order (a live one always is). */
+  frozen: string[] = []
+  async freeze(id: string): Promise<boolean> {
+    if (!this.live.has(id)) return false
+    this.frozen.push(id)
+    return true
+  }
   async stop(id: string): Promise<void> {
     this.stopped.push(id)
     this.live.delete(id)

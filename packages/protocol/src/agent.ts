@@ -38,6 +38,8 @@ export interface SandboxUsage {
   /** Bytes the sandbox received and sent on its network interface. */
   networkRxBytes: number
   networkTxBytes: number
+  /** Frozen while idle (`AgentApi.freeze`). */
+  frozen?: boolean
 }
 
 export interface GuestExecRequest {
@@ -385,6 +387,12 @@ export interface AgentApi {
   deleteSnapshot(snapshotId: string, opts?: { stored?: boolean }): Promise<void>
   /** Removes every stored snapshot not in `keep` (after a crash, what no record owns). */
   pruneSnapshots(keep: string[]): Promise<void>
+  /**
+   * Freezes the sandbox (its freezer cgroup: no CPU at all) if it is quiet — no call, stream or
+   * terminal open, and little CPU used since the last look (the first look only measures). Any
+   * later call on it thaws it first. True when it is frozen.
+   */
+  freeze(id: string): Promise<boolean>
   /** Stops the sandbox at once; the slow teardown continues in the background. */
   stop(id: string): Promise<void>
   /** CPU and memory of each running sandbox (from its cgroup). */
@@ -436,6 +444,7 @@ export const agentRemoteMethods = [
   'storeSnapshot',
   'deleteSnapshot',
   'pruneSnapshots',
+  'freeze',
   'stop',
   'usage',
   'setNetwork',

@@ -15,6 +15,8 @@ export const sandboxEventTypes = [
   'forked',
   'forked-from',
   'idle',
+  'frozen',
+  'thawed',
   'hibernated',
   'woke',
   'timeout-extended',

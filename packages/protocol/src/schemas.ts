@@ -119,6 +119,11 @@ export const CreateSandboxRequest = z
     snapshot: z.string().min(1).max(64).optional(),
     /** Exempt from the idle reaper (the TTL still applies). */
     persistent: z.boolean().default(false),
+    /**
+     * Default true: frozen while idle (no CPU until the next call). False for workloads whose
+     * in-sandbox timers must keep time while no call comes (a cron, a poller).
+     */
+    freeze: z.boolean().default(true),
     network: NetworkOptions.default({}),
     /**
      * What its TTL does: `kill` it, or `hibernate` it (memory and disk kept; the next call wakes
@@ -144,6 +149,8 @@ export const Sandbox = z.object({
   persistent: z.boolean(),
   network: NetworkPolicy,
   onTimeout: OnTimeout,
+  /** Frozen while idle (see `CreateSandboxRequest.freeze`). */
+  freeze: z.boolean(),
   /** Opens the sandbox's exposed ports to whoever holds it (instead of an API key). */
   accessToken: z.string(),
   /** Exposed ports are served at `{port}-{id}.{domain}` on the API's port: each its own browser origin. */

@@ -43,6 +43,11 @@ export interface CreateSandboxOptions extends ConnectionOptions, RequestOptions 
    */
   onTimeout?: 'kill' | 'hibernate' | 'hibernate-disk'
   /**
+   * Default true: frozen while idle (no CPU until the next call thaws it). `false` for workloads
+   * whose timers inside must keep time while no call comes (a cron job, a poller).
+   */
+  freeze?: boolean
+  /**
    * What it may reach and which ports it exposes. Default: no network at all. `{ internet: true }`
    * opens the internet (never the host, private ranges, link-local/metadata addresses, other
    * sandboxes or mining ports); `allowOut` narrows it to those CIDRs and names, `denyOut` takes
@@ -135,11 +140,12 @@ export class Sandbox {
 
   static async create(options: CreateSandboxOptions = {}): Promise<Sandbox> {
     const http = new HttpClient(connectionOptions(options))
-    const { template, ttlSeconds, metadata, envs, resources, snapshot, persistent, network, onTimeout } = options
+    const { template, ttlSeconds, metadata, envs, resources, snapshot, persistent, network, onTimeout, freeze } =
+      options
     const info = await http.json<SandboxInfo>({
       method: 'POST',
       path: '/v1/sandboxes',
-      json: { template, ttlSeconds, metadata, envs, resources, snapshot, persistent, network, onTimeout },
+      json: { template, ttlSeconds, metadata, envs, resources, snapshot, persistent, network, onTimeout, freeze },
       signal: options.signal,
     })
     return new Sandbox(http, info)

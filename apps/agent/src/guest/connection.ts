@@ -370,6 +370,11 @@ export class GuestConnection {
     this.input.destroy()
   }
 
+  /** Requests and streams open on this connection (exec, attach, terminal, watch, cell, ...). */
+  get openChannels(): number {
+    return this.channels.size
+  }
+
   get failed(): boolean {
     return this.failure !== null
   }

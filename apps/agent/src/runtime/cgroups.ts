@@ -139,6 +139,29 @@ export function listCgroups(parent: string): string[] {
   return [...names]
 }
 
+/**
+ * Freezes the cgroup's processes (the sandbox's Sentry and gofer: everything in it stops, gVisor's
+ * own timekeeping included) or thaws them. v1 freezer.state, v2 cgroup.freeze. False when the
+ * cgroup is not there (yet, or any more).
+ */
+export function setFrozen(path: string, frozen: boolean): boolean {
+  try {
+    if (cgroupV2()) writeFileSync(join(ROOT, path, 'cgroup.freeze'), frozen ? '1' : '0')
+    else writeFileSync(join(ROOT, 'freezer', path, 'freezer.state'), frozen ? 'FROZEN' : 'THAWED')
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** Whether the cgroup is frozen (or freezing) now. */
+export function isFrozen(path: string): boolean {
+  const state = cgroupV2()
+    ? read(join(ROOT, path, 'cgroup.freeze'))?.trim() === '1'
+    : /FROZEN|FREEZING/.test(read(join(ROOT, 'freezer', path, 'freezer.state')) ?? '')
+  return state
+}
+
 /** CPU time used (seconds) and memory in use (bytes) by the cgroup; null when it is gone. */
 export function readUsage(path: string): { cpuSeconds: number; memoryBytes: number } | null {
   if (cgroupV2()) {

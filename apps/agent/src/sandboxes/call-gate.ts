@@ -56,6 +56,11 @@ export class CallGate {
     })
   }
 
+  /** Whether a call of `id` is under way, or it is leaving this host. */
+  busy(id: string): boolean {
+    return this.running.has(id) || this.leaving.has(id)
+  }
+
   /** The checkpoint failed: the sandbox stays, calls flow again (held ones included). */
   reopen(id: string): void {
     this.leaving.delete(id)

@@ -18,7 +18,15 @@ import { GuestConnection } from '../guest/connection.ts'
 import { createGuestFifos, type GuestPipes, openGuestPipes } from '../guest/fifo.ts'
 import type { InstalledGuest } from '../guest/install.ts'
 import { CLOSED, type NetworkManager, type Slot } from '../network/manager.ts'
-import { createCgroup, limitCpu, limitHit, listCgroups, readUsage, removeCgroup } from '../runtime/cgroups.ts'
+import {
+  createCgroup,
+  limitCpu,
+  limitHit,
+  listCgroups,
+  readUsage,
+  removeCgroup,
+  setFrozen,
+} from '../runtime/cgroups.ts'
 import { type BuildMounts, buildSpec, cgroupLimits, type ImageDefaults } from '../runtime/oci-spec.ts'
 import {
   killAll,
@@ -60,6 +68,10 @@ export class Containers {
   private readonly listeners: SandboxExitListener[] = []
   private readonly cleanups = new Set<Promise<void>>()
   private networkUp: Promise<void> | null = null
+  /** CPU use of each sandbox when `freezeIfQuiet` last looked. */
+  private readonly cpuSeen = new Map<string, { cpuSeconds: number; at: number }>()
+  /** Told of every freeze and thaw. */
+  onFreeze?: (sbx: LiveSandbox, frozen: boolean) => void
 
   constructor(
     private readonly config: AgentConfig,
@@ -74,10 +86,51 @@ export class Containers {
   }
 
   /** The running sandbox `id`, else SANDBOX_NOT_RUNNING. */
+  /** The running sandbox `id`, thawed if it was frozen: whatever is done with it next runs. */
   live(id: string): LiveSandbox {
     const sbx = this.sandboxes.get(id)
     if (!sbx || sbx.stopping) throw new AppError('SANDBOX_NOT_RUNNING', `sandbox ${id} is not running`)
+    this.thaw(sbx)
     return sbx
+  }
+
+  /** Thaws a frozen sandbox (a write to its freezer cgroup: well under a millisecond). */
+  thaw(sbx: LiveSandbox): void {
+    if (!sbx.frozen) return
+    sbx.frozen = false
+    setFrozen(sbx.cgroup, false)
+    this.onFreeze?.(sbx, false)
+  }
+
+  /**
+   * Freezes `sbx` when it is quiet: no guest request or stream open, and at most `maxCpuPercent`
+   * of a core used since the last look (the first look only takes the measure). True when frozen.
+   */
+  freezeIfQuiet(sbx: LiveSandbox, maxCpuPercent: number): boolean {
+    if (sbx.frozen) return true
+    if (sbx.stopping || sbx.conn.openChannels > 0) {
+      this.cpuSeen.delete(sbx.id)
+      return false
+    }
+    const usage = readUsage(sbx.cgroup)
+    if (!usage) return false
+    const now = performance.now()
+    const before = this.cpuSeen.get(sbx.id)
+    this.cpuSeen.set(sbx.id, { cpuSeconds: usage.cpuSeconds, at: now })
+    if (!before || now - before.at < 1000) return false
+    const percent = ((usage.cpuSeconds - before.cpuSeconds) / ((now - before.at) / 1000)) * 100
+    if (percent > maxCpuPercent) return false
+    if (!setFrozen(sbx.cgroup, true)) return false
+    sbx.frozen = true
+    this.cpuSeen.delete(sbx.id)
+    this.onFreeze?.(sbx, true)
+    return true
+  }
+
+  /** The running sandbox `id` as it is (frozen or not), or undefined. */
+  peek(id: string): LiveSandbox | undefined {
+    const sbx = this.sandboxes.get(id)
+    return sbx && !sbx.stopping ? sbx : undefined
   }
 
   has(id: string): boolean {
@@ -231,6 +284,7 @@ export class Containers {
       guest: new GuestClient(conn),
       pipes,
       stopping: false,
+      frozen: false,
       exited: new Promise((r) => {
         exitedResolve = r
       }),
@@ -328,6 +382,8 @@ export class Containers {
 
   private async halt(sbx: LiveSandbox): Promise<void> {
     if (sbx.stopping) return
+    // frozen processes take no signal, SIGKILL included, until thawed
+    this.thaw(sbx)
     sbx.stopping = true
     sbx.pipes.input.destroy()
     // If the container never came up runsc may not know it, and a wedged one (seen once after an
@@ -355,7 +411,8 @@ export class Containers {
       if (sbx.stopping || INTERNAL_ID.test(sbx.id)) continue
       const u = readUsage(sbx.cgroup)
       const net = this.network.bytes(sbx.slot) ?? { rxBytes: 0, txBytes: 0 }
-      if (u) out.push({ id: sbx.id, ...u, networkRxBytes: net.rxBytes, networkTxBytes: net.txBytes })
+      if (u)
+        out.push({ id: sbx.id, ...u, networkRxBytes: net.rxBytes, networkTxBytes: net.txBytes, frozen: sbx.frozen })
     }
     return out
   }

@@ -35,5 +35,7 @@ export interface LiveSandbox {
   guest: GuestClient
   pipes: GuestPipes
   stopping: boolean
+  /** Frozen through its freezer cgroup (idle): any access through `Containers.live` thaws it. */
+  frozen: boolean
   exited: Promise<void>
 }

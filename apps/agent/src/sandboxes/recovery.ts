@@ -6,7 +6,7 @@ import { AppError } from '@forkbox/protocol'
 import type { AgentConfig } from '../config.ts'
 import { type GuestPipes, hasGuestFifos, openGuestPipes } from '../guest/fifo.ts'
 import type { Slot } from '../network/manager.ts'
-import { cgroupExists, listCgroups, removeCgroup } from '../runtime/cgroups.ts'
+import { cgroupExists, listCgroups, removeCgroup, setFrozen } from '../runtime/cgroups.ts'
 import { processAlive } from '../runtime/process.ts'
 import { killAll, runscDelete, runscKill, runscList, runscProcesses, runscSignal } from '../runtime/runsc.ts'
 import type { Containers } from './containers.ts'
@@ -102,6 +102,8 @@ async function reattach(containers: Containers, container: string, log: (message
     return false
   }
   const sbx = containers.register(record.id, container, record.vcpus, slot, pipes, { resync: true })
+  // the agent before may have left it frozen: the guest answers nothing until thawed
+  setFrozen(sbx.cgroup, false)
   const timer = setTimeout(
     () => sbx.conn.fail(new AppError('INTERNAL', 'the guest did not answer the resync')),
     READY_TIMEOUT_MS / 3,

@@ -29,6 +29,7 @@ export class WarmPool {
     for (let sbx = pool.shift(); sbx; sbx = pool.shift()) {
       if (sbx.stopping || sbx.conn.failed) continue
       this.containers.rename(sbx, spec.id)
+      this.containers.thaw(sbx)
       try {
         // the sandbox-level env is replaced: the template's (its image's ENV) under the create's
         await sbx.conn.configureRestored({ env: { ...def.env, ...spec.envs }, hostname: spec.id })
@@ -75,6 +76,12 @@ export class WarmPool {
   }
 
   /** Pooled (unclaimed) sandboxes per template. */
+  /** Freezes the pooled sandboxes that are quiet (they wait, and would burn gVisor's idle CPU). */
+  freezeIdle(maxCpuPercent: number): void {
+    for (const pool of this.pools.values())
+      for (const sbx of pool) if (!sbx.stopping) this.containers.freezeIfQuiet(sbx, maxCpuPercent)
+  }
+
   sizes(): Record<string, number> {
     return Object.fromEntries([...this.pools].map(([name, pool]) => [name, pool.length]))
   }

@@ -465,6 +465,10 @@ export class Fleet implements AgentApi {
     await this.links.each('pruning snapshots', (a) => a.pruneSnapshots(keep))
   }
 
+  async freeze(id: string): Promise<boolean> {
+    return (await this.onSandbox(id)).freeze(id)
+  }
+
   async stop(id: string): Promise<void> {
     const host = await this.hosts.hostOf(id)
     if (!host) return

@@ -250,6 +250,9 @@ export class RemoteAgent implements AgentApi {
   pruneSnapshots(keep: string[]) {
     return this.call<void>('pruneSnapshots', keep)
   }
+  freeze(id: string) {
+    return this.call<boolean>('freeze', id)
+  }
   stop(id: string) {
     return this.call<void>('stop', id)
   }

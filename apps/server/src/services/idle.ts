@@ -48,17 +48,18 @@ export class IdleTracker {
   }
 
   /**
-   * Of `running` (non-persistent ones), those no request has touched for `timeoutMs` and none is
+   * Of `running` (non-persistent ones, unless `persistentToo`), those no request has touched for `timeoutMs` and none is
    * under way, with how long they have been idle. A sandbox first seen here starts its clock now.
    */
   idle<S extends { id: string; persistent: boolean; activeAt?: number | null }>(
     running: Iterable<S>,
     now: number,
     timeoutMs: number,
+    opts: { persistentToo?: boolean } = {},
   ) {
     const out: { sandbox: S; idleMs: number }[] = []
     for (const s of running) {
-      if (s.persistent || this.idling.has(s.id)) continue
+      if ((s.persistent && !opts.persistentToo) || this.idling.has(s.id)) continue
       const seen = this.activity.get(s.id) ?? this.touch(s.id)
       // what other replicas saw counts too (the store's time of the last call seen anywhere)
       const at = Math.max(seen.at, s.activeAt ?? 0)

@@ -70,6 +70,7 @@ export class Launcher {
       network: req.network,
       onTimeout: req.onTimeout,
       ttlSeconds: req.ttlSeconds,
+      freeze: req.freeze,
     })
   }
 
@@ -132,6 +133,7 @@ export class Launcher {
       // the same policy; each fork has its own namespace and address
       network: src.network,
       onTimeout: src.onTimeout,
+      freeze: src.freeze,
     }
     const ids = Array.from({ length: req.count }, newSandboxId)
     let checkpointed: number | null = null

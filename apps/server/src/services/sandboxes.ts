@@ -28,6 +28,7 @@ import type { Authenticator } from '../http/auth.ts'
 import type { Metrics } from '../metrics.ts'
 import { type SandboxRecord, type SandboxStore, toPublic } from '../store/sandboxes.ts'
 import type { SnapshotRecord, SnapshotStore } from '../store/snapshots.ts'
+import { Freezer } from './freezer.ts'
 import { IdleTracker } from './idle.ts'
 import { type ForkInput, Launcher } from './launch.ts'
 import { egressOf, resolveNetwork } from './network-policy.ts'
@@ -46,6 +47,7 @@ export class SandboxService {
   private readonly stopping = new Set<Promise<void>>()
   private readonly waking = new Map<string, Promise<void>>()
   private readonly idle: IdleTracker
+  private readonly freezer: Freezer
   private readonly hibernating = new Map<string, Promise<void>>()
   private readonly launcher: Launcher
 
@@ -57,6 +59,8 @@ export class SandboxService {
       maxSandboxes: number
       idleTimeoutMs?: number
       idleAction?: 'hibernate' | 'kill'
+      /** Idle this long (no call, no proxied connection), a sandbox is frozen if quiet; 0 or none: never. */
+      freezeAfterMs?: number
       /** Exposed ports are served under it (see `Sandbox.domain`). */
       sandboxDomain: string
       /** How long a call refused as its sandbox moved (it never started) is sent again. */
@@ -76,6 +80,7 @@ export class SandboxService {
     private readonly templateLabel: (agentName: string) => Promise<string> = async (name) => name,
   ) {
     this.idle = new IdleTracker(limits.fleet === true)
+    this.freezer = new Freezer(agent, store, this.idle, log, limits.freezeAfterMs ?? 0)
     this.launcher = new Launcher(store, agent, log, limits.maxSandboxes, (owner, id) => this.get(owner, id), metrics)
     agent.onExit((id, reason, message) => {
       if (!reason) return
@@ -376,6 +381,7 @@ export class SandboxService {
 
   private async end(id: string, event: 'killed' | 'expired' | 'idle-killed'): Promise<void> {
     this.idle.forget(id)
+    this.freezer.forget(id)
     const hibernated = (await this.store.get(id))?.hibernateSnapshot
     if (!(await this.store.transition(id, ['starting', 'running', 'hibernated', 'lost'], 'killed', event))) return
     if (hibernated) {
@@ -408,6 +414,7 @@ export class SandboxService {
       else await this.end(s.id, 'expired')
     }
     await this.reapIdle(now.getTime())
+    await this.freezer.pass(await this.store.running(), now.getTime())
     return expired.map((s) => s.id)
   }
 
@@ -566,6 +573,7 @@ export class SandboxService {
    */
   async onSandbox<T>(owner: string, id: string, fn: () => Promise<T>): Promise<T> {
     const release = this.idle.hold(id)
+    this.freezer.touched(id)
     try {
       const deadline = Date.now() + (this.limits.movingRetryMs ?? 60_000)
       for (;;) {
@@ -647,6 +655,7 @@ export class SandboxService {
     if (!s.network.ports.includes(port))
       throw new AppError('PORT_NOT_EXPOSED', `port ${port} of sandbox ${id} is not exposed (network.ports)`, { port })
     const done = this.idle.hold(id)
+    this.freezer.touched(id)
     try {
       await this.awake(s.owner, id)
       if (this.limits.fleet)

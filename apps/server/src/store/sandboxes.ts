@@ -33,6 +33,7 @@ interface SandboxRow {
   network: string
   on_timeout: string
   ttl_seconds: number | null
+  freeze: number
 }
 
 /** A sandbox as stored; its access token is derived from the server secret, never stored; its domain is the server's. */
@@ -68,6 +69,7 @@ function toRecord(r: SandboxRow): SandboxRecord {
     network: JSON.parse(r.network),
     onTimeout: onTimeoutOf(r.on_timeout),
     ttlSeconds: r.ttl_seconds === null ? null : Number(r.ttl_seconds),
+    freeze: Number(r.freeze) !== 0,
   }
 }
 
@@ -129,6 +131,7 @@ export class SandboxStore {
     network: NetworkPolicy
     onTimeout?: OnTimeout
     ttlSeconds?: number
+    freeze?: boolean
   }): Promise<SandboxRecord> {
     await this.db
       .insertInto('sandboxes')
@@ -145,6 +148,7 @@ export class SandboxStore {
         network: JSON.stringify(s.network),
         on_timeout: s.onTimeout ?? 'kill',
         ttl_seconds: s.ttlSeconds ?? null,
+        freeze: s.freeze === false ? 0 : 1,
       })
       .execute()
     await this.event(s.id, 'created')
@@ -275,16 +279,19 @@ export class SandboxStore {
   }
 
   /** Running sandboxes (the idle reaper's candidates). */
-  async running(): Promise<{ id: string; owner: string; persistent: boolean; activeAt: number | null }[]> {
+  async running(): Promise<
+    { id: string; owner: string; persistent: boolean; freeze: boolean; activeAt: number | null }[]
+  > {
     const rows = await this.db
       .selectFrom('sandboxes')
-      .select(['id', 'owner', 'persistent', 'active_at'])
+      .select(['id', 'owner', 'persistent', 'freeze', 'active_at'])
       .where('state', '=', 'running')
       .execute()
     return rows.map((r) => ({
       id: r.id,
       owner: r.owner,
       persistent: Number(r.persistent) === 1,
+      freeze: Number(r.freeze) !== 0,
       activeAt: r.active_at ? Date.parse(r.active_at) : null,
     }))
   }

@@ -34,6 +34,8 @@ export interface SandboxesTable {
   on_timeout: Generated<string>
   /** Its TTL as last set (a wake after a timeout's hibernation starts it again). */
   ttl_seconds: number | null
+  /** 1: frozen while idle (the default); 0: never (in-sandbox timers must keep time). */
+  freeze: Generated<number>
 }
 
 export interface SandboxEventsTable {
@@ -311,6 +313,14 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
       async up(db: Kysely<unknown>) {
         await db.schema.alterTable('snapshots').addColumn('name', 'text').execute()
         await db.schema.createIndex('snapshots_owner_name').on('snapshots').columns(['owner', 'name']).execute()
+      },
+    },
+    '0007-freeze': {
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .alterTable('sandboxes')
+          .addColumn('freeze', 'integer', (c) => c.notNull().defaultTo(1))
+          .execute()
       },
     },
   }

@@ -1,0 +1,109 @@
+// Idle sandboxes frozen through their freezer cgroup on real runsc: no CPU while idle, and every
+// kind of call thaws them first, invisibly but for its latency.
+import assert from 'node:assert/strict'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+import { Sandbox } from '@forkbox/sdk'
+import { useTestHost } from './harness.ts'
+
+const host = useTestHost({ options: () => ({ freezeAfterSeconds: 1 }) })
+
+/** The sandbox's runsc container (its bundle dir names it; a claimed pool sandbox keeps its pool name). */
+function containerOf(id: string): string {
+  const dir = join(host().dataDir, 'sandboxes')
+  for (const name of readdirSync(dir)) {
+    const record = join(dir, name, 'forkbox.json')
+    if (existsSync(record) && JSON.parse(readFileSync(record, 'utf8')).id === id) return name
+  }
+  throw new Error(`no bundle of ${id}`)
+}
+
+const cgroupFile = (id: string, controller: string, file: string) =>
+  join('/sys/fs/cgroup', controller, host().cgroupParent, containerOf(id), file)
+const frozen = (id: string) => readFileSync(cgroupFile(id, 'freezer', 'freezer.state'), 'utf8').trim() === 'FROZEN'
+const cpuNs = (id: string) => Number(readFileSync(cgroupFile(id, 'cpuacct', 'cpuacct.usage'), 'utf8'))
+
+async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    if (await check()) return
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  throw new Error(`timed out waiting for ${what}`)
+}
+
+describe('freezing idle sandboxes', () => {
+  it('an idle sandbox is frozen (no CPU at all); exec, files, fork, hibernate and a proxied request each thaw it', async () => {
+    await using sbx = await Sandbox.create({ ...host().conn, network: { ports: [8000] } })
+    await sbx.exec('cd /tmp && echo served > index.html && setsid python3 -m http.server 8000 >/dev/null 2>&1 &')
+    await until(
+      'the server to listen',
+      async () =>
+        (await sbx.exec('python3 -c "import socket; socket.create_connection((\'127.0.0.1\', 8000), 1)"')).exitCode ===
+        0,
+    )
+    // a server that only listens is idle
+    await until('the sandbox to freeze', () => frozen(sbx.id))
+    const before = cpuNs(sbx.id)
+    await new Promise((r) => setTimeout(r, 3000))
+    assert.equal(cpuNs(sbx.id) - before, 0, 'a frozen sandbox uses no CPU')
+    assert.ok(frozen(sbx.id))
+
+    let started = performance.now()
+    assert.equal((await sbx.exec('echo thawed')).stdout, 'thawed\n')
+    console.log(`exec on a frozen sandbox: ${(performance.now() - started).toFixed(0)} ms`)
+
+    await until('the sandbox to freeze again', () => frozen(sbx.id))
+    assert.equal(await sbx.files.read('/tmp/index.html'), 'served\n')
+
+    await until('the sandbox to freeze again', () => frozen(sbx.id))
+    started = performance.now()
+    const res = await fetch(`http://${sbx.getHost(8000)}/index.html`, { headers: { 'x-api-key': host().conn.apiKey } })
+    assert.equal(res.status, 200)
+    assert.equal(await res.text(), 'served\n')
+    console.log(`proxied request to a frozen sandbox: ${(performance.now() - started).toFixed(0)} ms`)
+
+    await until('the sandbox to freeze again', () => frozen(sbx.id))
+    const [child] = await sbx.fork({ count: 1 })
+    assert.ok(child)
+    try {
+      assert.equal(await child.files.read('/tmp/index.html'), 'served\n')
+    } finally {
+      await child.kill()
+    }
+
+    await until('the sandbox to freeze again', () => frozen(sbx.id))
+    await sbx.hibernate()
+    assert.equal((await sbx.exec('cat /tmp/index.html')).stdout, 'served\n')
+    const types = (
+      (await await fetch(`${host().conn.url}/v1/sandboxes/${sbx.id}/events`, {
+        headers: { authorization: `Bearer ${host().conn.apiKey}` },
+      }).then((r) => r.json())) as { events: { type: string }[] }
+    ).events.map((e) => e.type)
+    assert.ok(types.includes('frozen') && types.includes('thawed'), types.join(' '))
+  })
+
+  it('the warm pool is frozen while it waits; a create claims a frozen sandbox and it answers', async () => {
+    const dir = join(host().dataDir, 'sandboxes')
+    const pooled = () => readdirSync(dir).filter((n) => n.startsWith('pool-base'))
+    const poolFrozen = (name: string) =>
+      readFileSync(join('/sys/fs/cgroup/freezer', host().cgroupParent, name, 'freezer.state'), 'utf8').trim() ===
+      'FROZEN'
+    await until('a frozen pool sandbox', () => pooled().some(poolFrozen), 30_000)
+    await using sbx = await Sandbox.create(host().conn)
+    assert.equal((await sbx.exec('echo claimed')).stdout, 'claimed\n')
+  })
+
+  it('a sandbox that is busy, or has a terminal open, is never frozen', async () => {
+    await using busy = await Sandbox.create(host().conn)
+    await busy.exec('setsid sh -c "while :; do :; done" >/dev/null 2>&1 &')
+    await using watched = await Sandbox.create(host().conn)
+    const term = await watched.pty.create({ cols: 80, rows: 24, onData: () => {} })
+    await new Promise((r) => setTimeout(r, 6000))
+    assert.equal(frozen(busy.id), false)
+    assert.equal(frozen(watched.id), false)
+    term.kill()
+    await until('the closed terminal to let it freeze', () => frozen(watched.id))
+  })
+})
