@@ -13,7 +13,7 @@ import {
   SandboxNotFoundError,
   TimeoutError,
 } from 'e2b'
-import { issueE2bKey, useTestHost } from './harness.ts'
+import { issueE2bKey, until, useTestHost } from './harness.ts'
 
 const host = useTestHost({
   async setup(t) {
@@ -29,13 +29,6 @@ const TIMEOUT_MS = 180_000
 const text = new TextDecoder()
 
 /** Polls `check` until it holds (or fails with what it last saw). */
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 100))
-  }
-}
 
 async function withSandbox<T>(fn: (sbx: Sandbox) => Promise<T>): Promise<T> {
   const sbx = await Sandbox.create({ timeoutMs: TIMEOUT_MS })

@@ -5,7 +5,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { Sandbox } from '@forkbox/sdk'
-import { useTestHost } from './harness.ts'
+import { until, useTestHost } from './harness.ts'
 
 const host = useTestHost({ options: () => ({ freezeAfterSeconds: 1 }) })
 
@@ -23,15 +23,6 @@ const cgroupFile = (id: string, controller: string, file: string) =>
   join('/sys/fs/cgroup', controller, host().cgroupParent, containerOf(id), file)
 const frozen = (id: string) => readFileSync(cgroupFile(id, 'freezer', 'freezer.state'), 'utf8').trim() === 'FROZEN'
 const cpuNs = (id: string) => Number(readFileSync(cgroupFile(id, 'cpuacct', 'cpuacct.usage'), 'utf8'))
-
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    if (await check()) return
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  throw new Error(`timed out waiting for ${what}`)
-}
 
 describe('freezing idle sandboxes', () => {
   it('an idle sandbox is frozen (no CPU at all); exec, files, fork, hibernate and a proxied request each thaw it', async () => {

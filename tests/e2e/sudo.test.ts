@@ -3,18 +3,9 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { Sandbox } from '@forkbox/sdk'
-import { useTestHost } from './harness.ts'
+import { until, useTestHost } from './harness.ts'
 
 const host = useTestHost()
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    if (await check()) return
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  throw new Error(`timed out waiting for ${what}`)
-}
 
 describe('sudo', () => {
   it('runs a command as root (or another user) with its stdin, output, exit status and a reset environment', async () => {
