@@ -56,6 +56,7 @@ let hosts = 0
 export async function benchHost(
   name: string,
   poolSize: number,
+  options: { freezeAfterSeconds?: number } = {},
 ): Promise<Host & { conn: { url: string; apiKey: string } }> {
   const tag = `forkbox-bench-${name}-${process.pid}`
   const dataDir = `/tmp/${tag}`
@@ -69,6 +70,7 @@ export async function benchHost(
     prebuild: ['base'],
     poolSize,
     networkSubnet: `10.${230 + (hosts++ % 20)}.0.0/16`,
+    ...options,
   })
   return {
     ...host,

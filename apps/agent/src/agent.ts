@@ -307,7 +307,8 @@ export class LocalAgent implements AgentApi {
   }
 
   fork(sourceId: string, children: Omit<StartSandboxSpec, 'snapshot'>[], opts?: ForkOptions): Promise<ForkOutcome[]> {
-    return this.checkpoints.fork(sourceId, children, opts)
+    // a call of the source's: it is not frozen under its checkpoint, and a hibernate waits for it
+    return this.gate.run(sourceId, () => this.checkpoints.fork(sourceId, children, opts))
   }
 
   private guest(id: string): GuestClient {
@@ -381,7 +382,7 @@ export class LocalAgent implements AgentApi {
   }
 
   async snapshot(id: string, snapshotId: string, opts: SnapshotOptions = {}): Promise<{ sizeBytes: number }> {
-    if (!opts.final) return this.checkpoints.snapshot(id, snapshotId)
+    if (!opts.final) return this.gate.run(id, () => this.checkpoints.snapshot(id, snapshotId))
     // the last image before the sandbox leaves: what runs finishes (a while), nothing new starts
     await this.gate.close(id, this.containers.live(id).exited, FINAL_CHECKPOINT_WAIT_MS)
     try {

@@ -105,6 +105,8 @@ describe('nftables rules', () => {
     assert.deepEqual(ruleLines(s), chainRules('goto refuse'))
     assert.match(s, /add element inet forkbox_t addrs \{ "fxt3" \. 10\.9\.0\.14 \}/)
     assert.match(s, /add element inet forkbox_t egress \{ "fxt3" : jump sbx3 \}/)
+    // its lookups reach the resolver from the start (which refuses them while it is closed)
+    assert.match(s, /add element inet forkbox_t dns \{ "fxt3" \}/)
   })
   it('the base table: metadata, host and own subnet blocked, spoofing and IPv6 dropped, DNS redirected, each chain in order', () => {
     const s = baseScript({

@@ -37,6 +37,7 @@ export async function startHost(
       maxSandboxes: config.maxSandboxes,
       idleTimeoutSeconds: config.idleTimeoutSeconds,
       idleAction: config.idleAction,
+      freezeAfterSeconds: config.freezeAfterSeconds,
       sandboxDomain: config.sandboxDomain,
       portsPathRoute: config.portsPathRoute,
     },

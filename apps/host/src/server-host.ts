@@ -30,6 +30,7 @@ export async function startServerHost(opts: ServerHostOptions = {}): Promise<Ser
       maxSandboxes: config.maxSandboxes,
       idleTimeoutSeconds: config.idleTimeoutSeconds,
       idleAction: config.idleAction,
+      freezeAfterSeconds: config.freezeAfterSeconds,
       sandboxDomain: config.sandboxDomain,
       portsPathRoute: config.portsPathRoute,
     },

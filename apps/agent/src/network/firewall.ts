@@ -115,6 +115,7 @@ flush chain ${t} ${n.chain}
 add rule ${t} ${n.chain} goto refuse
 add element ${t} addrs { "${iface}" . ${address} }
 add element ${t} egress { "${iface}" : jump ${n.chain} }
+add element ${t} dns { "${iface}" }
 `
 }
 
@@ -125,8 +126,9 @@ export function policyScript(b: FirewallNames, r: SlotRules): string {
   const lines = [
     `flush chain ${t} ${n.chain}`,
     ...[n.allow, n.deny, n.allowDns, n.denyDns].map((s) => `flush set ${t} ${s}`),
-    // every sandbox reaches the resolver, which answers one without internet REFUSED at once
-    // (never asking upstream): a lookup there fails in a millisecond, not after glibc's retries
+    // every sandbox reaches the resolver (from its slot's start), which answers one without
+    // internet REFUSED at once, never asking upstream: a lookup there fails in a millisecond, not
+    // after glibc's retries
     `add element ${t} dns { "${r.iface}" }`,
   ]
   const add = (set: string, items: string[]) => {

@@ -278,7 +278,7 @@ export class SandboxService {
   async snapshot(owner: string, id: string, opts: { name?: string } = {}): Promise<Snapshot> {
     const src = await this.awake(owner, id)
     const snapshotId = `snap-${randomBytes(10).toString('hex')}`
-    const { sizeBytes } = await this.agent.snapshot(id, snapshotId)
+    const { sizeBytes } = await this.busyWith(id, () => this.agent.snapshot(id, snapshotId))
     const snap = await this.snapshots.insert({
       id: snapshotId,
       name: opts.name ?? null,
@@ -309,7 +309,18 @@ export class SandboxService {
    */
   async fork(owner: string, id: string, req: ForkInput): Promise<Sandbox[]> {
     const src = await this.awake(owner, id)
-    return this.launcher.fork(owner, src, req, (fork) => this.end(fork, 'killed'))
+    return this.busyWith(id, () => this.launcher.fork(owner, src, req, (fork) => this.end(fork, 'killed')))
+  }
+
+  /** Runs `fn` with the sandbox counted busy: neither reaped as idle nor frozen meanwhile. */
+  private async busyWith<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    const release = this.idle.hold(id)
+    this.freezer.touched(id)
+    try {
+      return await fn()
+    } finally {
+      release()
+    }
   }
 
   /** Throws what a call on the sandbox would: not this owner's, or neither running nor hibernated. */
@@ -572,8 +583,10 @@ export class SandboxService {
    * (SANDBOX_MOVING: it never started) goes again once the sandbox runs wherever it went.
    */
   async onSandbox<T>(owner: string, id: string, fn: () => Promise<T>): Promise<T> {
-    const release = this.idle.hold(id)
-    this.freezer.touched(id)
+    return this.busyWith(id, () => this.onAwake(owner, id, fn))
+  }
+
+  private async onAwake<T>(owner: string, id: string, fn: () => Promise<T>): Promise<T> {
     try {
       const deadline = Date.now() + (this.limits.movingRetryMs ?? 60_000)
       for (;;) {
@@ -589,8 +602,6 @@ export class SandboxService {
       if (err instanceof AppError && (err.code === 'SANDBOX_NOT_RUNNING' || err.code === 'SANDBOX_ERRORED'))
         await this.running(owner, id)
       throw err
-    } finally {
-      release()
     }
   }
 
