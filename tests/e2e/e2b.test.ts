@@ -97,7 +97,7 @@ describe('e2b clients against forkbox', () => {
       assert.equal(cmd2.stdout.trim(), '')
       assert.equal((await sbx.commands.run('sudo id -u')).stdout, '0\n')
       // the sandbox's own names resolve from /etc/hosts, with no resolver to wait for
-      assert.match((await sbx.commands.run('getent hosts localhost sandbox')).stdout, /127\.0\.1\.1\s+sandbox/)
+      assert.match((await sbx.commands.run('getent hosts localhost sandbox')).stdout, /127\.0\.1\.1\s+sbx-\w+ sandbox/)
     })
   })
 
