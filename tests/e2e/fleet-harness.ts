@@ -256,6 +256,7 @@ export async function startFleet(opts: {
       secretPath,
       hostGraceSeconds: opts.hostGraceSeconds ?? 6,
       startingTimeoutSeconds: opts.startingTimeoutSeconds ?? 300,
+      freezeAfterSeconds: Number(process.env.FORKBOX_FREEZE_AFTER_SECONDS ?? 10),
       logLevel: process.env.FORKBOX_FLEET_LOG_LEVEL === 'info' ? 'info' : 'warn',
     })
   const replicas: ServerHost[] = []

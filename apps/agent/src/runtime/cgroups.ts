@@ -154,6 +154,11 @@ export function setFrozen(path: string, frozen: boolean): boolean {
   }
 }
 
+/** Thaws every sandbox cgroup under `parent` (a crashed agent may have left some frozen). */
+export function thawAll(parent: string): void {
+  for (const name of listCgroups(parent)) setFrozen(`${parent}/${name}`, false)
+}
+
 /** Whether the cgroup is frozen (or freezing) now. */
 export function isFrozen(path: string): boolean {
   const state = cgroupV2()

@@ -32,8 +32,12 @@ export function runscGlobalArgs(o: RunscOptions, rootOverlay: 'memory' | 'none' 
   ]
 }
 
+/** The containers and their state. Hangs on a frozen sandbox (it asks each one): thaw first. */
 export async function runscList(o: RunscOptions): Promise<{ id: string; status: string; pid: number }[]> {
-  const { stdout } = await run(o.runscPath, [`--root=${o.stateDir}`, 'list', '--format=json'])
+  const { stdout } = await run(o.runscPath, [`--root=${o.stateDir}`, 'list', '--format=json'], {
+    timeout: 60_000,
+    killSignal: 'SIGKILL',
+  })
   const parsed = JSON.parse(stdout.trim() || '[]') as { id: string; status: string; pid: number }[] | null
   return parsed ?? []
 }

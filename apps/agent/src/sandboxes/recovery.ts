@@ -6,7 +6,7 @@ import { AppError } from '@forkbox/protocol'
 import type { AgentConfig } from '../config.ts'
 import { type GuestPipes, hasGuestFifos, openGuestPipes } from '../guest/fifo.ts'
 import type { Slot } from '../network/manager.ts'
-import { cgroupExists, listCgroups, removeCgroup, setFrozen } from '../runtime/cgroups.ts'
+import { cgroupExists, listCgroups, removeCgroup, setFrozen, thawAll } from '../runtime/cgroups.ts'
 import { processAlive } from '../runtime/process.ts'
 import { killAll, runscDelete, runscKill, runscList, runscProcesses, runscSignal } from '../runtime/runsc.ts'
 import type { Containers } from './containers.ts'
@@ -25,6 +25,9 @@ export async function reconcile(
   await containers.networkReady()
   const removed = new Set<string>()
   const owned = containers.containerNames()
+  // `runsc list` asks each sandbox for its state, and a frozen one never answers: what a crashed
+  // agent left frozen is thawed first (at start this agent owns nothing yet)
+  if (owned.size === 0) thawAll(config.cgroupParent)
   for (const c of await runscList(runsc).catch(() => [])) {
     if (owned.has(c.id)) continue
     if (c.status === 'running' && (await reattach(containers, c.id, log))) {

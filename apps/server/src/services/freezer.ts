@@ -9,6 +9,8 @@ import type { IdleTracker } from './idle.ts'
 
 /** How often one sandbox that is not frozen yet (busy, or being measured) is asked again. */
 const ASK_EVERY_MS = 2_000
+/** How long the reaper pass waits for one answer (a host being drained or gone must not hold it). */
+const ASK_TIMEOUT_MS = 2_000
 
 export class Freezer {
   /** Sandboxes frozen through this replica, with when: not asked again until a call touched them. */
@@ -37,7 +39,12 @@ export class Freezer {
       this.askedAt.set(id, now)
       let ok = false
       try {
-        ok = await this.agent.freeze(id)
+        const freezing = this.agent.freeze(id)
+        freezing.catch(() => {})
+        ok = await Promise.race([
+          freezing,
+          new Promise<boolean>((resolve) => setTimeout(() => resolve(false), ASK_TIMEOUT_MS).unref()),
+        ])
       } catch (err) {
         this.log.debug({ sandboxId: id, err: String(err) }, 'freezing an idle sandbox failed')
       }
