@@ -29,7 +29,7 @@ import struct
 import sys
 
 from .spawn import killpg
-from .spawner import MSG_LEN
+from .spawner import MSG_LEN, send_msg
 from .users import DEFAULT_USER, check_env
 
 TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
@@ -110,12 +110,11 @@ class SudoServer:
 
 
 def _answer(conn: socket.socket, msg: dict[str, Any], fds: list[int] | None = None) -> bool:
-    """A short message to a caller; False when it cannot take it (gone, or not reading)."""
-    data = json.dumps(msg, separators=(",", ":")).encode()
-    data = MSG_LEN.pack(len(data)) + data
+    """A short message to a caller (the spawner's framing); False when it cannot take it (gone, or
+    not reading)."""
     try:
-        sent = socket.send_fds(conn, [data], fds) if fds else conn.send(data)
-        return sent == len(data)
+        send_msg(conn, msg, fds or ())
+        return True
     except OSError:
         return False
 

@@ -154,17 +154,9 @@ export function setFrozen(path: string, frozen: boolean): boolean {
   }
 }
 
-/** Thaws every sandbox cgroup under `parent` (a crashed agent may have left some frozen). */
-export function thawAll(parent: string): void {
-  for (const name of listCgroups(parent)) setFrozen(`${parent}/${name}`, false)
-}
-
-/** Whether the cgroup is frozen (or freezing) now. */
-export function isFrozen(path: string): boolean {
-  const state = cgroupV2()
-    ? read(join(ROOT, path, 'cgroup.freeze'))?.trim() === '1'
-    : /FROZEN|FREEZING/.test(read(join(ROOT, 'freezer', path, 'freezer.state')) ?? '')
-  return state
+/** Thaws every sandbox cgroup under `parent` but those named in `keep` (a crashed agent may have left some frozen). */
+export function thawAll(parent: string, keep: ReadonlySet<string> = new Set()): void {
+  for (const name of listCgroups(parent)) if (!keep.has(name)) setFrozen(`${parent}/${name}`, false)
 }
 
 /** CPU time used (seconds) and memory in use (bytes) by the cgroup; null when it is gone. */

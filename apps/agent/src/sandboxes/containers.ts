@@ -70,8 +70,6 @@ export class Containers {
   private networkUp: Promise<void> | null = null
   /** CPU use of each sandbox when `freezeIfQuiet` last looked. */
   private readonly cpuSeen = new Map<string, { cpuSeconds: number; at: number }>()
-  /** Told of every freeze and thaw. */
-  onFreeze?: (sbx: LiveSandbox, frozen: boolean) => void
 
   constructor(
     private readonly config: AgentConfig,
@@ -85,8 +83,7 @@ export class Containers {
     return join(this.config.dataDir, 'sandboxes')
   }
 
-  /** The running sandbox `id`, else SANDBOX_NOT_RUNNING. */
-  /** The running sandbox `id`, thawed if it was frozen: whatever is done with it next runs. */
+  /** The running sandbox `id` (else SANDBOX_NOT_RUNNING), thawed if it was frozen: whatever is done with it next runs. */
   live(id: string): LiveSandbox {
     const sbx = this.sandboxes.get(id)
     if (!sbx || sbx.stopping) throw new AppError('SANDBOX_NOT_RUNNING', `sandbox ${id} is not running`)
@@ -99,7 +96,6 @@ export class Containers {
     if (!sbx.frozen) return
     sbx.frozen = false
     setFrozen(sbx.cgroup, false)
-    this.onFreeze?.(sbx, false)
   }
 
   /**
@@ -123,7 +119,6 @@ export class Containers {
     if (!setFrozen(sbx.cgroup, true)) return false
     sbx.frozen = true
     this.cpuSeen.delete(sbx.id)
-    this.onFreeze?.(sbx, true)
     return true
   }
 

@@ -6,7 +6,7 @@ import { AppError } from '@forkbox/protocol'
 import type { AgentConfig } from '../config.ts'
 import { type GuestPipes, hasGuestFifos, openGuestPipes } from '../guest/fifo.ts'
 import type { Slot } from '../network/manager.ts'
-import { cgroupExists, listCgroups, removeCgroup, setFrozen, thawAll } from '../runtime/cgroups.ts'
+import { cgroupExists, listCgroups, removeCgroup, thawAll } from '../runtime/cgroups.ts'
 import { processAlive } from '../runtime/process.ts'
 import { killAll, runscDelete, runscKill, runscList, runscProcesses, runscSignal } from '../runtime/runsc.ts'
 import type { Containers } from './containers.ts'
@@ -26,8 +26,8 @@ export async function reconcile(
   const removed = new Set<string>()
   const owned = containers.containerNames()
   // `runsc list` asks each sandbox for its state, and a frozen one never answers: what a crashed
-  // agent left frozen is thawed first (at start this agent owns nothing yet)
-  if (owned.size === 0) thawAll(config.cgroupParent)
+  // agent left frozen is thawed first (this agent's own it thaws itself, on their next call)
+  thawAll(config.cgroupParent, owned)
   for (const c of await runscList(runsc).catch(() => [])) {
     if (owned.has(c.id)) continue
     if (c.status === 'running' && (await reattach(containers, c.id, log))) {
@@ -104,9 +104,8 @@ async function reattach(containers: Containers, container: string, log: (message
     pipes.output.destroy()
     return false
   }
+  // (thawed by `reconcile` before: a frozen guest would never answer the resync)
   const sbx = containers.register(record.id, container, record.vcpus, slot, pipes, { resync: true })
-  // the agent before may have left it frozen: the guest answers nothing until thawed
-  setFrozen(sbx.cgroup, false)
   const timer = setTimeout(
     () => sbx.conn.fail(new AppError('INTERNAL', 'the guest did not answer the resync')),
     READY_TIMEOUT_MS / 3,

@@ -75,13 +75,13 @@ export class WarmPool {
     this.filling.set(def.name, fill)
   }
 
-  /** Pooled (unclaimed) sandboxes per template. */
   /** Freezes the pooled sandboxes that are quiet (they wait, and would burn gVisor's idle CPU). */
   freezeIdle(maxCpuPercent: number): void {
     for (const pool of this.pools.values())
       for (const sbx of pool) if (!sbx.stopping) this.containers.freezeIfQuiet(sbx, maxCpuPercent)
   }
 
+  /** Pooled (unclaimed) sandboxes per template. */
   sizes(): Record<string, number> {
     return Object.fromEntries([...this.pools].map(([name, pool]) => [name, pool.length]))
   }

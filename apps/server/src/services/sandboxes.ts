@@ -312,10 +312,16 @@ export class SandboxService {
     return this.busyWith(id, () => this.launcher.fork(owner, src, req, (fork) => this.end(fork, 'killed')))
   }
 
-  /** Runs `fn` with the sandbox counted busy: neither reaped as idle nor frozen meanwhile. */
-  private async busyWith<T>(id: string, fn: () => Promise<T>): Promise<T> {
+  /** Counts the sandbox busy (neither reaped as idle nor frozen) until the returned release. */
+  private hold(id: string): () => void {
     const release = this.idle.hold(id)
     this.freezer.touched(id)
+    return release
+  }
+
+  /** Runs `fn` with the sandbox counted busy: neither reaped as idle nor frozen meanwhile. */
+  private async busyWith<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    const release = this.hold(id)
     try {
       return await fn()
     } finally {
@@ -665,8 +671,7 @@ export class SandboxService {
     if (!s || !allowed) throw new AppError('SANDBOX_NOT_FOUND', `no sandbox ${id}`)
     if (!s.network.ports.includes(port))
       throw new AppError('PORT_NOT_EXPOSED', `port ${port} of sandbox ${id} is not exposed (network.ports)`, { port })
-    const done = this.idle.hold(id)
-    this.freezer.touched(id)
+    const done = this.hold(id)
     try {
       await this.awake(s.owner, id)
       if (this.limits.fleet)
