@@ -232,6 +232,7 @@ export class Containers {
       }
       await this.setPolicy(sbx, spec.network ?? CLOSED)
       if (spec.limitCpu ?? true) limitCpu(cgroup, spec.resources.vcpus)
+      sbx.starting = false
       return sbx
     } catch (err) {
       // what runsc said is the only clue to a failed start: keep it in our log
@@ -279,6 +280,7 @@ export class Containers {
       guest: new GuestClient(conn),
       pipes,
       stopping: false,
+      starting: !opts.resync,
       frozen: false,
       exited: new Promise((r) => {
         exitedResolve = r
@@ -345,7 +347,7 @@ export class Containers {
         ? new AppError('SANDBOX_ERRORED', message ?? 'sandbox errored', { reason })
         : new AppError('SANDBOX_NOT_RUNNING', 'sandbox was stopped'),
     )
-    this.report(sbx.id, reason, message)
+    if (!sbx.starting) this.report(sbx.id, reason, message)
     this.track(this.cleanup(sbx))
   }
 

@@ -35,6 +35,11 @@ export interface LiveSandbox {
   guest: GuestClient
   pipes: GuestPipes
   stopping: boolean
+  /**
+   * Still starting: its exit is not reported as the sandbox's (its start fails with it, and the
+   * caller decides what follows: a template snapshot that will not restore is cold-booted instead).
+   */
+  starting: boolean
   /** Frozen through its freezer cgroup (idle): any access through `Containers.live` thaws it. */
   frozen: boolean
   exited: Promise<void>
