@@ -2,6 +2,8 @@
 // without the server buffering it, background processes outlive their clients and take stdin;
 // lifecycle events arrive live and in order; /metrics counts what happened.
 import assert from 'node:assert/strict'
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { ConflictError, type FileChange, ForkboxClient, ForkboxError, NotFoundError, Sandbox } from '@forkbox/sdk'
 import parsePrometheusTextFormat from 'parse-prometheus-text-format'
@@ -305,6 +307,16 @@ describe('events and metrics', () => {
       .find((f) => f.name === 'forkbox_sandbox_memory_bytes')
       ?.metrics.find((m) => m.labels?.sandbox === sbx.id)
     assert.ok(Number(mem?.value) > 10 * 1024 * 1024, `memory of ${sbx.id}: ${mem?.value}`)
+    // where it lives on the host, by its id (a claimed pool sandbox keeps the pool's names)
+    const info = after.families
+      .find((f) => f.name === 'forkbox_sandbox_info')
+      ?.metrics.find((m) => m.labels?.sandbox === sbx.id)?.labels
+    const cgroup = info?.cgroup ?? ''
+    assert.ok(info?.container && cgroup.endsWith(`/${info.container}`), JSON.stringify(info))
+    const cgroupDir = existsSync('/sys/fs/cgroup/cgroup.controllers')
+      ? join('/sys/fs/cgroup', cgroup)
+      : join('/sys/fs/cgroup/memory', cgroup)
+    assert.ok(existsSync(join(cgroupDir, 'cgroup.procs')), cgroupDir)
     // its own view: samples come every 5 s; disk use counts what we write
     await sbx.files.write('/work/blob', new Uint8Array(3 * 1024 * 1024))
     await new Promise((r) => setTimeout(r, 5500))

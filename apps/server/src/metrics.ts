@@ -122,6 +122,17 @@ export class Metrics {
         },
       })
     new Gauge({
+      name: 'forkbox_sandbox_info',
+      help: "Where each running sandbox lives on its host: its runsc container (and bundle dir) and cgroup (a claimed pool sandbox keeps the pool's names)",
+      labelNames: ['sandbox', 'container', 'cgroup'],
+      registers,
+      async collect() {
+        const all = await usage()
+        this.reset()
+        for (const u of all) this.set({ sandbox: u.id, container: u.container ?? '', cgroup: u.cgroup ?? '' }, 1)
+      },
+    })
+    new Gauge({
       name: 'forkbox_sandboxes_frozen',
       help: 'Running sandboxes frozen while idle (no CPU until a call thaws them)',
       registers,

@@ -40,6 +40,12 @@ export interface SandboxUsage {
   networkTxBytes: number
   /** Frozen while idle (`AgentApi.freeze`). */
   frozen?: boolean
+  /**
+   * The runsc container (also its bundle dir's name) and cgroup (under each hierarchy's root) that
+   * hold the sandbox: a claimed pool sandbox keeps the pool's names (`pool-TEMPLATE-…`).
+   */
+  container?: string
+  cgroup?: string
 }
 
 export interface GuestExecRequest {

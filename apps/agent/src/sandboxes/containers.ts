@@ -139,6 +139,8 @@ export class Containers {
 
   /** A pooled sandbox claimed for a create: from now on it is `id`. */
   rename(sbx: LiveSandbox, id: string): void {
+    // runsc cannot rename a container: the pool's names stay (usage and the metrics map them)
+    this.log(`${id} is ${sbx.container} (cgroup ${sbx.cgroup})`)
     this.sandboxes.delete(sbx.id)
     sbx.id = id
     this.sandboxes.set(id, sbx)
@@ -409,7 +411,15 @@ export class Containers {
       const u = readUsage(sbx.cgroup)
       const net = this.network.bytes(sbx.slot) ?? { rxBytes: 0, txBytes: 0 }
       if (u)
-        out.push({ id: sbx.id, ...u, networkRxBytes: net.rxBytes, networkTxBytes: net.txBytes, frozen: sbx.frozen })
+        out.push({
+          id: sbx.id,
+          ...u,
+          networkRxBytes: net.rxBytes,
+          networkTxBytes: net.txBytes,
+          frozen: sbx.frozen,
+          container: sbx.container,
+          cgroup: sbx.cgroup,
+        })
     }
     return out
   }

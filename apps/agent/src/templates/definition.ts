@@ -57,7 +57,7 @@ export const TemplateDefinition = z
 export type TemplateDefinition = z.infer<typeof TemplateDefinition>
 
 /** Bumped when the build recipe itself changes, so every template re-builds. */
-const RECIPE_VERSION = 4
+const RECIPE_VERSION = 5
 
 export function loadDefinitions(dir: string): Map<string, TemplateDefinition> {
   const out = new Map<string, TemplateDefinition>()
