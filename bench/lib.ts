@@ -1,4 +1,5 @@
 // What every bench script shares: percentiles, timing loops, the report, and a throwaway host.
+import { spawn } from 'node:child_process'
 import { rmSync } from 'node:fs'
 import { defaultAgentConfig } from '@forkbox/agent'
 import { type Host, startHost } from '@forkbox/host'
@@ -56,7 +57,7 @@ let hosts = 0
 export async function benchHost(
   name: string,
   poolSize: number,
-  options: { freezeAfterSeconds?: number } = {},
+  options: { freezeAfterSeconds?: number; prebuild?: string[] } = {},
 ): Promise<Host & { conn: { url: string; apiKey: string } }> {
   const tag = `forkbox-bench-${name}-${process.pid}`
   const dataDir = `/tmp/${tag}`
@@ -79,6 +80,41 @@ export async function benchHost(
       await host.close()
       rmSync(dataDir, { recursive: true, force: true })
       rmSync(host.config.runscStateDir, { recursive: true, force: true })
+    },
+  }
+}
+
+/**
+ * The platform in a process of its own, as users run it: what the client side of a call costs
+ * (the SDK, parsing, the bench's loop) is this process's CPU, not the server's. The script runs
+ * itself again with `--serve`, which starts `benchHost(name, poolSize)` and waits.
+ */
+export async function serverProcess(
+  script: string,
+  name: string,
+  poolSize: number,
+  options: Parameters<typeof benchHost>[2] = {},
+): Promise<{ conn: { url: string; apiKey: string }; close(): Promise<void> }> {
+  if (process.argv.includes('--serve')) {
+    const host = await benchHost(name, poolSize, options)
+    process.stdout.write(`${JSON.stringify(host.conn)}\n`)
+    process.stdin.resume()
+    await new Promise((r) => process.stdin.once('end', r))
+    await host.close()
+    process.exit(0)
+  }
+  const child = spawn(process.execPath, [...process.execArgv, script, ...process.argv.slice(2), '--serve'], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  })
+  const line = await new Promise<string>((resolve, reject) => {
+    child.stdout.once('data', (d) => resolve(String(d)))
+    child.once('exit', (code) => reject(new Error(`the bench server exited (${code})`)))
+  })
+  return {
+    conn: JSON.parse(line),
+    async close() {
+      child.stdin.end()
+      await new Promise((r) => child.once('close', r))
     },
   }
 }

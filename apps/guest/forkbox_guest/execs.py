@@ -11,7 +11,7 @@ import time
 
 from . import procs
 from .exits import exit_message
-from .ioloop import cap_output
+from .ioloop import READ_BYTES, cap_output
 from .spawn import killpg
 from .users import DEFAULT_CWD, DEFAULT_PATH, DEFAULT_USER, check_env, login_shell
 from .wire import T_STDERR, T_STDOUT
@@ -170,7 +170,12 @@ class Exec:
 
     def on_ack(self, n: int) -> None:
         self.unacked = max(0, self.unacked - n)
-        if not self.paused_fds or self.unacked >= (self.window or 0) // 2:
+        if self.unacked < (self.window or 0) // 2:
+            self.resume()
+
+    def resume(self) -> None:
+        """Reads the paused pipes again."""
+        if not self.paused_fds:
             return
         fds, self.paused_fds = self.paused_fds, {}
         for fd, tag in fds.items():
@@ -183,7 +188,7 @@ class Exec:
         """Past exit and grace: read what is left in a pipe (as the window allows), then close it."""
         while fd not in self.paused_fds:
             try:
-                data = os.read(fd, 65536)
+                data = os.read(fd, READ_BYTES)
             except BlockingIOError:
                 data = b""
             except OSError:

@@ -19,6 +19,12 @@ from collections.abc import Callable
 
 from .wire import T_STDERR, T_STDOUT
 
+# One read of a command's output: its pipes hold up to this much (spawn.PIPE_BYTES), so a
+# command writing fast is carried in a few large frames rather than many 64 KiB ones.
+READ_BYTES = 1024 * 1024
+# A read this short may be a piece of more that is there already (a terminal's are 4 KiB).
+SMALL_READ = 64 * 1024
+
 TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
 if TYPE_CHECKING:
     from typing import Protocol, Union
@@ -233,7 +239,7 @@ class IOLoop:
         else:
             ex, ftype = tag
             try:
-                data = os.read(key.fd, 65536)
+                data = read_available(key.fd)
             except BlockingIOError:
                 return
             except OSError:
@@ -241,10 +247,30 @@ class IOLoop:
             if data:
                 ex.output(ftype, data)
                 # past its exit, a pipe that a short read emptied is done
-                if len(data) < 65536 and ex.drain_close:
+                if len(data) < READ_BYTES and ex.drain_close:
                     self.close_pipe(ex, key.fd)
             else:
                 self.close_pipe(ex, key.fd)
+
+
+def read_available(fd: int) -> bytes:
+    """What `fd` holds now, up to READ_BYTES. A terminal hands out 4 KiB a read: its pieces are
+    gathered into one frame (a terminal printing fast went at 15 MB/s, a frame per 4 KiB)."""
+    data = os.read(fd, READ_BYTES)
+    if not data or len(data) >= SMALL_READ:
+        return data
+    parts = [data]
+    size = len(data)
+    while size < READ_BYTES:
+        try:
+            more = os.read(fd, READ_BYTES - size)
+        except OSError:  # nothing more now (or its end, which the next read reports)
+            break
+        if not more:
+            break
+        parts.append(more)
+        size += len(more)
+    return b"".join(parts) if len(parts) > 1 else data
 
 
 def run_jobs(jobs: "queue.SimpleQueue[Callable[[], object]] | queue.Queue[Callable[[], object]]", what: str) -> None:

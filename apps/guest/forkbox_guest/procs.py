@@ -1,9 +1,11 @@
 """Background processes: `exec` with background runs on after its request; callers attach to its log.
 
 Its output goes to a bounded log (offsets count bytes of both streams together) that any number
-of callers attach to, from any offset, each with its own flow-control window. A caller that falls
-behind the log's start gets a {"type": "gap"} marker with the bytes it missed, never a silent drop.
-All of it runs on the loop thread.
+of callers attach to, from any offset, each with its own flow-control window. While a caller is
+attached and reading, the process is held back rather than let the log drop what that caller has
+not had (it writes into a full pipe, as into a slow terminal); with no one attached it never
+waits. A caller that attaches late, behind the log's start, gets a {"type": "gap"} marker with the
+bytes it missed, never a silent drop. All of it runs on the loop thread.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ if TYPE_CHECKING:
     from .state import Guest
 
 LOG_BYTES = 4 * 1024 * 1024
+# An attached caller this far behind the log's end holds the process back (a read adds at most
+# ioloop.READ_BYTES more, so the log never drops what it has not had); it goes on at half of it.
+HOLD_BYTES = LOG_BYTES // 2
 MAX_PROCS = 256
 
 
@@ -75,6 +80,19 @@ def proc_output(g: "Guest", proc: "Exec", ftype: Stream, data: bytes) -> None:
     log.append(ftype, data)
     for sub in list(proc.subscribers.values()):
         feed(g, proc, log, sub)
+    pace(proc)
+
+
+def pace(proc: "Exec") -> None:
+    """Holds the process back while an attached caller is far behind; lets it go on once none is."""
+    log = proc.log
+    if log is None:
+        return
+    lag = max((log.end - s.offset for s in proc.subscribers.values() if s.output), default=0)
+    if lag >= HOLD_BYTES and not proc.paused_fds:
+        proc.pause()
+    elif lag < HOLD_BYTES // 2 and proc.paused_fds:
+        proc.resume()
 
 
 def feed(g: "Guest", proc: "Exec", log: OutputLog, sub: Subscriber) -> None:
@@ -140,6 +158,7 @@ def op_proc_detach(g: "Guest", channel: int, req: Request) -> None:
     proc = g.subs.pop(channel, None)
     if proc is not None:
         proc.subscribers.pop(channel, None)
+        pace(proc)
         g.wire.send_json(channel, {"type": "result", "value": {"detached": True}})
 
 
@@ -151,6 +170,7 @@ def op_proc_ack(g: "Guest", channel: int, req: Request) -> None:
     if sub is not None:
         sub.unacked = max(0, sub.unacked - int(req.get("bytes") or 0))
         feed(g, proc, proc.log, sub)
+        pace(proc)
 
 
 def op_proc_list(g: "Guest", channel: int, req: Request) -> None:
@@ -184,6 +204,7 @@ def forget_subscribers(g: "Guest") -> None:
     """After a resync: the old agent's subscriptions end (the processes run on)."""
     for proc in g.procs.values():
         proc.subscribers.clear()
+        pace(proc)
     g.subs.clear()
 
 

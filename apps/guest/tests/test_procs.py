@@ -1,12 +1,15 @@
+import os
+import selectors
 import unittest
 from typing import Any, cast
 
 from forkbox_guest import procs
 from forkbox_guest.execs import Exec
 from forkbox_guest.exits import exit_message
+from forkbox_guest.ioloop import IOLoop
 from forkbox_guest.wire import T_JSON, T_STDERR, T_STDOUT
 
-from .fakes import PipeWire, fake_guest
+from .fakes import InlineLoop, PipeWire, fake_guest
 
 
 class OutputLogTest(unittest.TestCase):
@@ -103,6 +106,74 @@ class FeedTest(unittest.TestCase):
         self.assertEqual(info["pid"], 42)
         self.assertTrue(info["running"])
         self.assertEqual(info["outputBytes"], 0)
+
+
+class SelectorLoop(InlineLoop):
+    """A loop with a real selector, for pausing and resuming a process's pipes."""
+
+    def __init__(self) -> None:
+        self.sel = selectors.DefaultSelector()
+
+    pipes_of = IOLoop.pipes_of
+
+
+class PaceTest(unittest.TestCase):
+    # in small units, so that the frames fit the test's wire (a pipe)
+    MB = 16 * 1024
+
+    def setUp(self) -> None:
+        hold = procs.HOLD_BYTES
+        procs.HOLD_BYTES = 2 * self.MB
+        self.addCleanup(setattr, procs, "HOLD_BYTES", hold)
+        self.ex = background()
+        self.ex.ensure_log().cap = 4 * self.MB
+        self.addCleanup(cast(PipeWire, self.ex.guest.wire).close)
+        loop = SelectorLoop()
+        self.ex.guest.loop = cast(Any, loop)
+        r, w = os.pipe()
+        self.addCleanup(os.close, r)
+        self.addCleanup(os.close, w)
+        loop.sel.register(r, selectors.EVENT_READ, (self.ex, T_STDOUT))
+        self.loop = loop
+
+    def reading(self) -> bool:
+        return bool(self.loop.pipes_of(self.ex))
+
+    def output(self, mb: int) -> None:
+        for _ in range(mb):
+            procs.proc_output(self.ex.guest, self.ex, T_STDOUT, b"x" * self.MB)
+            cast(PipeWire, self.ex.guest.wire).frames()
+
+    def test_an_attached_reader_far_behind_holds_the_process_back_until_it_catches_up(self) -> None:
+        g = self.ex.guest
+        procs.op_proc_attach(g, 9, {"op": "proc_attach", "pid": 42, "window": self.MB})
+        self.output(1)
+        self.assertTrue(self.reading())
+        # one window sent and not acked, two more in the log: the process waits
+        self.output(2)
+        self.assertFalse(self.reading())
+        procs.op_proc_ack(g, 9, {"op": "proc_ack", "bytes": self.MB})
+        self.assertFalse(self.reading(), "still a window behind")
+        procs.op_proc_ack(g, 9, {"op": "proc_ack", "bytes": self.MB})
+        self.assertTrue(self.reading())
+        # nothing was dropped: the log kept all it had not sent
+        self.assertEqual(self.ex.ensure_log().start, 0)
+
+    def test_a_reader_that_detaches_lets_the_process_go_on(self) -> None:
+        g = self.ex.guest
+        procs.op_proc_attach(g, 9, {"op": "proc_attach", "pid": 42, "window": self.MB})
+        self.output(3)
+        self.assertFalse(self.reading())
+        procs.op_proc_detach(g, 9, {"op": "proc_detach"})
+        self.assertTrue(self.reading())
+
+    def test_with_no_one_attached_the_process_never_waits(self) -> None:
+        self.output(10)
+        self.assertTrue(self.reading())
+        # the log kept its last 4 MiB; a reader from the start is told what it missed
+        procs.op_proc_attach(self.ex.guest, 9, {"op": "proc_attach", "pid": 42, "window": self.MB})
+        gap = cast(PipeWire, self.ex.guest.wire).frames()[1]
+        self.assertEqual(gap, (T_JSON, 9, {"type": "gap", "bytes": 6 * self.MB}))
 
 
 class ExitMessageTest(unittest.TestCase):

@@ -4,7 +4,7 @@ import type { GuestConnection } from './connection.ts'
 import type { FrameType } from './frames.ts'
 
 /** Bytes of streamed output the guest may send ahead of the consumer (per stream request). */
-export const STREAM_WINDOW = 1024 * 1024
+export const STREAM_WINDOW = 4 * 1024 * 1024
 const STDIN_CHUNK = 256 * 1024
 
 /**

@@ -17,7 +17,9 @@ export function sseResponse(
   return streamSSE(c, async (stream) => {
     const aborted = new AbortController()
     stream.onAbort(() => aborted.abort())
-    const emit: Emit = (event, data, id) => stream.writeSSE({ event, data: JSON.stringify(data), id })
+    const emit: Emit = async (event, data, id) => {
+      await stream.write(sseEvent(event, JSON.stringify(data), id))
+    }
     // a comment now and then keeps proxies from closing a quiet stream
     const keepalive = setInterval(() => void stream.write(': keepalive\n\n').catch(() => {}), KEEPALIVE_MS)
     try {
@@ -29,6 +31,15 @@ export function sseResponse(
       clearInterval(keepalive)
     }
   })
+}
+
+/**
+ * One event, encoded once. `json` is JSON.stringify's output, which never holds a CR or LF, so it
+ * is one `data:` line (hono's writeSSE splits it by a regex and joins strings again: a third of the
+ * server's CPU when a command streams at full speed).
+ */
+export function sseEvent(event: string, json: string, id?: string): Buffer {
+  return Buffer.from(`event: ${event}\n${id === undefined ? '' : `id: ${id}\n`}data: ${json}\n\n`, 'utf8')
 }
 
 /** Whether the client asked for an event stream. */
