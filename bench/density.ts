@@ -1,13 +1,16 @@
 // Density: N code-interpreter sandboxes, each holding a pandas DataFrame, left idle. Prints the
 // host's CPU while they idle (never frozen: the baseline, then frozen), the host memory each
 // costs, and the latency of touching each once (exec, then runCode) in random order.
-//   node --import tsx bench/density.ts [--sandboxes N] [--idle-seconds S]
+// The never-frozen baseline can be smaller than N (`--baseline M`): 150 unfrozen sandboxes would
+// take more CPU than this host has.
+//   node --import tsx bench/density.ts [--sandboxes N] [--baseline M] [--idle-seconds S]
 import { readFileSync } from 'node:fs'
 import { Sandbox } from '@forkbox/sdk'
 import { benchHost, printSummary, report } from './lib.ts'
 
 const arg = (name: string, fallback: number) => Number(process.argv[process.argv.indexOf(name) + 1]) || fallback
 const COUNT = arg('--sandboxes', 20)
+const BASELINE = arg('--baseline', COUNT)
 const IDLE_S = arg('--idle-seconds', 30)
 const FREEZE_AFTER_S = 3
 
@@ -39,7 +42,7 @@ const shuffled = <T>(xs: T[]) =>
     .sort((a, b) => a[0] - b[0])
     .map(([, x]) => x)
 
-const host = await benchHost('density', 2, { freezeAfterSeconds: FREEZE_AFTER_S })
+const host = await benchHost('density', 2, { freezeAfterSeconds: FREEZE_AFTER_S, maxSandboxes: COUNT + 10 })
 try {
   // warm the template (and its pool) before the first measure
   await (await Sandbox.create({ ...host.conn, template: 'code-interpreter' })).kill()
@@ -47,25 +50,26 @@ try {
   const quiet = await hostCpu(10)
   console.error(`host CPU with no sandboxes (pool frozen): ${quiet.toFixed(1)}% of a core`)
 
-  const fill = async (freeze: boolean) => {
+  const fill = async (freeze: boolean, count: number) => {
     const before = memAvailable()
     const boxes: Sandbox[] = []
-    for (let i = 0; i < COUNT; i++) {
+    for (let i = 0; i < count; i++) {
       const sbx = await Sandbox.create({ ...host.conn, template: 'code-interpreter', ttlSeconds: 3600, freeze })
       await sbx.runCode('import pandas as pd, numpy as np\ndf = pd.DataFrame(np.random.rand(10_000, 8))\ndf.shape')
       boxes.push(sbx)
     }
-    return { boxes, bytesEach: (before - memAvailable()) / COUNT }
+    return { boxes, bytesEach: (before - memAvailable()) / count }
   }
 
   for (const freeze of [false, true]) {
     const label = freeze ? 'frozen when idle' : 'never frozen (baseline)'
-    const { boxes, bytesEach } = await fill(freeze)
-    console.error(`${COUNT} sandboxes ${label}: host memory ${(bytesEach / 2 ** 20).toFixed(0)} MiB each`)
+    const count = freeze ? COUNT : BASELINE
+    const { boxes, bytesEach } = await fill(freeze, count)
+    console.error(`${count} sandboxes ${label}: host memory ${(bytesEach / 2 ** 20).toFixed(0)} MiB each`)
     // past the freeze window (and the agent's two looks)
     await new Promise((r) => setTimeout(r, (FREEZE_AFTER_S + 5) * 1000))
     const cpu = await hostCpu(IDLE_S)
-    console.error(`${COUNT} idle sandboxes ${label}: host CPU ${cpu.toFixed(1)}% of a core over ${IDLE_S} s`)
+    console.error(`${count} idle sandboxes ${label}: host CPU ${cpu.toFixed(1)}% of a core over ${IDLE_S} s`)
     const execs: number[] = []
     const cells: number[] = []
     for (const sbx of shuffled(boxes)) {
@@ -76,8 +80,8 @@ try {
       await sbx.runCode('df.shape')
       cells.push(performance.now() - t0)
     }
-    report(`touch: exec ["true"], ${label}`, execs)
-    report(`touch: runCode('df.shape') after it, ${label}`, cells)
+    report(`touch: exec ["true"], ${count} ${label}`, execs)
+    report(`touch: runCode('df.shape') after it, ${count} ${label}`, cells)
     await Promise.all(boxes.map((b) => b.kill()))
   }
 } finally {

@@ -140,7 +140,6 @@ export class Containers {
   /** A pooled sandbox claimed for a create: from now on it is `id`. */
   rename(sbx: LiveSandbox, id: string): void {
     // runsc cannot rename a container: the pool's names stay (usage and the metrics map them)
-    this.log(`${id} is ${sbx.container} (cgroup ${sbx.cgroup})`)
     this.sandboxes.delete(sbx.id)
     sbx.id = id
     this.sandboxes.set(id, sbx)

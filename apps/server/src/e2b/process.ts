@@ -66,9 +66,10 @@ const dropped = (bytes: number, more: boolean) =>
   ).toString('base64')
 
 /**
- * Output as envd data events. A reader slower than the command falls behind forkbox's bounded
- * process log (4 MiB); envd has no way to say so, so the loss is said on stderr (once, and the
- * total at the end) rather than kept silent.
+ * Output as envd data events. An attached reader holds a fast command back, so it loses nothing;
+ * one that connects late, behind forkbox's bounded process log (4 MiB), missed the start: envd has
+ * no way to say so, so the loss is said on stderr (once, and the total at the end) rather than kept
+ * silent.
  */
 function outputSink(out: ServerStream): OutputSink & { flush(): Promise<void> } {
   const stderr = (data: string) => out.send({ event: { data: { stderr: data } } })
