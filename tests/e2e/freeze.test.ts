@@ -4,7 +4,7 @@ import assert from 'node:assert/strict'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
-import { Sandbox } from '@forkbox/sdk'
+import { ForkboxClient, Sandbox } from '@forkbox/sdk'
 import { until, useTestHost } from './harness.ts'
 
 const host = useTestHost({ options: () => ({ freezeAfterSeconds: 1 }) })
@@ -25,7 +25,7 @@ const frozen = (id: string) => readFileSync(cgroupFile(id, 'freezer', 'freezer.s
 const cpuNs = (id: string) => Number(readFileSync(cgroupFile(id, 'cpuacct', 'cpuacct.usage'), 'utf8'))
 
 describe('freezing idle sandboxes', () => {
-  it('an idle sandbox is frozen (no CPU at all); exec, files, fork, hibernate and a proxied request each thaw it', async () => {
+  it('an idle sandbox is frozen (no CPU at all); exec, files, a proxied request, fork, runCode, a terminal, snapshot and hibernate each thaw it', async () => {
     await using sbx = await Sandbox.create({ ...host().conn, network: { ports: [8000] } })
     await sbx.exec('cd /tmp && echo served > index.html && setsid python3 -m http.server 8000 >/dev/null 2>&1 &')
     await until(
@@ -65,6 +65,33 @@ describe('freezing idle sandboxes', () => {
     }
 
     await until('the sandbox to freeze again', () => frozen(sbx.id))
+    const cell = await sbx.runCode('6 * 7')
+    assert.equal(cell.text, '42', JSON.stringify(cell.error))
+
+    await until('the sandbox to freeze again', () => frozen(sbx.id))
+    let typed = ''
+    const term = await sbx.pty.create({
+      cols: 80,
+      rows: 24,
+      onData: (d) => {
+        typed += Buffer.from(d).toString()
+      },
+    })
+    term.sendInput('echo $((6 * 7))x\n')
+    await until('the terminal to answer', () => typed.includes('42x'))
+    term.kill()
+    await term.wait().catch(() => {})
+
+    await until('the sandbox to freeze again', () => frozen(sbx.id))
+    const snap = await sbx.snapshot()
+    try {
+      await using fromSnap = await Sandbox.create({ ...host().conn, snapshot: snap.id })
+      assert.equal((await fromSnap.exec('cat /tmp/index.html')).stdout, 'served\n')
+    } finally {
+      await new ForkboxClient(host().conn).snapshots.delete(snap.id)
+    }
+
+    await until('the sandbox to freeze again', () => frozen(sbx.id))
     await sbx.hibernate()
     assert.equal((await sbx.exec('cat /tmp/index.html')).stdout, 'served\n')
     const types = (
@@ -86,14 +113,23 @@ describe('freezing idle sandboxes', () => {
     assert.equal((await sbx.exec('echo claimed')).stdout, 'claimed\n')
   })
 
-  it('a sandbox that is busy, or has a terminal open, is never frozen', async () => {
+  it('a sandbox that is busy, streams output or has a terminal open is never frozen', async () => {
     await using busy = await Sandbox.create(host().conn)
     await busy.exec('setsid sh -c "while :; do :; done" >/dev/null 2>&1 &')
     await using watched = await Sandbox.create(host().conn)
     const term = await watched.pty.create({ cols: 80, rows: 24, onData: () => {} })
+    await using streaming = await Sandbox.create(host().conn)
+    // a line a second: hardly any CPU, but a stream is open
+    const lines: string[] = []
+    const streamed = streaming.exec('for i in 1 2 3 4 5 6 7; do echo $i; sleep 1; done', {
+      onStdout: (d) => lines.push(d),
+    })
     await new Promise((r) => setTimeout(r, 6000))
     assert.equal(frozen(busy.id), false)
     assert.equal(frozen(watched.id), false)
+    assert.equal(frozen(streaming.id), false)
+    assert.equal((await streamed).exitCode, 0)
+    assert.equal(lines.join(''), '1\n2\n3\n4\n5\n6\n7\n')
     term.kill()
     await until('the closed terminal to let it freeze', () => frozen(watched.id))
   })
