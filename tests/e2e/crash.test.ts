@@ -74,11 +74,12 @@ function restartHost(dataDir: string, tag: string, poolSize?: number) {
 }
 
 describe('crash recovery', () => {
-  it('a host killed with SIGKILL: its sandbox runs on under the next one, the rest is removed', async () => {
+  it('a host killed with SIGKILL while its sandbox is frozen: the sandbox runs on under the next one, the rest is removed', async () => {
     const tag = `fbx-crash-${process.pid}`
     const crashed = crashHost(tag)
     const { dataDir } = crashed
-    const { id, key } = JSON.parse(await crashed.next()) as { id: string; key: string }
+    const { id, key, frozen } = JSON.parse(await crashed.next()) as { id: string; key: string; frozen: boolean }
+    assert.ok(frozen, 'the sandbox was frozen when its host died')
     // the sandbox and the crashed host's warm pool
     const leftBehind = readdirSync(join(dataDir, 'sandboxes'))
     assert.ok(leftBehind.includes(id))
