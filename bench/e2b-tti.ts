@@ -73,20 +73,17 @@ try {
   report("native exec(['true']) (no shell)", await measure(N, () => same.exec(['true'])))
   report("E2B commands.run('node -v')", await measure(N, () => sbx.commands.run('node -v')))
   report('E2B commands.run(the probe)', await measure(N, () => sbx.commands.run(PROBE)))
-  // raw: 200 starts of /bin/true by one process inside the sandbox (posix_spawn, as the guest
-  // starts a command), each timed to its exit
-  const raw = await same.exec([
-    'python3',
-    '-c',
-    'import os, time\nts = []\nfor _ in range(200):\n  t = time.perf_counter()\n  os.waitpid(os.posix_spawn("/bin/true", ["true"], {}), 0)\n  ts.append((time.perf_counter() - t) * 1000)\nprint(" ".join(f"{x:.3f}" for x in ts))',
-  ])
-  report('raw in gVisor: posix_spawn of /bin/true, to its exit', raw.stdout.trim().split(' ').map(Number))
-  const bash = await same.exec([
-    'python3',
-    '-c',
-    'import os, time\nts = []\nfor _ in range(50):\n  t = time.perf_counter()\n  os.waitpid(os.posix_spawn("/bin/bash", ["bash", "-lc", "true"], os.environ), 0)\n  ts.append((time.perf_counter() - t) * 1000)\nprint(" ".join(f"{x:.3f}" for x in ts))',
-  ])
-  report('raw in gVisor: posix_spawn of bash -lc true, to its exit', bash.stdout.trim().split(' ').map(Number))
+  // raw: starts by one process inside the sandbox (posix_spawn, as the guest starts a command),
+  // each timed to its exit
+  const spawned = async (n: number, argv: string[], env: string) => {
+    const loop = `import os, time\nts = []\nfor _ in range(${n}):\n  t = time.perf_counter()\n  os.waitpid(os.posix_spawn(${JSON.stringify(argv[0])}, ${JSON.stringify(argv)}, ${env}), 0)\n  ts.append((time.perf_counter() - t) * 1000)\nprint(" ".join(f"{x:.3f}" for x in ts))`
+    return (await same.exec(['python3', '-c', loop])).stdout.trim().split(' ').map(Number)
+  }
+  report('raw in gVisor: posix_spawn of /bin/true, to its exit', await spawned(200, ['/bin/true'], '{}'))
+  report(
+    'raw in gVisor: posix_spawn of bash -lc true, to its exit',
+    await spawned(50, ['/bin/bash', '-lc', 'true'], 'os.environ'),
+  )
   await sbx.kill()
 
   // a burst: BURST sequences at once, each timed from the common start

@@ -1,26 +1,23 @@
 // Idle sandboxes frozen through their freezer cgroup on real runsc: no CPU while idle, and every
 // kind of call thaws them first, invisibly but for its latency.
 import assert from 'node:assert/strict'
-import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 import { ForkboxClient, Sandbox } from '@forkbox/sdk'
-import { until, useTestHost } from './harness.ts'
+import { containerOf, until, useTestHost } from './harness.ts'
 
 const host = useTestHost({ options: () => ({ freezeAfterSeconds: 1 }) })
 
-/** The sandbox's runsc container (its bundle dir names it; a claimed pool sandbox keeps its pool name). */
-function containerOf(id: string): string {
-  const dir = join(host().dataDir, 'sandboxes')
-  for (const name of readdirSync(dir)) {
-    const record = join(dir, name, 'forkbox.json')
-    if (existsSync(record) && JSON.parse(readFileSync(record, 'utf8')).id === id) return name
-  }
-  throw new Error(`no bundle of ${id}`)
+/** The sandbox's runsc container (a claimed pool sandbox keeps its pool name). */
+function containerName(id: string): string {
+  const name = containerOf(host().dataDir, id)
+  if (!name) throw new Error(`no bundle of ${id}`)
+  return name
 }
 
 const cgroupFile = (id: string, controller: string, file: string) =>
-  join('/sys/fs/cgroup', controller, host().cgroupParent, containerOf(id), file)
+  join('/sys/fs/cgroup', controller, host().cgroupParent, containerName(id), file)
 const frozen = (id: string) => readFileSync(cgroupFile(id, 'freezer', 'freezer.state'), 'utf8').trim() === 'FROZEN'
 const cpuNs = (id: string) => Number(readFileSync(cgroupFile(id, 'cpuacct', 'cpuacct.usage'), 'utf8'))
 

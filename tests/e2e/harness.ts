@@ -60,6 +60,15 @@ export async function startTestHost(opts: Partial<HostOptions> = {}): Promise<Te
   }
 }
 
+/** The runsc container (its bundle dir's name) of sandbox `id` on the host with `dataDir`; a claimed pool sandbox keeps its pool name. */
+export function containerOf(dataDir: string, id: string): string | undefined {
+  const dir = join(dataDir, 'sandboxes')
+  return readdirSync(dir).find((name) => {
+    const record = join(dir, name, 'forkbox.json')
+    return existsSync(record) && JSON.parse(readFileSync(record, 'utf8')).id === id
+  })
+}
+
 /** The cgroup hierarchies holding `parent`: v2, or v1's one dir per controller plus name=systemd. */
 export function cgroupHierarchiesWith(parent: string): string[] {
   return ['', ...readdirSync('/sys/fs/cgroup')].filter((c) => existsSync(join('/sys/fs/cgroup', c, parent)))

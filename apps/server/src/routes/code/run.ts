@@ -4,6 +4,7 @@ import { streamSSE } from 'hono/streaming'
 import type { App } from '../../http/env.ts'
 import { errorBody } from '../../http/errors.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { sseEvent } from '../../http/sse.ts'
 
 const route = createRoute({
   method: 'post',
@@ -83,7 +84,7 @@ export function register(app: App): void {
       while (true) {
         const e = queue.shift()
         if (e) {
-          await stream.writeSSE({ event: e.event, data: JSON.stringify(e.data) })
+          await stream.write(sseEvent(e.event, JSON.stringify(e.data)))
           continue
         }
         if (settled) break
@@ -94,9 +95,9 @@ export function register(app: App): void {
       }
       try {
         const { results: _r, logs: _l, ...end } = await run
-        await stream.writeSSE({ event: 'end', data: JSON.stringify(End.parse(end)) })
+        await stream.write(sseEvent('end', JSON.stringify(End.parse(end))))
       } catch (err) {
-        await stream.writeSSE({ event: 'error', data: JSON.stringify(errorBody(c, err)) })
+        await stream.write(sseEvent('error', JSON.stringify(errorBody(c, err))))
       }
     })
   })
