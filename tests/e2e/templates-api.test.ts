@@ -134,6 +134,37 @@ describe('templates from a Dockerfile through the API', () => {
     assert.equal((await old.exec(['cat', '/home/user/last.txt'])).stdout, `one ${nonce}\n`)
   })
 
+  it('a start command that exits before it is ready is started again; one that keeps exiting fails the build with what it printed', async () => {
+    // the first start finds "its stale pid file" and exits, as a server does after a reboot; the second serves
+    const flaky = await build(
+      `FROM forkbox:base
+USER user
+EXPOSE 8080
+CMD ["sh", "-c", "if [ -e /tmp/started-once ]; then exec python3 -m http.server 8080; fi; touch /tmp/started-once; echo stale pid file >&2; exit 3"]
+`,
+      tarOf(context),
+      { name: `${name}-flaky` },
+    )
+    assert.equal(flaky.build.status, 'ready', `${JSON.stringify(flaky.build.error)}\n${flaky.lines.join('\n')}`)
+    await using sbx = await Sandbox.create({ ...host().conn, template: `${name}-flaky` })
+    const res = await fetch(`http://${sbx.getHost(8080)}/`, { headers: { 'x-api-key': host().conn.apiKey } })
+    assert.equal(res.status, 200)
+    // one that never starts: the build fails on its output within seconds, not after the ready timeout
+    const started = performance.now()
+    const broken = await build(
+      'FROM forkbox:base\nEXPOSE 8080\nCMD ["sh", "-c", "echo cannot bind 8080 >&2; exit 4"]\n',
+      tarOf(context),
+      { name: `${name}-broken` },
+    )
+    assert.equal(broken.build.status, 'failed')
+    assert.equal(broken.build.error?.code, 'BUILD_STEP_FAILED', JSON.stringify(broken.build.error))
+    assert.match(
+      broken.build.error?.message ?? '',
+      /\(3 tries\): it exited with code 4 before it was ready: cannot bind 8080/,
+    )
+    assert.ok(performance.now() - started < 60_000, `${performance.now() - started} ms`)
+  })
+
   it('a failing RUN, an unsupported instruction and an escaping context each fail the build clearly', async () => {
     const failing = await build('FROM forkbox:base\nRUN echo first\nRUN echo "to stderr" >&2; exit 3\n', tarOf(context))
     assert.equal(failing.build.status, 'failed')

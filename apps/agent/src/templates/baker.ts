@@ -3,7 +3,7 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { existsSync, readFileSync, rmSync } from 'node:fs'
 import { basename, join } from 'node:path'
-import { AppError, type TemplateInfo, type TemplateProgress } from '@forkbox/protocol'
+import { AppError, type ProcessExit, type TemplateInfo, type TemplateProgress } from '@forkbox/protocol'
 import type { AgentConfig } from '../config.ts'
 import { RUNTIME_PYTHON } from '../guest/runtime.ts'
 import type { ImageDefaults } from '../runtime/oci-spec.ts'
@@ -35,16 +35,25 @@ export function imageDefaults(def: TemplateDefinition): ImageDefaults | undefine
   return def.imageDirs ? { user: def.user, workdir: def.workdir } : undefined
 }
 
+/** How often a start command that exits before it is ready is started again, in all. */
+const START_ATTEMPTS = 3
+const START_RETRY_MS = 500
+/** How much of a start command's last output an error quotes. */
+const START_OUTPUT_TAIL = 2000
+
 /**
  * Starts the image's start command in the background and waits for it to be ready: its ready
  * command exits 0, or else every exposed port accepts a connection (checked on the guest's own
  * Python, which any image has). A bake captures it running; a cold boot runs it the same way.
+ *
+ * A start command that exits before it is ready is started again (a few times, as a supervisor
+ * would): a server finding a stale pid file of its last life whose pid another process holds
+ * now — as after any reboot — exits once and starts the next time. When it keeps exiting, the
+ * error quotes what it printed instead of waiting out the ready timeout.
  */
 export async function startImage(def: TemplateDefinition, sbx: LiveSandbox): Promise<void> {
   if (!def.startCmd) return
   const { guest } = sbx
-  // no timeout: it runs for the sandbox's life
-  await guest.startProcess({ argv: def.startCmd, cwd: def.workdir, user: def.user, timeoutMs: 0, maxOutputBytes: 0 })
   const probe =
     def.readyCmd ??
     (def.exposedPorts.length > 0
@@ -56,20 +65,58 @@ export async function startImage(def: TemplateDefinition, sbx: LiveSandbox): Pro
           ...def.exposedPorts.map(String),
         ]
       : null)
-  if (!probe) return
   const deadline = Date.now() + READY_TIMEOUT_MS
   let last = ''
-  while (Date.now() < deadline) {
-    const r = await guest.exec({
-      argv: probe,
-      user: def.user,
+  for (let attempt = 1; ; attempt++) {
+    // no timeout: it runs for the sandbox's life
+    const { pid } = await guest.startProcess({
+      argv: def.startCmd,
       cwd: def.workdir,
-      timeoutMs: 10_000,
-      maxOutputBytes: 4096,
+      user: def.user,
+      timeoutMs: 0,
+      maxOutputBytes: 0,
     })
-    if (r.exitCode === 0) return
-    last = `${Buffer.from(r.stdout).toString('utf8')}${Buffer.from(r.stderr).toString('utf8')}`.trim().slice(-500)
-    await new Promise((resolve) => setTimeout(resolve, 250))
+    if (!probe) return
+    // its output and its end, while it starts (detached once it is ready)
+    let output = ''
+    const keep = (chunk: Uint8Array) => {
+      output = (output + Buffer.from(chunk).toString('utf8')).slice(-START_OUTPUT_TAIL)
+    }
+    const attached = new AbortController()
+    let exited: ProcessExit | null = null
+    const ended = guest
+      .attachProcess(pid, { offset: 0 }, { onStdout: keep, onStderr: keep }, attached.signal)
+      .then((exit) => {
+        exited = exit
+      })
+      .catch(() => {})
+    try {
+      while (Date.now() < deadline && !exited) {
+        const r = await guest.exec({
+          argv: probe,
+          user: def.user,
+          cwd: def.workdir,
+          timeoutMs: 10_000,
+          maxOutputBytes: 4096,
+        })
+        if (r.exitCode === 0 && !exited) return
+        last = `${Buffer.from(r.stdout).toString('utf8')}${Buffer.from(r.stderr).toString('utf8')}`.trim().slice(-500)
+        await Promise.race([ended, new Promise((resolve) => setTimeout(resolve, 250))])
+      }
+    } finally {
+      attached.abort()
+      await ended
+    }
+    const gone = exited as ProcessExit | null
+    if (!gone) break
+    const how = gone.signal ? `was killed by ${gone.signal}` : `exited with code ${gone.exitCode}`
+    last = `it ${how} before it was ready${output.trim() ? `: ${output.trim()}` : ''}`
+    if (attempt >= START_ATTEMPTS || Date.now() >= deadline)
+      throw new AppError(
+        'BUILD_STEP_FAILED',
+        `the start command ${JSON.stringify(def.startCmd)} did not start (${attempt} tries): ${last}`,
+      )
+    await new Promise((resolve) => setTimeout(resolve, START_RETRY_MS))
   }
   throw new AppError(
     'BUILD_STEP_FAILED',
@@ -83,7 +130,7 @@ export class TemplateBaker {
   /** Templates whose snapshot is known to exist (or whose bake is given up on for now). */
   private readonly snapshotChecked = new Set<string>()
   private readonly bakeFailedAt = new Map<string, number>()
-  private readonly bakeErrors = new Map<string, string>()
+  private readonly bakeErrors = new Map<string, unknown>()
   /** Image templates: the manifest digest their reference resolved to when first ensured. */
   private readonly imageDigests = new Map<string, string>()
   /** Image templates whose definition took its image's config (env, workdir, user): their pulled layout. */
@@ -173,8 +220,13 @@ export class TemplateBaker {
     } finally {
       this.buildAuth.delete(name)
     }
-    if (!this.snapshotChecked.has(name))
-      throw new AppError('INTERNAL', `baking ${name} failed: ${this.bakeErrors.get(name) ?? 'see the host log'}`)
+    if (!this.snapshotChecked.has(name)) {
+      // a start command that never got ready is the user's to fix: its code says so
+      const err = this.bakeErrors.get(name)
+      const code = err instanceof AppError && err.code === 'BUILD_STEP_FAILED' ? err.code : 'INTERNAL'
+      const why = err instanceof Error ? err.message : err ? String(err) : 'see the host log'
+      throw new AppError(code, `baking ${name} failed: ${why}`)
+    }
   }
 
   /** The image digest a template's reference was pinned to by its build (image templates only). */
@@ -290,7 +342,7 @@ export class TemplateBaker {
             onProgress?.({ template: name, phase: 'bake', fraction: 1, message: 'snapshot ready' })
           } catch (err) {
             this.bakeFailedAt.set(name, Date.now())
-            this.bakeErrors.set(name, String(err))
+            this.bakeErrors.set(name, err)
             this.log(`baking ${name} failed: ${String(err)}`)
             return
           }
