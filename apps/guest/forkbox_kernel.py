@@ -9,21 +9,32 @@ Requests arrive as JSON lines on stdin; messages leave as JSON lines on fd 3:
 fd 1 and 2 stay pipes the guest reads, so output of subprocesses and C code is captured too.
 A SIGINT (the guest's interrupt) raises KeyboardInterrupt in the running cell.
 Languages: python (IPython when the template has it, plain exec otherwise) and bash.
+
+Given a socket (FORKBOX_KERNEL_ZYGOTE=fd), a Python kernel forks a *zygote* once its preload is
+done and before any cell: a pristine copy of itself that forks the kernel of each new code context
+(see `zygote`), which starts warm in milliseconds instead of importing everything again.
 """
 
 import ast
 import base64
+import gc
 import io
 import json
 import os
 import random
 import re
+import signal
+import socket
+import struct
 import sys
 import threading
 import traceback
 import warnings
 
 MSG_FD = 3
+ZYGOTE_FD_ENV = "FORKBOX_KERNEL_ZYGOTE"
+# where requests are read (fd 0 is /dev/null for cells); above the zygote's socket (fd 4)
+REQUESTS_FD = 9
 KERNEL_DIR = os.path.dirname(os.path.abspath(__file__))
 _emit_lock = threading.Lock()
 # what a figure, a DataFrame's data or any other value may weigh in one message
@@ -454,6 +465,102 @@ class BashRunner:
         return count, {"name": name, "value": f"exit code {status}", "traceback": ""}
 
 
+# ---- zygote --------------------------------------------------------------------------------
+
+ZYGOTE_MSG_BYTES = 1 << 20
+ZYGOTE_FDS = 4  # a new kernel's requests (read end), stdout, stderr and messages (write ends)
+
+
+def start_zygote(sock_fd):
+    """Forks the zygote (in a session of its own, orphaned to the namespace's init, so neither this
+    kernel's interrupts nor its end reach it). Returns False here, and True in each kernel the
+    zygote forks, which then goes on as a new context's kernel."""
+    gc.freeze()  # what the preload made is never traversed again, so its pages stay shared
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            if os.fork() != 0:
+                os._exit(0)
+            zygote(socket.socket(fileno=sock_fd))
+            return True
+        except BaseException:  # noqa: BLE001 - a zygote that cannot serve just ends; contexts start fresh
+            os._exit(1)
+    os.close(sock_fd)
+    os.waitpid(pid, 0)
+    return False
+
+
+def zygote(sock):
+    """Serves fork requests ({"id", "cwd", "env"} with ZYGOTE_FDS fds) until the guest closes the
+    socket; reports each kernel's exit ({"exit": pid, "status": wait status}). Returns only in a
+    forked kernel, after it said hello."""
+
+    def reap(signum, frame):
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            sock.send(json.dumps({"exit": pid, "status": status}).encode())
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGCHLD, reap)
+    while True:
+        msg, fds, _, _ = socket.recv_fds(sock, ZYGOTE_MSG_BYTES, ZYGOTE_FDS)
+        if not msg:
+            os._exit(0)
+        try:
+            req = json.loads(msg)
+            if len(fds) != ZYGOTE_FDS:
+                raise ValueError(f"{len(fds)} fds")
+            pid = os.fork()
+        except (ValueError, OSError) as e:
+            for fd in fds:
+                os.close(fd)
+            sock.send(json.dumps({"id": req.get("id") if isinstance(req, dict) else None, "error": str(e)}).encode())
+            continue
+        if pid == 0:
+            become_kernel(sock, req, fds)
+            return
+        for fd in fds:
+            os.close(fd)
+
+
+def become_kernel(sock, req, fds):
+    """In a kernel the zygote just forked: take the context's pipes, cwd and env, fresh random
+    state, and say hello with credentials (the guest learns this process's pid in its own view)."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.setsid()
+    error = None
+    try:
+        for fd, target in zip(fds, (REQUESTS_FD, 1, 2, MSG_FD)):
+            os.dup2(fd, target)
+        for fd in fds:
+            if fd not in (REQUESTS_FD, 1, 2, MSG_FD):
+                os.close(fd)
+        os.chdir(req["cwd"])
+        os.environ.clear()
+        os.environ.update(req["env"])
+    except (OSError, KeyError, TypeError) as e:
+        error = f"{e.strerror or e}: {e.filename or ''}" if isinstance(e, OSError) else str(e)
+    random.seed()
+    np_random = sys.modules.get("numpy.random")
+    if np_random is not None:
+        np_random.seed()
+    hello = {"id": req.get("id"), "pid": os.getpid()}
+    if error:
+        hello["error"] = error
+    creds = struct.pack("3i", os.getpid(), os.getuid(), os.getgid())
+    sock.sendmsg([json.dumps(hello).encode()], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, creds)])
+    sock.close()
+    if error:
+        os._exit(127)
+
+
 # ---- main ----------------------------------------------------------------------------------
 
 
@@ -534,10 +641,10 @@ def main():
     sys.stderr = MessageStream("stderr", 2)
     # cells read no stdin: a stray input() gets EOF instead of eating the next request
     null = os.open(os.devnull, os.O_RDONLY)
-    requests_fd = os.dup(0)
+    os.dup2(0, REQUESTS_FD)
     os.dup2(null, 0)
     os.close(null)
-    stdin = os.fdopen(requests_fd, "r", encoding="utf-8", errors="replace")
+    stdin = os.fdopen(REQUESTS_FD, "r", encoding="utf-8", errors="replace")
     sys.stdin = open(os.devnull)  # noqa: SIM115 - lives as long as the kernel
     if language == "python":
         sys.meta_path.insert(0, PostImportHooks())
@@ -556,6 +663,12 @@ def main():
             plt.close(fig)
     sys.stdout.flush()
     sys.stderr.flush()
+    zygote_fd = os.environ.pop(ZYGOTE_FD_ENV, "")
+    if zygote_fd.isdigit():
+        if language == "python" and hasattr(socket, "recv_fds"):
+            start_zygote(int(zygote_fd))  # in a kernel it forks, this returns True and goes on as that one
+        else:
+            os.close(int(zygote_fd))  # the guest sees no zygote come
     emit({"t": "ready", "pid": os.getpid()})
     while True:
         try:

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { promisify } from 'node:util'
-import { NotFoundError, Sandbox } from '@forkbox/sdk'
+import { type CodeContext, NotFoundError, Sandbox } from '@forkbox/sdk'
 import { useTestHost } from './harness.ts'
 
 const host = useTestHost()
@@ -219,6 +219,57 @@ describe('code interpreter', () => {
     await sbx.contexts.remove(b)
     await assert.rejects(sbx.runCode('v', { context: b }), NotFoundError)
     await assert.rejects(sbx.contexts.remove('python'), /can be restarted but not removed/)
+  })
+
+  it('a new context starts warm, forked from a pristine kernel: the preload in, no other context state, its own cwd, env and randomness; it interrupts, dies and restarts like any kernel', async () => {
+    // a forked kernel's parent is the zygote (a Python kernel); one started cold is the spawner's, outside its namespace
+    const parent =
+      "import os; open(f'/proc/{os.getppid()}/cmdline').read().split(chr(0))[1] if os.getppid() else 'cold'"
+    const pid = async (ctx: CodeContext) => Number((await sbx.runCode('os.getpid()', { context: ctx })).text)
+    const gone = (p: number) => sbx.exec(`while kill -0 ${p} 2>/dev/null; do sleep 0.05; done`, { user: 'root' })
+    await sbx.runCode('only_in_default = 1')
+    const [a, b] = await Promise.all([
+      sbx.createCodeContext({ cwd: '/tmp/za', envs: { ZYGOTE_TEST: 'a' } }),
+      sbx.createCodeContext({ cwd: '/tmp/zb' }),
+    ])
+    const probe =
+      'import os, sys, json, random; print(json.dumps([os.getcwd(), os.environ.get("ZYGOTE_TEST"), "pandas" in sys.modules, "only_in_default" in globals(), random.random(), float(np.random.rand())]))'
+    const [ra, rb] = await Promise.all([sbx.runCode(probe, { context: a }), sbx.runCode(probe, { context: b })])
+    const pa = JSON.parse(ra.logs.stdout.join(''))
+    const pb = JSON.parse(rb.logs.stdout.join(''))
+    assert.deepEqual(pa.slice(0, 4), ['/tmp/za', 'a', true, false])
+    assert.deepEqual(pb.slice(0, 4), ['/tmp/zb', null, true, false])
+    assert.notEqual(pa[4], pb[4])
+    assert.notEqual(pa[5], pb[5])
+    assert.match((await sbx.runCode(parent, { context: a })).text ?? '', /forkbox_kernel\.py/)
+    // interrupted at its timeout, it keeps its state; killed, the next cell gets a fresh one (forked again)
+    await sbx.runCode('kept = 41', { context: a })
+    const slow = await sbx.runCode('import time\nwhile True:\n    time.sleep(0.05)', { context: a, timeoutSeconds: 1 })
+    assert.equal(slow.error?.name, 'TimeoutError')
+    assert.equal((await sbx.runCode('kept + 1', { context: a })).text, '42')
+    const died = await sbx.runCode('import os\nos._exit(3)', { context: a })
+    assert.equal(died.error?.name, 'KernelDiedError')
+    assert.match(died.error?.value ?? '', /exited with code 3/)
+    assert.equal((await sbx.runCode('kept', { context: a })).error?.name, 'NameError')
+    const zygote = Number((await sbx.runCode('import os; os.getppid()', { context: a })).text)
+    // env that Python reads at start cannot be forked in: that context starts cold, with it
+    const cold = await sbx.createCodeContext({ envs: { PYTHONPATH: '/tmp/zygote-path' } })
+    assert.equal((await sbx.runCode(parent, { context: cold })).text, 'cold')
+    assert.equal((await sbx.runCode('import sys; "/tmp/zygote-path" in sys.path', { context: cold })).text, 'True')
+    // root ends the zygote: what it forked ends with it, the next cell starts cold, later contexts fork again
+    await sbx.runCode('mine = 1', { context: b })
+    const bPid = await pid(b)
+    assert.equal((await sbx.exec(['kill', '-9', String(zygote)], { user: 'root' })).exitCode, 0)
+    await gone(bPid)
+    assert.equal((await sbx.runCode('mine', { context: b })).error?.name, 'NameError')
+    assert.equal((await sbx.runCode(parent, { context: b })).text, 'cold')
+    const c = await sbx.createCodeContext()
+    assert.match((await sbx.runCode(parent, { context: c })).text ?? '', /forkbox_kernel\.py/)
+    assert.notEqual(Number((await sbx.runCode('import os; os.getppid()', { context: c })).text), zygote)
+    // removed, a forked kernel is gone
+    const cPid = await pid(c)
+    await Promise.all([a, b, c, cold].map((ctx) => sbx.contexts.remove(ctx)))
+    await gone(cPid)
   })
 
   it('runs bash cells in a persistent shell', async () => {

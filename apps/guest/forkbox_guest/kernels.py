@@ -18,6 +18,7 @@ from .ioloop import cap_output
 from .spawn import killpg
 from .users import DEFAULT_CWD, DEFAULT_PATH
 from .wire import T_STDERR, T_STDOUT
+from .zygote import ZYGOTE_ENV, ZYGOTE_FD, Zygote
 
 TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
 if TYPE_CHECKING:
@@ -256,40 +257,68 @@ class Context:
         return os.access(NODE if self.language in NODE_LANGUAGES else PYTHON, os.X_OK)
 
     def start(self) -> None:
+        """Starts its kernel: forked from the zygote when one fits (warm, in milliseconds), else a
+        fresh interpreter, which carries a zygote for the next ones when there is none."""
         if self.starting:
             return
         self.starting = True
         proc = KernelProcess(self)
         g = self.guest
+        node = self.language in NODE_LANGUAGES
+        exe = NODE if node else PYTHON
+        if not os.access(exe, os.X_OK):
+            # the guest brings its own Python, but code runs on the image's
+            needs = "Node.js" if node else "Python 3"
+            return self.on_start_failed(f"this template's image has no {needs}: {self.language} code runs on {exe}", "CODE_RUNTIME_MISSING")
+        try:
+            pw = g.users.getpw(self.user)
+        except KeyError as e:
+            return self.on_start_failed(f"cannot start the {self.language} kernel: {e}")
+        env = {"PATH": DEFAULT_PATH, "HOME": pw.pw_dir, "USER": self.user, "LOGNAME": self.user}
+        env.update({"LANG": "C.UTF-8", "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1"})
+        env.update(g.default_env)
+        env.update(self.env)
+        cwd = self.cwd or DEFAULT_CWD or pw.pw_dir
+        zygote = g.zygote if self.language == "python" else None
+        if zygote is not None and zygote.fits(pw.pw_uid, env):
 
-        def spawn() -> None:
-            try:
-                pw = g.users.getpw(self.user)
-                env = {"PATH": DEFAULT_PATH, "HOME": pw.pw_dir, "USER": self.user, "LOGNAME": self.user}
-                env.update({"LANG": "C.UTF-8", "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1"})
-                env.update(g.default_env)
-                env.update(self.env)
-                if self.language == "python" and os.environ.get("FORKBOX_KERNEL_PRELOAD"):
-                    env["FORKBOX_KERNEL_PRELOAD"] = os.environ["FORKBOX_KERNEL_PRELOAD"]
-                if self.language in NODE_LANGUAGES:
-                    argv = [NODE, KERNEL_JS, self.language]
+            def forked(pid: int | None, fds: Fds | None, error: str | None, cold_ok: bool) -> None:
+                if pid is not None and fds is not None:
+                    self.on_spawned(proc, pid, fds)
+                elif cold_ok:
+                    self.spawn(proc, exe, env, cwd, pw.pw_uid, pw.pw_gid)
                 else:
-                    argv = [PYTHON, KERNEL_SCRIPT, self.language]
-                if not os.access(argv[0], os.X_OK):
-                    # the guest brings its own Python, but code runs on the image's
-                    needs = "Node.js" if self.language in NODE_LANGUAGES else "Python 3"
-                    message = f"this template's image has no {needs}: {self.language} code runs on {argv[0]}"
-                    g.loop.call(lambda: self.on_start_failed(message, "CODE_RUNTIME_MISSING"))
-                    return
-                cwd = self.cwd or DEFAULT_CWD or pw.pw_dir
-                pid, fds = g.spawner.spawn(argv[0], argv, env, cwd, pw.pw_uid, pw.pw_gid, True, True)
+                    self.on_start_failed(f"cannot start the {self.language} kernel: {error}")
+
+            return zygote.fork(env, cwd, forked)
+        self.spawn(proc, exe, env, cwd, pw.pw_uid, pw.pw_gid)
+
+    def spawn(self, proc: KernelProcess, exe: str, env: dict[str, str], cwd: str, uid: int, gid: int) -> None:
+        """On the loop thread: a fresh interpreter for the kernel, started on the spawner thread."""
+        g = self.guest
+        argv = [exe, KERNEL_JS if exe == NODE else KERNEL_SCRIPT, self.language]
+        env = dict(env)
+        if self.language == "python" and os.environ.get("FORKBOX_KERNEL_PRELOAD"):
+            env["FORKBOX_KERNEL_PRELOAD"] = os.environ["FORKBOX_KERNEL_PRELOAD"]
+        zygote = None
+        if self.language == "python" and (g.zygote is None or g.zygote.dead):
+            zygote = g.zygote = Zygote(g, uid, env)
+            env[ZYGOTE_ENV] = str(ZYGOTE_FD)
+
+        def run() -> None:
+            try:
+                extra = (zygote.theirs.fileno(), ZYGOTE_FD) if zygote is not None and zygote.theirs is not None else None
+                pid, fds = g.spawner.spawn(exe, argv, env, cwd, uid, gid, True, True, extra)
             except Exception as e:  # noqa: BLE001 - its cells get the error; never a hang
                 message = f"cannot start the {self.language} kernel: {e}"
                 g.loop.call(lambda: self.on_start_failed(message))
                 return
+            finally:
+                if zygote is not None:
+                    g.loop.call(zygote.handed_over)
             g.loop.call(lambda: self.on_spawned(proc, pid, fds))
 
-        g.spawner.submit(spawn)
+        g.spawner.submit(run)
 
     def on_spawned(self, proc: KernelProcess, pid: int, fds: Fds) -> None:
         loop = self.guest.loop

@@ -222,11 +222,21 @@ class Spawner:
         raise ValueError(reply.get("invalid") or "refused")
 
     def spawn(
-        self, exe: str, argv: list[str], env: dict[str, str], cwd: str, uid: int, gid: int, want_stdin: bool, msg_pipe: bool = False
+        self,
+        exe: str,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str,
+        uid: int,
+        gid: int,
+        want_stdin: bool,
+        msg_pipe: bool = False,
+        extra: tuple[int, int] | None = None,
     ) -> tuple[int, Fds]:
         """On the spawner thread: start argv as uid:gid in its own session.
         Returns (pid, (stdin_w|None, stdout_r, stderr_r[, msg_r])); with msg_pipe, the child's
-        fd 3 is the write end of one more pipe (a kernel's message channel)."""
+        fd 3 is the write end of one more pipe (a kernel's message channel); `extra` (fd, target)
+        passes one more fd of ours as the child's `target`."""
         pipes = [os.pipe(), os.pipe()] + ([os.pipe()] if msg_pipe else [])
         for r, _ in pipes[:2]:
             widen(r)
@@ -236,6 +246,9 @@ class Spawner:
         actions.append(("fd", len(pipes), 0) if stdin_pipe else ("open", 0, "/dev/null", os.O_RDONLY))
         if msg_pipe:
             actions.append(("fd", 2, 3))
+        if extra is not None:
+            fds.append(extra[0])
+            actions.append(("fd", len(fds) - 1, extra[1]))
         try:
             pid = self.start_process(exe, argv, env, cwd, uid, gid, actions, fds)
         except BaseException:

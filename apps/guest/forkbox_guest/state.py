@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .spawn import Spawner
     from .transfer import FileRead, Upload
     from .watch import Watch
+    from .zygote import Zygote
 
 
 class Guest:
@@ -43,6 +44,8 @@ class Guest:
         self.subs: dict[int, Exec] = {}
         # code contexts by id (loop thread)
         self.contexts: dict[str, Context] = {}
+        # the warm Python kernel new contexts are forked from, once one carries it (loop thread)
+        self.zygote: Zygote | None = None
         # file reads by channel; uploads by channel, None for a refused one whose chunks are dropped
         self.reads: dict[int, FileRead] = {}
         self.uploads_open: dict[int, Upload | None] = {}
