@@ -35,6 +35,25 @@ try {
       sbx.runCode('pd.DataFrame({"a": np.arange(10_000), "b": np.arange(10_000) % 7}).describe()'),
     ),
   )
+  // A new context: forked warm from the zygote, next to one started cold (env Python reads at
+  // start, like PYTHONPATH, cannot be forked in) in the same sandbox
+  const newContext = (envs?: Record<string, string>) => async () => {
+    const c = await sbx.createCodeContext(envs ? { envs } : {})
+    await sbx.runCode('1+1', { context: c })
+    await sbx.contexts.remove(c)
+  }
+  report("new context → first cell '1+1' (forked warm)", await measure(Math.min(N, 20), newContext()))
+  report(
+    "baseline: new context → first cell '1+1', started cold",
+    await measure(Math.min(N, 3), newContext({ PYTHONPATH: '/nonexistent' }), 0),
+  )
+  report(
+    "context restart → first cell '1+1'",
+    await measure(Math.min(N, 20), async () => {
+      await sbx.contexts.restart('python')
+      await sbx.runCode('1+1')
+    }),
+  )
   await sbx.kill()
 
   // The first cell of a new sandbox (pool hit): it finds pandas, numpy and matplotlib imported.

@@ -291,7 +291,7 @@ export class LocalAgent implements AgentApi {
         ...spec,
         envs,
         rootfs,
-        kernelPreload: def.kernel?.preload,
+        kernel: def.kernel,
         image,
         imageDefaults,
         limitAddressSpace: def.limitAddressSpace,

@@ -38,4 +38,24 @@ describe('OCI spec', () => {
     assert.ok(spec.process.env.includes(`FORKBOX_RLIMIT_AS=${limits.asBytes}`))
     assert.ok(spec.process.env.includes(`FORKBOX_RLIMIT_NPROC=${limits.nproc}`))
   })
+
+  it("hands the template's kernel settings to the guest: the preload, and warm contexts only unless turned off", () => {
+    const envOf = (kernel?: { preload: string; zygote: boolean }) =>
+      (
+        buildSpec({
+          rootfs: '/r',
+          guestDir: '/g',
+          runtimeDir: '/r',
+          cgroupsPath: '/c',
+          netnsPath: '/n',
+          hostname: 'h',
+          resources,
+          kernel,
+        }) as { process: { env: string[] } }
+      ).process.env
+    assert.ok(envOf({ preload: 'import numpy', zygote: true }).includes('FORKBOX_KERNEL_PRELOAD=import numpy'))
+    assert.ok(!envOf({ preload: 'import numpy', zygote: true }).some((e) => e.startsWith('FORKBOX_CONTEXT_ZYGOTE=')))
+    assert.ok(!envOf().some((e) => e.startsWith('FORKBOX_CONTEXT_ZYGOTE=') || e.startsWith('FORKBOX_KERNEL_PRELOAD=')))
+    assert.ok(envOf({ preload: '', zygote: false }).includes('FORKBOX_CONTEXT_ZYGOTE=off'))
+  })
 })

@@ -42,6 +42,8 @@ PYTHON = "/usr/bin/python3"
 LANGUAGES = ("python", "bash", "javascript", "typescript")
 # the languages the Node.js kernel runs (TypeScript: transpiled by the image's `typescript` module)
 NODE_LANGUAGES = ("javascript", "typescript")
+# whether new Python contexts are forked from a zygote (the template's `kernel.zygote`)
+ZYGOTES = os.environ.get("FORKBOX_CONTEXT_ZYGOTE") != "off"
 # how long an interrupted cell may take to unwind before its kernel is killed
 INTERRUPT_GRACE_SECONDS = 3.0
 
@@ -301,7 +303,7 @@ class Context:
         if self.language == "python" and os.environ.get("FORKBOX_KERNEL_PRELOAD"):
             env["FORKBOX_KERNEL_PRELOAD"] = os.environ["FORKBOX_KERNEL_PRELOAD"]
         zygote = None
-        if self.language == "python" and (g.zygote is None or g.zygote.dead):
+        if self.language == "python" and ZYGOTES and (g.zygote is None or g.zygote.dead):
             zygote = g.zygote = Zygote(g, uid, env)
             env[ZYGOTE_ENV] = str(ZYGOTE_FD)
 

@@ -2,6 +2,7 @@
 // homes, the guest daemon as init, and the cgroup limits runsc only applies with cgroupsPath.
 import type { ResolvedResources } from '@forkbox/protocol'
 import { RUNTIME_MOUNT, RUNTIME_PYTHON } from '../guest/runtime.ts'
+import type { KernelSettings } from '../templates/definition.ts'
 
 const MiB = 1024 * 1024
 /** Memory the Sentry and gofer need on top of what the guest may use. */
@@ -33,8 +34,8 @@ export interface SpecInput {
   guestDir: string
   /** Host dir of the guest's own Python (guest/runtime.ts), mounted inside the guest dir. */
   runtimeDir: string
-  /** Python the template's code kernels run at start (imports that cells then find warm). */
-  kernelPreload?: string
+  /** The template's code kernels: Python they run at start (imports that cells then find warm), and whether new contexts are forked warm. */
+  kernel?: KernelSettings
   cgroupsPath: string
   /** The network namespace (with its veth) runsc takes the sandbox's interface from. */
   netnsPath: string
@@ -94,7 +95,8 @@ export function buildSpec(input: SpecInput): Record<string, unknown> {
         ...(input.limitAddressSpace === false ? [] : [`FORKBOX_RLIMIT_AS=${limits.asBytes}`]),
         `FORKBOX_RLIMIT_NPROC=${limits.nproc}`,
         `FORKBOX_NAMESERVER=${SANDBOX_NAMESERVER}`,
-        ...(input.kernelPreload ? [`FORKBOX_KERNEL_PRELOAD=${input.kernelPreload}`] : []),
+        ...(input.kernel?.preload ? [`FORKBOX_KERNEL_PRELOAD=${input.kernel.preload}`] : []),
+        ...(input.kernel?.zygote === false ? ['FORKBOX_CONTEXT_ZYGOTE=off'] : []),
         ...(input.image ? [`FORKBOX_DEFAULT_USER=${input.image.user}`] : []),
         ...(input.image?.workdir ? [`FORKBOX_DEFAULT_CWD=${input.image.workdir}`] : []),
       ],

@@ -91,7 +91,7 @@ export class Checkpoints {
     const image = this.image(spec.snapshot)
     if (!existsSync(image)) throw new AppError('SNAPSHOT_NOT_FOUND', `no snapshot ${spec.snapshot} on this host`)
     await this.containers.boot(
-      { ...spec, rootfs: this.baker.rootfsOf(def), kernelPreload: def.kernel?.preload, image, userSnapshot: true },
+      { ...spec, rootfs: this.baker.rootfsOf(def), kernel: def.kernel, image, userSnapshot: true },
       signal,
     )
   }

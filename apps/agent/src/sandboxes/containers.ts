@@ -38,6 +38,7 @@ import {
   startCommand,
   waitForRunscProcesses,
 } from '../runtime/runsc.ts'
+import type { KernelSettings } from '../templates/definition.ts'
 import { BUNDLE_RECORD, type BundleRecord, INTERNAL_ID, type LiveSandbox, READY_TIMEOUT_MS } from './live-sandbox.ts'
 
 /** What a sandbox is started as. */
@@ -48,7 +49,8 @@ export interface BootSpec {
   network?: EgressPolicy
   /** The template's rootfs, read-only under the sandbox. */
   rootfs: string
-  kernelPreload?: string
+  /** The template's code kernel settings. */
+  kernel?: KernelSettings
   /** Restore this checkpoint image instead of a cold boot. */
   image: string | null
   /** The image is a user snapshot: the env it had is kept, `envs` go on top. */
@@ -182,7 +184,7 @@ export class Containers {
       rootfs: spec.rootfs,
       guestDir: this.guest.dir,
       runtimeDir: this.guest.runtimeDir,
-      kernelPreload: spec.kernelPreload,
+      kernel: spec.kernel,
       cgroupsPath: `/${cgroup}`,
       netnsPath: `/run/netns/${slot.netns}`,
       // one name for all: a restored sandbox keeps the name it was baked with

@@ -58,7 +58,7 @@ export class WarmPool {
             resources: def.resources.defaults,
             envs: {},
             rootfs: this.baker.rootfsOf(def),
-            kernelPreload: def.kernel?.preload,
+            kernel: def.kernel,
             image: snapshot,
             limitCpu: false,
           })

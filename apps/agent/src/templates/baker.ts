@@ -264,6 +264,7 @@ export class TemplateBaker {
       .update(this.guestHash)
       .update(JSON.stringify(def.resources.defaults))
       .update(def.kernel?.preload ?? '')
+      .update(def.kernel?.zygote === false ? 'zygote=off' : '')
       .update(this.config.platform)
       .update('network=sandbox')
       // the guest reads its limits once, at the boot the snapshot keeps
@@ -439,7 +440,7 @@ export class TemplateBaker {
       resources: def.resources.defaults,
       envs: def.env,
       rootfs: this.rootfsOf(def),
-      kernelPreload: def.kernel?.preload,
+      kernel: def.kernel,
       image: null,
       imageDefaults: imageDefaults(def),
       limitAddressSpace: def.limitAddressSpace,

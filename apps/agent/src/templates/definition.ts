@@ -15,13 +15,19 @@ export const TemplateDefinition = z
     /** An OCI/Docker image reference (`registry/repo:tag[@sha256:…]`) to take the rootfs from instead. */
     image: z.string().max(512).optional(),
     user: z.string().default('user'),
-    /** Code kernels (runCode) of this template run `preload` at start; the bake captures one warm. */
+    /**
+     * Code kernels (runCode) of this template run `preload` at start; the bake captures one warm.
+     * `zygote`: new Python contexts are forked warm from a pristine kernel (~200 ms instead of the
+     * preload's seconds), which costs host memory once the default kernel has run cells (the pages
+     * it writes are copied); false trades that for cold context starts.
+     */
     kernel: z
       .object({
         preload: z
           .string()
           .max(64 * 1024)
           .default(''),
+        zygote: z.boolean().default(true),
       })
       .optional(),
     resources: z.object({ defaults: ResolvedResources, maxima: ResolvedResources }),
@@ -55,6 +61,8 @@ export const TemplateDefinition = z
     message: 'a template takes its rootfs from an image, a Dockerfile or packages: one of them',
   })
 export type TemplateDefinition = z.infer<typeof TemplateDefinition>
+/** A template's code kernel settings (`kernel` in template.json). */
+export type KernelSettings = NonNullable<TemplateDefinition['kernel']>
 
 /** Bumped when the build recipe itself changes, so every template re-builds. */
 const RECIPE_VERSION = 5
