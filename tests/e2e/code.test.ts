@@ -221,13 +221,18 @@ describe('code interpreter', () => {
     await assert.rejects(sbx.contexts.remove('python'), /can be restarted but not removed/)
   })
 
-  it('a new context starts warm, forked from a pristine kernel: the preload in, no other context state, its own cwd, env and randomness; it interrupts, dies and restarts like any kernel', async () => {
+  it('the first new context starts cold and brings a zygote; later ones start warm, forked from it: the preload in, no other context state, their own cwd, env and randomness; they interrupt, die and restart like any kernel', async () => {
+    // a sandbox of its own: the other tests' contexts brought this one's zygote already
+    await using sbx = await Sandbox.create({ ...host().conn, template: 'code-interpreter' })
     // a forked kernel's parent is the zygote (a Python kernel); one started cold is the spawner's, outside its namespace
     const parent =
       "import os; open(f'/proc/{os.getppid()}/cmdline').read().split(chr(0))[1] if os.getppid() else 'cold'"
     const pid = async (ctx: CodeContext) => Number((await sbx.runCode('os.getpid()', { context: ctx })).text)
     const gone = (p: number) => sbx.exec(`while kill -0 ${p} 2>/dev/null; do sleep 0.05; done`, { user: 'root' })
     await sbx.runCode('only_in_default = 1')
+    // the template's zygote is lazy: the default kernel brought none, the first context a user makes does
+    const first = await sbx.createCodeContext()
+    assert.equal((await sbx.runCode(parent, { context: first })).text, 'cold')
     const [a, b] = await Promise.all([
       sbx.createCodeContext({ cwd: '/tmp/za', envs: { ZYGOTE_TEST: 'a' } }),
       sbx.createCodeContext({ cwd: '/tmp/zb' }),
@@ -268,7 +273,7 @@ describe('code interpreter', () => {
     assert.notEqual(Number((await sbx.runCode('import os; os.getppid()', { context: c })).text), zygote)
     // removed, a forked kernel is gone
     const cPid = await pid(c)
-    await Promise.all([a, b, c, cold].map((ctx) => sbx.contexts.remove(ctx)))
+    await Promise.all([first, a, b, c, cold].map((ctx) => sbx.contexts.remove(ctx)))
     await gone(cPid)
   })
 

@@ -39,8 +39,8 @@ describe('OCI spec', () => {
     assert.ok(spec.process.env.includes(`FORKBOX_RLIMIT_NPROC=${limits.nproc}`))
   })
 
-  it("hands the template's kernel settings to the guest: the preload, and warm contexts only unless turned off", () => {
-    const envOf = (kernel?: { preload: string; zygote: boolean }) =>
+  it("hands the template's kernel settings to the guest: the preload, and and how new contexts start warm", () => {
+    const envOf = (kernel?: { preload: string; zygote: 'lazy' | 'baked' | 'off' }) =>
       (
         buildSpec({
           rootfs: '/r',
@@ -53,9 +53,10 @@ describe('OCI spec', () => {
           kernel,
         }) as { process: { env: string[] } }
       ).process.env
-    assert.ok(envOf({ preload: 'import numpy', zygote: true }).includes('FORKBOX_KERNEL_PRELOAD=import numpy'))
-    assert.ok(!envOf({ preload: 'import numpy', zygote: true }).some((e) => e.startsWith('FORKBOX_CONTEXT_ZYGOTE=')))
+    assert.ok(envOf({ preload: 'import numpy', zygote: 'lazy' }).includes('FORKBOX_KERNEL_PRELOAD=import numpy'))
+    assert.ok(!envOf({ preload: 'import numpy', zygote: 'lazy' }).some((e) => e.startsWith('FORKBOX_CONTEXT_ZYGOTE=')))
     assert.ok(!envOf().some((e) => e.startsWith('FORKBOX_CONTEXT_ZYGOTE=') || e.startsWith('FORKBOX_KERNEL_PRELOAD=')))
-    assert.ok(envOf({ preload: '', zygote: false }).includes('FORKBOX_CONTEXT_ZYGOTE=off'))
+    assert.ok(envOf({ preload: '', zygote: 'off' }).includes('FORKBOX_CONTEXT_ZYGOTE=off'))
+    assert.ok(envOf({ preload: '', zygote: 'baked' }).includes('FORKBOX_CONTEXT_ZYGOTE=baked'))
   })
 })

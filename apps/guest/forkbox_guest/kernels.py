@@ -42,8 +42,9 @@ PYTHON = "/usr/bin/python3"
 LANGUAGES = ("python", "bash", "javascript", "typescript")
 # the languages the Node.js kernel runs (TypeScript: transpiled by the image's `typescript` module)
 NODE_LANGUAGES = ("javascript", "typescript")
-# whether new Python contexts are forked from a zygote (the template's `kernel.zygote`)
-ZYGOTES = os.environ.get("FORKBOX_CONTEXT_ZYGOTE") != "off"
+# how new Python contexts get a zygote to be forked from (the template's `kernel.zygote`): the
+# first one a user creates brings it (lazy), the default kernel does at bake (baked), or none (off)
+ZYGOTE_MODE = os.environ.get("FORKBOX_CONTEXT_ZYGOTE") or "lazy"
 # how long an interrupted cell may take to unwind before its kernel is killed
 INTERRUPT_GRACE_SECONDS = 3.0
 
@@ -303,7 +304,9 @@ class Context:
         if self.language == "python" and os.environ.get("FORKBOX_KERNEL_PRELOAD"):
             env["FORKBOX_KERNEL_PRELOAD"] = os.environ["FORKBOX_KERNEL_PRELOAD"]
         zygote = None
-        if self.language == "python" and ZYGOTES and (g.zygote is None or g.zygote.dead):
+        # under gVisor a zygote holds ~55-80 MiB of its own: only where contexts are wanted (lazy)
+        carries = ZYGOTE_MODE == "baked" or (ZYGOTE_MODE == "lazy" and self.id not in LANGUAGES)
+        if self.language == "python" and carries and (g.zygote is None or g.zygote.dead):
             zygote = g.zygote = Zygote(g, uid, env)
             env[ZYGOTE_ENV] = str(ZYGOTE_FD)
 

@@ -96,7 +96,7 @@ export function buildSpec(input: SpecInput): Record<string, unknown> {
         `FORKBOX_RLIMIT_NPROC=${limits.nproc}`,
         `FORKBOX_NAMESERVER=${SANDBOX_NAMESERVER}`,
         ...(input.kernel?.preload ? [`FORKBOX_KERNEL_PRELOAD=${input.kernel.preload}`] : []),
-        ...(input.kernel?.zygote === false ? ['FORKBOX_CONTEXT_ZYGOTE=off'] : []),
+        ...(input.kernel && input.kernel.zygote !== 'lazy' ? [`FORKBOX_CONTEXT_ZYGOTE=${input.kernel.zygote}`] : []),
         ...(input.image ? [`FORKBOX_DEFAULT_USER=${input.image.user}`] : []),
         ...(input.image?.workdir ? [`FORKBOX_DEFAULT_CWD=${input.image.workdir}`] : []),
       ],

@@ -264,7 +264,7 @@ export class TemplateBaker {
       .update(this.guestHash)
       .update(JSON.stringify(def.resources.defaults))
       .update(def.kernel?.preload ?? '')
-      .update(def.kernel?.zygote === false ? 'zygote=off' : '')
+      .update(def.kernel?.zygote === 'baked' ? 'zygote=baked' : '')
       .update(this.config.platform)
       .update('network=sandbox')
       // the guest reads its limits once, at the boot the snapshot keeps

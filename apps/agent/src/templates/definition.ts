@@ -17,9 +17,11 @@ export const TemplateDefinition = z
     user: z.string().default('user'),
     /**
      * Code kernels (runCode) of this template run `preload` at start; the bake captures one warm.
-     * `zygote`: new Python contexts are forked warm from a pristine kernel (~200 ms instead of the
-     * preload's seconds), which costs host memory once the default kernel has run cells (the pages
-     * it writes are copied); false trades that for cold context starts.
+     * `zygote`: new Python contexts are forked warm from a pristine kernel, the zygote (~200 ms
+     * instead of the preload's seconds), which holds ~55–80 MiB of its own under gVisor. `lazy`:
+     * the first context a user creates starts cold and brings the zygote, later ones are forked;
+     * `baked`: the zygote is in the template's snapshot, so every sandbox pays for it and even the
+     * first context is fast; `off`: every context starts cold.
      */
     kernel: z
       .object({
@@ -27,7 +29,7 @@ export const TemplateDefinition = z
           .string()
           .max(64 * 1024)
           .default(''),
-        zygote: z.boolean().default(true),
+        zygote: z.enum(['lazy', 'baked', 'off']).default('lazy'),
       })
       .optional(),
     resources: z.object({ defaults: ResolvedResources, maxima: ResolvedResources }),
