@@ -4,7 +4,9 @@
 // run: the native SDK's create → first exec, `commands.run('true')` against the native exec of
 // the same command, and a raw process start inside gVisor (a loop of /bin/true in the sandbox).
 // Not a test.
-//   node --import tsx bench/e2b-tti.ts [--iterations N] [--burst B] [--pool P] [--template T]
+//   node --import tsx bench/e2b-tti.ts [--iterations N] [--burst B] [--pool P] [--pool-max M] [--pause S] [--template T]
+// The pool starts at P per template and grows toward a burst up to M (the server's default 16;
+// M = P keeps it fixed); --pause: seconds between the burst rounds (the pool grows meanwhile).
 import { Sandbox as Native } from '@forkbox/sdk'
 import { Sandbox } from 'e2b'
 import { measure, N, pct, printSummary, report, serverProcess, timed } from './lib.ts'
@@ -12,6 +14,8 @@ import { measure, N, pct, printSummary, report, serverProcess, timed } from './l
 const arg = (name: string, fallback: number) => Number(process.argv[process.argv.indexOf(`--${name}`) + 1]) || fallback
 const BURST = arg('burst', 20)
 const POOL = arg('pool', 2)
+const POOL_MAX = arg('pool-max', 16)
+const PAUSE_S = arg('pause', 5)
 const TEMPLATE = process.argv.includes('--template')
   ? (process.argv[process.argv.indexOf('--template') + 1] ?? 'agent')
   : 'agent'
@@ -30,7 +34,10 @@ const PROBE = [
   'date +%s',
 ].join(' && ')
 
-const server = await serverProcess(import.meta.filename, 'e2b-tti', POOL, { prebuild: ['base', TEMPLATE] })
+const server = await serverProcess(import.meta.filename, 'e2b-tti', POOL, {
+  prebuild: ['base', TEMPLATE],
+  poolMax: POOL_MAX,
+})
 try {
   const res = await fetch(`${server.conn.url}/v1/keys`, {
     method: 'POST',
@@ -89,7 +96,7 @@ try {
   // a burst: BURST sequences at once, each timed from the common start
   const bursts: number[] = []
   for (let round = 0; round < 3; round++) {
-    await new Promise((r) => setTimeout(r, 5000))
+    await new Promise((r) => setTimeout(r, PAUSE_S * 1000))
     const t0 = performance.now()
     const done = await Promise.all(
       Array.from({ length: BURST }, async () => {
@@ -105,7 +112,7 @@ try {
     bursts.push(...xs)
     await Promise.all(done.map((d) => d.sbx.kill()))
   }
-  report(`E2B time to interactive, ${BURST} at once (pool ${POOL}), each from the start`, bursts)
+  report(`E2B time to interactive, ${BURST} at once (pool ${POOL}..${POOL_MAX}), each from the start`, bursts)
   printSummary()
 } finally {
   await server.close()

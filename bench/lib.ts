@@ -57,7 +57,7 @@ let hosts = 0
 export async function benchHost(
   name: string,
   poolSize: number,
-  options: { freezeAfterSeconds?: number; prebuild?: string[]; maxSandboxes?: number } = {},
+  options: { freezeAfterSeconds?: number; prebuild?: string[]; maxSandboxes?: number; poolMax?: number } = {},
 ): Promise<Host & { conn: { url: string; apiKey: string } }> {
   const tag = `forkbox-bench-${name}-${process.pid}`
   const dataDir = `/tmp/${tag}`

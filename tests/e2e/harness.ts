@@ -45,6 +45,9 @@ export async function startTestHost(opts: Partial<HostOptions> = {}): Promise<Te
     prebuild: ['base'],
     // a block of its own: test hosts of other processes may run at the same time
     networkSubnet: testSubnet(),
+    // pools stay at their floor: the tests' bursts of creates would grow them, and the restores
+    // would compete with the tests for 2 cores (pool.test.ts tests the growing)
+    poolMax: 0,
     ...opts,
   })
   if (!host.bootstrapKey) throw new Error('a fresh data dir must yield a bootstrap key')

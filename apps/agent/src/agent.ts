@@ -135,8 +135,8 @@ export class LocalAgent implements AgentApi {
       log,
     )
     this.pool = new WarmPool(config, this.containers, this.baker, log)
-    // pooled sandboxes only wait: frozen once quiet, thawed when claimed
-    this.poolFreezer = setInterval(() => this.pool.freezeIdle(config.freezeMaxCpuPercent), POOL_FREEZE_CHECK_MS)
+    // pooled sandboxes only wait: frozen once quiet, thawed when claimed; pools sized to demand
+    this.poolFreezer = setInterval(() => this.pool.tend(config.freezeMaxCpuPercent), POOL_FREEZE_CHECK_MS)
     this.poolFreezer.unref()
     this.checkpoints = new Checkpoints(config, this.containers, this.baker)
     this.imageStore = config.imageStore ? new ImageStore(config.imageStore) : null

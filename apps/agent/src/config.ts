@@ -53,8 +53,14 @@ export const AgentSettings = z.object({
    * looked at (gVisor's own timekeeping costs an idle sandbox ~2.2%; docs/design-notes.md).
    */
   freezeMaxCpuPercent: z.number().min(0).max(100).default(5),
-  /** Restored, never-used sandboxes kept ready per template (0 turns the pool off). */
+  /** Restored, never-used sandboxes kept ready per template, at least (0 turns the pool off). */
   poolSize: z.number().int().min(0).max(64).default(2),
+  /** At most this many per template: a pool grows toward its template's recent peak of creates. */
+  poolMax: z.number().int().min(0).max(256).default(16),
+  /** Host memory all pools together may hold (their pooled sandboxes' cgroups), in MB. */
+  poolMemoryMB: z.number().int().min(0).default(4096),
+  /** How long a burst of creates keeps its template's pool grown. */
+  poolHistorySeconds: z.number().int().min(1).default(120),
   /** IPv4 block each sandbox's /30 is cut from (one per agent on a host). */
   networkSubnet: z.string().default('10.213.0.0/16'),
   /** Private ranges (CIDRs) the operator lets sandboxes with internet reach (all blocked otherwise). */
