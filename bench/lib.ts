@@ -60,7 +60,8 @@ export async function benchHost(
   options: { freezeAfterSeconds?: number; prebuild?: string[]; maxSandboxes?: number; poolMax?: number } = {},
 ): Promise<Host & { conn: { url: string; apiKey: string } }> {
   const tag = `forkbox-bench-${name}-${process.pid}`
-  const dataDir = `/tmp/${tag}`
+  // FORKBOX_BENCH_DIR: where the bench host's data (and so its snapshot images) live
+  const dataDir = `${process.env.FORKBOX_BENCH_DIR ?? '/tmp'}/${tag}`
   const host = await startHost({
     port: 0,
     dataDir,

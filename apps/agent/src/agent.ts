@@ -528,5 +528,6 @@ export class LocalAgent implements AgentApi {
     await Promise.all([...this.builds].map((b) => b.done))
     await this.pool.close()
     await this.containers.close()
+    this.checkpoints.close()
   }
 }
