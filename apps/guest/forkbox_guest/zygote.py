@@ -44,8 +44,16 @@ ZYGOTE_ENV = "FORKBOX_KERNEL_ZYGOTE"
 # env a fork cannot change after the fact: what Python and the preloaded libraries read at start
 IMPORT_TIME_ENV = ("PYTHON", "HOME", "LANG", "LC_", "MPL", "OMP_", "OPENBLAS_", "MKL_", "NUMEXPR_", "TZ")
 MSG_BYTES = 65536
+PID_MAX = 4 * 1024 * 1024  # Linux's highest pid_max
 CREDS = struct.Struct("3i")  # struct ucred: pid, uid, gid
 ANC_BYTES = socket.CMSG_SPACE(CREDS.size)
+
+
+def bounded(value: object, hi: int) -> int:
+    """`value` as an int in 0..hi (the zygote's process runs as the users' uid: what it sends is theirs)."""
+    if type(value) is not int or not 0 <= value <= hi:
+        raise ValueError(f"not an int in 0..{hi}: {value!r}")
+    return value
 
 
 def import_time_env(env: dict[str, str]) -> dict[str, str]:
@@ -123,18 +131,19 @@ class Zygote:
                 msg = json.loads(data)
                 if isinstance(msg, dict):
                     self.on_message(msg, pid)  # pyright: ignore[reportUnknownArgumentType]
-            except (ValueError, TypeError, KeyError) as e:
+            except (ValueError, TypeError, KeyError, OverflowError) as e:
                 # it is users' code that runs in there: a garbled message ends this zygote, not the daemon
                 print(f"forkbox-guest: a bad message from the kernel zygote: {e!r}", file=sys.stderr)
                 return self.on_gone()
 
     def on_message(self, msg: dict[str, object], pid: int | None) -> None:
         if "exit" in msg:
-            ours = self.kernels.pop(int(msg["exit"]), None)  # pyright: ignore[reportArgumentType]
+            theirs, status = bounded(msg["exit"], PID_MAX), bounded(msg["status"], 0xFFFF)
+            ours = self.kernels.pop(theirs, None)
             if ours is not None:
-                self.guest.loop.child_exited(ours, int(msg["status"]))  # pyright: ignore[reportArgumentType]
+                self.guest.loop.child_exited(ours, status)
             return
-        entry = self.waiting.pop(int(msg["id"]), None)  # pyright: ignore[reportArgumentType]
+        entry = self.waiting.pop(bounded(msg["id"], 2**53), None)
         if entry is None:
             return
         fds, forked = entry
@@ -146,7 +155,7 @@ class Zygote:
             if error is not None:
                 return forked(None, None, str(error), False)
             return forked(None, None, "the kernel's hello came without credentials", True)
-        self.kernels[int(msg["pid"])] = pid  # pyright: ignore[reportArgumentType]
+        self.kernels[bounded(msg["pid"], PID_MAX)] = pid
         forked(pid, fds, None, False)
 
     def on_gone(self) -> None:
