@@ -134,7 +134,7 @@ describe('templates from a Dockerfile through the API', () => {
     assert.equal((await old.exec(['cat', '/home/user/last.txt'])).stdout, `one ${nonce}\n`)
   })
 
-  it('a start command that exits before it is ready is started again; one that keeps exiting fails the build with what it printed', async () => {
+  it('a start command that fails before it is ready is started again; one that keeps failing fails the build with what it printed; one that exits 0 handed over to a daemon', async () => {
     // the first start finds "its stale pid file" and exits, as a server does after a reboot; the second serves
     const flaky = await build(
       `FROM forkbox:base
@@ -149,6 +149,16 @@ CMD ["sh", "-c", "if [ -e /tmp/started-once ]; then exec python3 -m http.server 
     await using sbx = await Sandbox.create({ ...host().conn, template: `${name}-flaky` })
     const res = await fetch(`http://${sbx.getHost(8080)}/`, { headers: { 'x-api-key': host().conn.apiKey } })
     assert.equal(res.status, 200)
+    // one that exits 0 at once has handed over to a daemon (`service x start`): its readiness is waited for
+    const daemon = await build(
+      'FROM forkbox:base\nEXPOSE 8080\nCMD ["sh", "-c", "setsid sh -c \'sleep 1; exec python3 -m http.server 8080\' >/dev/null 2>&1 </dev/null & exit 0"]\n',
+      tarOf(context),
+      { name: `${name}-daemon` },
+    )
+    assert.equal(daemon.build.status, 'ready', `${JSON.stringify(daemon.build.error)}\n${daemon.lines.join('\n')}`)
+    await using served = await Sandbox.create({ ...host().conn, template: `${name}-daemon` })
+    const page = await fetch(`http://${served.getHost(8080)}/`, { headers: { 'x-api-key': host().conn.apiKey } })
+    assert.equal(page.status, 200)
     // one that never starts: the build fails on its output within seconds, not after the ready timeout
     const started = performance.now()
     const broken = await build(

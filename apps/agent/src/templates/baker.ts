@@ -46,10 +46,11 @@ const START_OUTPUT_TAIL = 2000
  * command exits 0, or else every exposed port accepts a connection (checked on the guest's own
  * Python, which any image has). A bake captures it running; a cold boot runs it the same way.
  *
- * A start command that exits before it is ready is started again (a few times, as a supervisor
- * would): a server finding a stale pid file of its last life whose pid another process holds
- * now — as after any reboot — exits once and starts the next time. When it keeps exiting, the
- * error quotes what it printed instead of waiting out the ready timeout.
+ * A start command that fails before it is ready (exits non-zero, or is killed) is started again
+ * (a few times, as a supervisor would): a server finding a stale pid file of its last life whose
+ * pid another process holds now — as after any reboot — exits once and starts the next time.
+ * When it keeps failing, the error quotes what it printed instead of waiting out the ready
+ * timeout. One that exits 0 has handed over to a daemon (`service x start`): probing goes on.
  */
 export async function startImage(def: TemplateDefinition, sbx: LiveSandbox): Promise<void> {
   if (!def.startCmd) return
@@ -90,8 +91,12 @@ export async function startImage(def: TemplateDefinition, sbx: LiveSandbox): Pro
         exited = exit
       })
       .catch(() => {})
+    const failed = (): ProcessExit | null => {
+      const e = exited as ProcessExit | null
+      return e && (e.exitCode !== 0 || e.signal) ? e : null
+    }
     try {
-      while (Date.now() < deadline && !exited) {
+      while (Date.now() < deadline && !failed()) {
         const r = await guest.exec({
           argv: probe,
           user: def.user,
@@ -99,15 +104,16 @@ export async function startImage(def: TemplateDefinition, sbx: LiveSandbox): Pro
           timeoutMs: 10_000,
           maxOutputBytes: 4096,
         })
-        if (r.exitCode === 0 && !exited) return
+        if (r.exitCode === 0 && !failed()) return
         last = `${Buffer.from(r.stdout).toString('utf8')}${Buffer.from(r.stderr).toString('utf8')}`.trim().slice(-500)
-        await Promise.race([ended, new Promise((resolve) => setTimeout(resolve, 250))])
+        const pause = new Promise((resolve) => setTimeout(resolve, 250))
+        await (exited ? pause : Promise.race([ended, pause]))
       }
     } finally {
       attached.abort()
       await ended
     }
-    const gone = exited as ProcessExit | null
+    const gone = failed()
     if (!gone) break
     const how = gone.signal ? `was killed by ${gone.signal}` : `exited with code ${gone.exitCode}`
     last = `it ${how} before it was ready${output.trim() ? `: ${output.trim()}` : ''}`
