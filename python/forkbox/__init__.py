@@ -19,6 +19,7 @@ from .errors import (
     ServiceUnavailableError,
     TemplateBuildError,
     TimeoutError,
+    UnsupportedByServerError,
     ValidationError,
 )
 from .models import (
@@ -59,6 +60,7 @@ __all__ = [
     "InternalServerError",
     "Logs",
     "NotFoundError",
+    "UnsupportedByServerError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "Process",

@@ -31,7 +31,8 @@ def _request(client: httpx.Client | httpx.AsyncClient, key: str, call: Call) -> 
 
 
 def _error(res: httpx.Response) -> errors.ForkboxError:
-    return errors.error_from(res.status_code, res.text, res.headers.get("x-request-id"))
+    err = errors.error_from(res.status_code, res.text, res.headers.get("x-request-id"))
+    return errors.unsupported_or(err, res.request.method, res.request.url.path, res.headers.get("forkbox-version"))
 
 
 def _decode(call: Call, res: httpx.Response) -> Any:

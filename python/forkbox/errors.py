@@ -42,6 +42,33 @@ class NotFoundError(ForkboxError):
     """404: no such sandbox, file, snapshot, code context or process (for this key)."""
 
 
+class UnsupportedByServerError(NotFoundError):
+    """UNSUPPORTED_BY_SERVER: the server does not serve a call this SDK makes (it is older than
+    the SDK); ``server_version`` says which it is, when it says."""
+
+    def __init__(self, code: str, message: str, *, server_version: Optional[str] = None, **kwargs: Any) -> None:
+        super().__init__(code, message, **kwargs)
+        self.server_version = server_version
+
+
+def unsupported_or(err: ForkboxError, method: str, path: str, server_version: Optional[str]) -> ForkboxError:
+    """``err`` as UNSUPPORTED_BY_SERVER when it is the server's 404 for a route it does not serve."""
+    no_route = err.details.get("noRoute") is True or err.message.startswith("no route ")
+    if err.status != 404 or err.code != "NOT_FOUND" or not no_route:
+        return err
+    from . import __version__
+
+    server = f"forkbox {server_version}" if server_version else "a forkbox older than 0.1.0"
+    return UnsupportedByServerError(
+        "UNSUPPORTED_BY_SERVER",
+        f"this server ({server}) does not serve {method} {path}, which this SDK ({__version__}) calls: upgrade the server",
+        status=404,
+        request_id=err.request_id,
+        details=err.details,
+        server_version=server_version,
+    )
+
+
 class TimeoutError(ForkboxError):  # noqa: A001 - the name users of the SDK look for
     """408: a command ran past its timeout and was killed (partial output in ``details``)."""
 

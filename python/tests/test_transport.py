@@ -171,6 +171,27 @@ class EventStreamTests(unittest.TestCase):
         self.assertEqual(seen, ["stdout", "stderr", "message", "exit"])
         self.assertEqual(len(r.requests), 2)
 
+    def test_a_route_the_server_lacks_is_unsupported_by_server(self) -> None:
+        from forkbox import __version__
+
+        body = {"error": {"code": "NOT_FOUND", "message": "no route POST /v1/x", "details": {"noRoute": True}}}
+        newer = httpx.Response(404, json=body, headers={"forkbox-version": "0.0.9"})
+        with self.assertRaises(errors.UnsupportedByServerError) as caught:
+            sync(Recorder(newer)).send(Call("POST", "/v1/x"))
+        e = caught.exception
+        self.assertIsInstance(e, errors.NotFoundError)
+        self.assertEqual((e.code, e.server_version), ("UNSUPPORTED_BY_SERVER", "0.0.9"))
+        self.assertEqual(e.message, f"this server (forkbox 0.0.9) does not serve POST /v1/x, which this SDK ({__version__}) calls: upgrade the server")
+        # a server from before versions were reported: the message alone tells
+        ancient = httpx.Response(404, json={"error": {"code": "NOT_FOUND", "message": "no route POST /v1/x"}})
+        with self.assertRaises(errors.UnsupportedByServerError) as caught:
+            sync(Recorder(ancient)).send(Call("POST", "/v1/x"))
+        self.assertIsNone(caught.exception.server_version)
+        # a thing that is not there stays a NotFoundError
+        with self.assertRaises(errors.NotFoundError) as plain:
+            sync(Recorder(error(404, "SANDBOX_NOT_FOUND"))).send(Call("GET", "/v1/sandboxes/x"))
+        self.assertNotIsInstance(plain.exception, errors.UnsupportedByServerError)
+
     def test_an_error_status_on_a_stream_raises_the_typed_error(self) -> None:
         with self.assertRaises(errors.NotFoundError) as caught:
             sync(Recorder(error(404, "PROCESS_NOT_FOUND"))).send(Call("GET", "/x", events=lambda e, p: None))

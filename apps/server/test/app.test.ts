@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, it } from 'node:test'
-import { AppError } from '@forkbox/protocol'
+import { AppError, FORKBOX_VERSION } from '@forkbox/protocol'
 import { OpenAPIHono } from '@hono/zod-openapi'
 import parsePrometheusTextFormat from 'parse-prometheus-text-format'
 import type { App, AppEnv } from '../src/http/env.ts'
@@ -26,7 +26,12 @@ async function call(method: string, path: string, body?: unknown, k: string | nu
     body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
   })
   const text = await res.text()
-  return { status: res.status, body: text ? JSON.parse(text) : null, requestId: res.headers.get('x-request-id') }
+  return {
+    status: res.status,
+    body: text ? JSON.parse(text) : null,
+    requestId: res.headers.get('x-request-id'),
+    version: res.headers.get('forkbox-version'),
+  }
 }
 
 beforeEach(async () => {
@@ -52,9 +57,20 @@ describe('control plane', () => {
     assert.equal(cp.bootstrapKey, null)
   })
 
-  it('requires a key everywhere but /healthz', async () => {
-    assert.equal((await call('GET', '/healthz', undefined, null)).status, 200)
-    assert.equal((await call('GET', '/openapi.json', undefined, null)).status, 401)
+  it('requires a key everywhere but /healthz and /openapi.json', async () => {
+    const health = await call('GET', '/healthz', undefined, null)
+    assert.equal(health.status, 200)
+    assert.deepEqual(health.body, { ok: true, version: FORKBOX_VERSION })
+    const doc = await call('GET', '/openapi.json', undefined, null)
+    assert.equal(doc.status, 200)
+    assert.equal(doc.body.info.version, FORKBOX_VERSION)
+    // every response says the server's version, errors included; a route it does not serve says so
+    assert.equal(health.version, FORKBOX_VERSION)
+    const unknown = await call('POST', '/v1/sandboxes/x/teleport', {})
+    assert.equal(unknown.status, 404)
+    assert.equal(unknown.version, FORKBOX_VERSION)
+    assert.deepEqual(unknown.body.error.details, { noRoute: true })
+    assert.match(unknown.body.error.message, /^no route POST \/v1\/sandboxes\/x\/teleport$/)
     const r = await call('GET', '/v1/sandboxes', undefined, null)
     assert.equal(r.status, 401)
     assert.equal(r.body.error.code, 'UNAUTHENTICATED')

@@ -168,3 +168,4 @@ export {
   TemplateName,
   UserTemplate,
 } from './templates.ts'
+export { FORKBOX_VERSION, NO_ROUTE_PREFIX, VERSION_HEADER } from './version.ts'

@@ -1,8 +1,16 @@
 // Typed errors rebuilt from the API's `{ error: { code, message, details, requestId } }` body.
-import type { BuildLogEntry, ErrorCode, SandboxErrorReason, TemplateBuild } from '@forkbox/protocol'
+import {
+  type BuildLogEntry,
+  type ErrorCode,
+  FORKBOX_VERSION,
+  NO_ROUTE_PREFIX,
+  type SandboxErrorReason,
+  type TemplateBuild,
+  VERSION_HEADER,
+} from '@forkbox/protocol'
 
 /** Failures detected by the SDK itself, never sent by the server. */
-export type ClientErrorCode = 'CONNECTION_ERROR' | 'UNEXPECTED_RESPONSE' | 'INVALID_CONFIG'
+export type ClientErrorCode = 'CONNECTION_ERROR' | 'UNEXPECTED_RESPONSE' | 'INVALID_CONFIG' | 'UNSUPPORTED_BY_SERVER'
 
 /** A server code (open-ended so a newer server's codes pass through) or a client-side one. */
 export type ForkboxErrorCode = ErrorCode | ClientErrorCode | (string & {})
@@ -39,6 +47,37 @@ export class AuthenticationError extends ForkboxError {}
 export class PermissionDeniedError extends ForkboxError {}
 /** 404: sandbox, template, key or file not found. */
 export class NotFoundError extends ForkboxError {}
+/**
+ * UNSUPPORTED_BY_SERVER: the server does not serve a call this SDK makes — it is older than the
+ * SDK (`serverVersion`, when it says). A NotFoundError, as the server's 404 was.
+ */
+export class UnsupportedByServerError extends NotFoundError {
+  readonly serverVersion: string | undefined
+
+  constructor(code: ForkboxErrorCode, message: string, init: ForkboxErrorInit & { serverVersion?: string } = {}) {
+    super(code, message, init)
+    this.serverVersion = init.serverVersion
+  }
+}
+
+/**
+ * The error for a non-2xx response to `method path`: a 404 for a route the server does not serve
+ * (an older server than this SDK) is UNSUPPORTED_BY_SERVER, saying which versions; else as the
+ * body says.
+ */
+export function errorFor(method: string, path: string, res: Response, bodyText: string): ForkboxError {
+  const err = errorFromResponse(res.status, bodyText, res.headers.get('x-request-id'))
+  const noRoute = err.details?.noRoute === true || err.message.startsWith(NO_ROUTE_PREFIX)
+  if (res.status !== 404 || err.code !== 'NOT_FOUND' || !noRoute) return err
+  const serverVersion = res.headers.get(VERSION_HEADER) ?? undefined
+  const server = serverVersion ? `forkbox ${serverVersion}` : 'a forkbox older than 0.1.0'
+  return new UnsupportedByServerError(
+    'UNSUPPORTED_BY_SERVER',
+    `this server (${server}) does not serve ${method} ${path}, which this SDK (${FORKBOX_VERSION}) calls: upgrade the server`,
+    { status: 404, requestId: err.requestId, details: err.details, serverVersion },
+  )
+}
+
 /** 408 */
 export class TimeoutError extends ForkboxError {}
 /** 409: SANDBOX_NOT_RUNNING, FILE_EXISTS, NOT_A_DIRECTORY, ... */

@@ -1,7 +1,7 @@
 // The one place requests are made: auth, JSON, error mapping and the bounded retry policy.
 import { requireApiKey, resolveConfig } from './config.ts'
 import { fetchableBytes } from './encoding.ts'
-import { ConnectionError, errorFromResponse, ForkboxError } from './errors.ts'
+import { ConnectionError, errorFor, ForkboxError } from './errors.ts'
 
 /** Where to connect and how; every field falls back as described in `resolveConfig`. */
 export interface ConnectionOptions {
@@ -182,7 +182,7 @@ export class HttpClient {
         continue
       }
       const text = await res.text().catch(() => '')
-      throw errorFromResponse(res.status, text, res.headers.get('x-request-id'))
+      throw errorFor(spec.method, spec.path, res, text)
     }
   }
 }

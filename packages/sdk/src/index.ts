@@ -15,6 +15,7 @@ export type {
   WatchEnd,
   WatchEventType,
 } from '@forkbox/protocol'
+export { FORKBOX_VERSION as VERSION } from '@forkbox/protocol'
 export type { FollowBuildOptions } from './build-logs.ts'
 export { ForkboxClient, type ForkboxClientOptions } from './client.ts'
 export {
@@ -57,6 +58,7 @@ export {
   ServiceUnavailableError,
   TemplateBuildError,
   TimeoutError,
+  UnsupportedByServerError,
   ValidationError,
 } from './errors.ts'
 export type { EventsOptions, SandboxEvent, SandboxEventType } from './events.ts'

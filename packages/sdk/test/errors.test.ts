@@ -18,7 +18,9 @@ import {
   SandboxErroredError,
   ServiceUnavailableError,
   TimeoutError,
+  UnsupportedByServerError,
   ValidationError,
+  VERSION,
 } from '../src/index.ts'
 import { useTestServer } from './server.ts'
 
@@ -181,6 +183,35 @@ describe('errors the server makes on its own', () => {
     const res = await s.fetch(`${s.url}/v1/no-such-route`, { headers: { authorization: `Bearer ${s.apiKey}` } })
     assert.equal(res.status, 404)
     assert.equal((await res.json()).error.code, 'NOT_FOUND')
+  })
+})
+
+describe('a server older than the SDK', () => {
+  it('a call the server has no route for is UNSUPPORTED_BY_SERVER, naming the call and both versions', async () => {
+    const s = server()
+    // the real server, one of whose routes this "older" server lacks
+    const older: typeof fetch = (input, init) =>
+      s.fetch(String(input).replace('/v1/sandboxes/x', '/v1/sandboxes-of-the-future/x'), init)
+    const err = await Sandbox.connect('x', { ...s.conn(), fetch: older }).catch((e: unknown) => e)
+    assertClass(err, UnsupportedByServerError)
+    assert.ok(err instanceof NotFoundError, 'still the 404 it was')
+    assert.equal(err.code, 'UNSUPPORTED_BY_SERVER')
+    assert.equal((err as UnsupportedByServerError).serverVersion, VERSION)
+    assert.equal(
+      err.message,
+      `this server (forkbox ${VERSION}) does not serve GET /v1/sandboxes/x, which this SDK (${VERSION}) calls: upgrade the server`,
+    )
+    // one from before versions were reported: no header, no details, the message only
+    const ancient: typeof fetch = async () =>
+      Response.json({ error: { code: 'NOT_FOUND', message: 'no route GET /v1/sandboxes/x' } }, { status: 404 })
+    const old = await Sandbox.connect('x', { ...s.conn(), fetch: ancient }).catch((e: unknown) => e)
+    assertClass(old, UnsupportedByServerError)
+    assert.equal((old as UnsupportedByServerError).serverVersion, undefined)
+    assert.match(old.message, /^this server \(a forkbox older than 0\.1\.0\) does not serve GET \/v1\/sandboxes\/x/)
+    // a 404 for a thing, not a route, stays what it was
+    const missing = await Sandbox.connect('sbx-nope', s.conn()).catch((e: unknown) => e)
+    assertClass(missing, NotFoundError)
+    assert.equal(missing.code, 'SANDBOX_NOT_FOUND')
   })
 })
 

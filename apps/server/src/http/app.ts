@@ -2,7 +2,7 @@
 // ports and terminals, the E2B layer, forkbox's REST), each group behind its credentials and
 // answering errors through the one builder (errors.ts). Upgrades come in through upgrade.ts.
 import { randomBytes } from 'node:crypto'
-import { AppError } from '@forkbox/protocol'
+import { AppError, FORKBOX_VERSION, NO_ROUTE_PREFIX, VERSION_HEADER } from '@forkbox/protocol'
 import { OpenAPIHono } from '@hono/zod-openapi'
 import { bodyLimit } from 'hono/body-limit'
 import { e2bApi } from '../e2b/index.ts'
@@ -12,7 +12,8 @@ import type { App, AppEnv, Services } from './env.ts'
 import { errorResponse, validationError } from './errors.ts'
 import { signedFileCors } from './signed-files.ts'
 
-const PUBLIC: ReadonlySet<string> = new Set(['/healthz'])
+// the API's description holds no secrets: a client or a docs tool reads it without a key
+const PUBLIC: ReadonlySet<string> = new Set(['/healthz', '/openapi.json'])
 
 export function createApp(services: Services): App {
   const app: App = new OpenAPIHono<AppEnv>({
@@ -21,7 +22,11 @@ export function createApp(services: Services): App {
     },
   })
   app.onError((err, c) => errorResponse(c, err))
-  app.notFound((c) => errorResponse(c, new AppError('NOT_FOUND', `no route ${c.req.method} ${c.req.path}`)))
+  // an SDK newer than this server knows the route: `noRoute` (and the message, for servers before
+  // it) lets it say the server is too old instead of a bare 404
+  app.notFound((c) =>
+    errorResponse(c, new AppError('NOT_FOUND', `${NO_ROUTE_PREFIX}${c.req.method} ${c.req.path}`, { noRoute: true })),
+  )
 
   app.use('*', async (c, next) => {
     const requestId = `req_${randomBytes(8).toString('hex')}`
@@ -30,6 +35,7 @@ export function createApp(services: Services): App {
     const started = performance.now()
     await next()
     c.header('X-Request-Id', requestId)
+    c.header(VERSION_HEADER, FORKBOX_VERSION)
     services.log.info(
       {
         requestId,
@@ -75,7 +81,7 @@ export function createApp(services: Services): App {
   for (const r of ROUTES) r.register(app)
   app.doc31('/openapi.json', {
     openapi: '3.1.0',
-    info: { title: 'forkbox', version: '0.1.0', description: 'Sandboxes for AI-generated code, on gVisor.' },
+    info: { title: 'forkbox', version: FORKBOX_VERSION, description: 'Sandboxes for AI-generated code, on gVisor.' },
   })
   return app
 }
