@@ -25,12 +25,11 @@ import selectors
 import signal
 import socket
 import stat
-import struct
 import sys
 
 from .spawn import killpg
 from .spawner import MSG_LEN, send_msg
-from .users import DEFAULT_USER, check_env
+from .users import CREDS_SPACE, DEFAULT_USER, check_env, peer_credentials
 
 TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
 if TYPE_CHECKING:
@@ -49,7 +48,6 @@ MAX_REQUEST = 256 * 1024
 MAX_SESSIONS = 256
 # the signals a caller may send on: what sudo itself relays
 RELAYED = {int(s) for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGTSTP, signal.SIGCONT, signal.SIGALRM)}
-CREDS = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
 class SudoError(Exception):
@@ -154,7 +152,7 @@ class SudoSession:
     # -- the caller's socket --
     def on_readable(self) -> None:
         try:
-            data, anc, _, _ = self.conn.recvmsg(65536, socket.CMSG_SPACE(4 * 4) + socket.CMSG_SPACE(CREDS.size), socket.MSG_CMSG_CLOEXEC)
+            data, anc, _, _ = self.conn.recvmsg(65536, socket.CMSG_SPACE(4 * 4) + CREDS_SPACE, socket.MSG_CMSG_CLOEXEC)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
@@ -162,11 +160,9 @@ class SudoSession:
         for level, kind, cdata in anc:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                 self.fds += array.array("i", cdata[: len(cdata) - len(cdata) % 4])
-            elif level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(cdata) >= CREDS.size:
-                pid, uid, gid = CREDS.unpack_from(cdata)
-                # with none sent, the kernel attaches pid 0 and the overflow ids: not an identity
-                if pid != 0 and self.creds is None and not self.buf and data:
-                    self.creds = (uid, gid)
+        creds = peer_credentials(anc)
+        if creds is not None and self.creds is None and not self.buf and data:
+            self.creds = creds[1:]
         if self.state != "request":
             for fd in self.fds:  # only the request brings fds
                 os.close(fd)

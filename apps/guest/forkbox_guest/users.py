@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import pwd
-from collections.abc import Mapping
+import socket
+import struct
+from collections.abc import Iterable, Mapping
 
 TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
 if TYPE_CHECKING:
@@ -15,6 +17,23 @@ DEFAULT_USER = os.environ.get("FORKBOX_DEFAULT_USER") or "user"
 DEFAULT_CWD = os.environ.get("FORKBOX_DEFAULT_CWD") or None
 IMAGE_DIRS = "FORKBOX_DEFAULT_USER" in os.environ
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+CREDS = struct.Struct("3i")  # struct ucred: pid, uid, gid
+# room for one SCM_CREDENTIALS message in a recvmsg's ancillary buffer
+CREDS_SPACE = socket.CMSG_SPACE(CREDS.size)
+
+
+def peer_credentials(anc: Iterable[tuple[int, int, bytes]]) -> tuple[int, int, int] | None:
+    """(pid, uid, gid) a message came with on a socket with SO_PASSCRED (the kernel checks them: a
+    process can claim only its own unless privileged; the pid is translated to our namespace).
+    None when there are none: with none sent, gVisor attaches pid 0 and the overflow ids, which
+    are no identity (and pid 0 given to kill() would be our own process group)."""
+    for level, kind, cdata in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(cdata) >= CREDS.size:
+            pid, uid, gid = CREDS.unpack_from(cdata)
+            return (pid, uid, gid) if pid > 0 else None
+    return None
 
 
 def check_env(env: object) -> dict[str, str]:

@@ -23,10 +23,10 @@ import os
 import selectors
 import signal
 import socket
-import struct
 import sys
 
 from .spawn import widen
+from .users import CREDS_SPACE, peer_credentials
 
 TYPE_CHECKING = False  # pyright only: importing typing costs ~1 MB in every sandbox, copied on each restore
 if TYPE_CHECKING:
@@ -45,8 +45,6 @@ ZYGOTE_ENV = "FORKBOX_KERNEL_ZYGOTE"
 IMPORT_TIME_ENV = ("PYTHON", "HOME", "LANG", "LC_", "MPL", "OMP_", "OPENBLAS_", "MKL_", "NUMEXPR_", "TZ")
 MSG_BYTES = 65536
 PID_MAX = 4 * 1024 * 1024  # Linux's highest pid_max
-CREDS = struct.Struct("3i")  # struct ucred: pid, uid, gid
-ANC_BYTES = socket.CMSG_SPACE(CREDS.size)
 
 
 def bounded(value: object, hi: int) -> int:
@@ -116,17 +114,15 @@ class Zygote:
     def on_readable(self) -> None:
         while not self.dead:
             try:
-                data, anc, _, _ = self.sock.recvmsg(MSG_BYTES, ANC_BYTES)
+                data, anc, _, _ = self.sock.recvmsg(MSG_BYTES, CREDS_SPACE)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
                 return self.on_gone()
             if not data:
                 return self.on_gone()
-            pid = None
-            for level, kind, cdata in anc:
-                if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(cdata) >= CREDS.size:
-                    pid = CREDS.unpack_from(cdata)[0]
+            creds = peer_credentials(anc)
+            pid = creds[0] if creds else None
             try:
                 msg = json.loads(data)
                 if isinstance(msg, dict):

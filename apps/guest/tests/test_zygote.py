@@ -9,6 +9,7 @@ import struct
 import unittest
 from typing import Any, cast
 
+from forkbox_guest.users import CREDS, peer_credentials
 from forkbox_guest.zygote import Zygote
 
 from .fakes import PipeWire, fake_guest
@@ -82,6 +83,22 @@ class ZygoteTest(unittest.TestCase):
                 self.assertTrue(self.z.dead)
                 self.assertIsNone(self.g.zygote)
                 self.assertEqual(self.loop.exits, [(2**22 + 5, signal.SIGKILL)])
+
+    def test_credentials_with_pid_0_are_none(self) -> None:
+        cred = (socket.SOL_SOCKET, socket.SCM_CREDENTIALS)
+        self.assertEqual(peer_credentials([(*cred, CREDS.pack(42, 1000, 1000))]), (42, 1000, 1000))
+        # what gVisor attaches when a sender sent none: killpg(0) would end this daemon's own group
+        self.assertIsNone(peer_credentials([(*cred, CREDS.pack(0, 65534, 65534))]))
+        self.assertIsNone(peer_credentials([]))
+        # so a hello with them is one without credentials: that context starts cold, nothing is mapped
+        got: list[tuple[Any, ...]] = []
+        self.z.fork({"HOME": "/home/user"}, "/", lambda *a: got.append(a))
+        _, fds, _, _ = socket.recv_fds(self.theirs, 65536, 8)
+        for fd in fds:
+            os.close(fd)
+        self.z.on_message({"id": 1, "pid": 7}, None)
+        self.assertEqual(got, [(None, None, "the kernel's hello came without credentials", True)])
+        self.assertEqual(self.z.kernels, {})
 
     def test_waiting_requests_start_cold_when_the_zygote_is_gone(self) -> None:
         got: list[tuple[Any, ...]] = []
