@@ -12,7 +12,7 @@ Languages: python (IPython when the template has it, plain exec otherwise) and b
 
 Given a socket (FORKBOX_KERNEL_ZYGOTE=fd), a Python kernel forks a *zygote* once its preload is
 done and before any cell: a pristine copy of itself that forks the kernel of each new code context
-(see `zygote`), which starts warm in milliseconds instead of importing everything again.
+(see `zygote`), which starts warm instead of importing everything again.
 """
 
 import ast
@@ -465,6 +465,14 @@ class BashRunner:
         return count, {"name": name, "value": f"exit code {status}", "traceback": ""}
 
 
+def reseed():
+    """Fresh random state, as a process of its own needs (a restore from a shared image, a fork)."""
+    random.seed()
+    np_random = sys.modules.get("numpy.random")
+    if np_random is not None:
+        np_random.seed()
+
+
 # ---- zygote --------------------------------------------------------------------------------
 
 ZYGOTE_MSG_BYTES = 1 << 20
@@ -473,9 +481,11 @@ ZYGOTE_FDS = 4  # a new kernel's requests (read end), stdout, stderr and message
 
 def start_zygote(sock_fd):
     """Forks the zygote (in a session of its own, orphaned to the namespace's init, so neither this
-    kernel's interrupts nor its end reach it). Returns False here, and True in each kernel the
-    zygote forks, which then goes on as a new context's kernel."""
-    gc.freeze()  # what the preload made is never traversed again, so its pages stay shared
+    kernel's interrupts nor its end reach it). Returns here, and in each kernel the zygote forks,
+    which then goes on as a new context's kernel."""
+    # the collector never walks what the preload made (under gVisor the refcounts alone still
+    # copy most pages after a fork: docs/design-notes.md)
+    gc.freeze()
     pid = os.fork()
     if pid == 0:
         try:
@@ -483,12 +493,11 @@ def start_zygote(sock_fd):
             if os.fork() != 0:
                 os._exit(0)
             zygote(socket.socket(fileno=sock_fd))
-            return True
+            return
         except BaseException:  # noqa: BLE001 - a zygote that cannot serve just ends; contexts start fresh
             os._exit(1)
     os.close(sock_fd)
     os.waitpid(pid, 0)
-    return False
 
 
 def zygote(sock):
@@ -547,10 +556,7 @@ def become_kernel(sock, req, fds):
         os.environ.update(req["env"])
     except (OSError, KeyError, TypeError) as e:
         error = f"{e.strerror or e}: {e.filename or ''}" if isinstance(e, OSError) else str(e)
-    random.seed()
-    np_random = sys.modules.get("numpy.random")
-    if np_random is not None:
-        np_random.seed()
+    reseed()
     hello = {"id": req.get("id"), "pid": os.getpid()}
     if error:
         hello["error"] = error
@@ -580,10 +586,7 @@ class Kernel:
         os.environ.update(env)
         self.sandbox_env |= set(env)
         if req.get("reseed"):
-            random.seed()
-            np_random = sys.modules.get("numpy.random")
-            if np_random is not None:
-                np_random.seed()
+            reseed()
         if self.language == "bash" and env:
             exports = "".join(f"export {k}={shell_quote(v)}\n" for k, v in env.items())
             self.runner.run(exports, silent=True)
@@ -666,7 +669,7 @@ def main():
     zygote_fd = os.environ.pop(ZYGOTE_FD_ENV, "")
     if zygote_fd.isdigit():
         if language == "python" and hasattr(socket, "recv_fds"):
-            start_zygote(int(zygote_fd))  # in a kernel it forks, this returns True and goes on as that one
+            start_zygote(int(zygote_fd))  # it returns in each kernel it forks too, which goes on as that one
         else:
             os.close(int(zygote_fd))  # the guest sees no zygote come
     emit({"t": "ready", "pid": os.getpid()})

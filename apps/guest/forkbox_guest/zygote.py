@@ -3,8 +3,10 @@
 A Python kernel is handed one end of a socket (as fd ZYGOTE_FD); once its preload is done, and
 before any cell, it forks a pristine copy of itself, the zygote (forkbox_kernel.start_zygote). A
 new context's kernel is then a fork of the zygote: its pipes, cwd and env are sent over the socket,
-and it starts with everything imported, in tens of milliseconds instead of the seconds the imports
-take. Under gVisor the fork shares the zygote's pages copy-on-write, also across a checkpoint.
+and it starts with everything imported (create + first cell ~190 ms, instead of the seconds the
+imports take). Under gVisor a write after fork copies far more than a page, so the zygote and each
+kernel it forks hold most of their memory of their own: the zygote is made only where contexts are
+wanted (kernels.ZYGOTE_MODE; docs/design-notes.md).
 
 The zygote lives in the users' PID namespace (it is the spawner's grandchild there), so the kernels
 it forks are the users' processes like any other: a filesystem-only pause ends them all. It reports
@@ -52,6 +54,12 @@ def bounded(value: object, hi: int) -> int:
     if type(value) is not int or not 0 <= value <= hi:
         raise ValueError(f"not an int in 0..{hi}: {value!r}")
     return value
+
+
+def close_all(fds: "Fds | list[int]") -> None:
+    for fd in fds:
+        if fd is not None:
+            os.close(fd)
 
 
 def import_time_env(env: dict[str, str]) -> dict[str, str]:
@@ -102,14 +110,12 @@ class Zygote:
         try:
             socket.send_fds(self.sock, [msg], theirs)
         except OSError as e:
-            for fd in ours:
-                os.close(fd)
+            close_all(ours)
             forked(None, None, f"the zygote took no request: {e}", True)
         else:
             self.waiting[self._seq] = (ours, forked)
         finally:
-            for fd in theirs:
-                os.close(fd)
+            close_all(theirs)
 
     def on_readable(self) -> None:
         while not self.dead:
@@ -145,9 +151,7 @@ class Zygote:
         fds, forked = entry
         error = msg.get("error")
         if error is not None or pid is None:
-            for fd in fds:
-                if fd is not None:
-                    os.close(fd)
+            close_all(fds)
             if error is not None:
                 return forked(None, None, str(error), False)
             return forked(None, None, "the kernel's hello came without credentials", True)
@@ -174,7 +178,5 @@ class Zygote:
         self.kernels.clear()
         waiting, self.waiting = self.waiting, {}
         for fds, forked in waiting.values():
-            for fd in fds:
-                if fd is not None:
-                    os.close(fd)
+            close_all(fds)
             forked(None, None, "the zygote is gone", True)
