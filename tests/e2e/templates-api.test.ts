@@ -135,30 +135,28 @@ describe('templates from a Dockerfile through the API', () => {
   })
 
   it('a start command that fails before it is ready is started again; one that keeps failing fails the build with what it printed; one that exits 0 handed over to a daemon', async () => {
+    /** Builds `dockerfile` as template `name-suffix`: it bakes, and a sandbox of it serves on 8080. */
+    const servesOn8080 = async (suffix: string, dockerfile: string) => {
+      const b = await build(dockerfile, tarOf(context), { name: `${name}-${suffix}` })
+      assert.equal(b.build.status, 'ready', `${JSON.stringify(b.build.error)}\n${b.lines.join('\n')}`)
+      await using sbx = await Sandbox.create({ ...host().conn, template: `${name}-${suffix}` })
+      const res = await fetch(`http://${sbx.getHost(8080)}/`, { headers: { 'x-api-key': host().conn.apiKey } })
+      assert.equal(res.status, 200)
+    }
     // the first start finds "its stale pid file" and exits, as a server does after a reboot; the second serves
-    const flaky = await build(
+    await servesOn8080(
+      'flaky',
       `FROM forkbox:base
 USER user
 EXPOSE 8080
 CMD ["sh", "-c", "if [ -e /tmp/started-once ]; then exec python3 -m http.server 8080; fi; touch /tmp/started-once; echo stale pid file >&2; exit 3"]
 `,
-      tarOf(context),
-      { name: `${name}-flaky` },
     )
-    assert.equal(flaky.build.status, 'ready', `${JSON.stringify(flaky.build.error)}\n${flaky.lines.join('\n')}`)
-    await using sbx = await Sandbox.create({ ...host().conn, template: `${name}-flaky` })
-    const res = await fetch(`http://${sbx.getHost(8080)}/`, { headers: { 'x-api-key': host().conn.apiKey } })
-    assert.equal(res.status, 200)
     // one that exits 0 at once has handed over to a daemon (`service x start`): its readiness is waited for
-    const daemon = await build(
+    await servesOn8080(
+      'daemon',
       'FROM forkbox:base\nEXPOSE 8080\nCMD ["sh", "-c", "setsid sh -c \'sleep 1; exec python3 -m http.server 8080\' >/dev/null 2>&1 </dev/null & exit 0"]\n',
-      tarOf(context),
-      { name: `${name}-daemon` },
     )
-    assert.equal(daemon.build.status, 'ready', `${JSON.stringify(daemon.build.error)}\n${daemon.lines.join('\n')}`)
-    await using served = await Sandbox.create({ ...host().conn, template: `${name}-daemon` })
-    const page = await fetch(`http://${served.getHost(8080)}/`, { headers: { 'x-api-key': host().conn.apiKey } })
-    assert.equal(page.status, 200)
     // one that never starts: the build fails on its output within seconds, not after the ready timeout
     const started = performance.now()
     const broken = await build(

@@ -77,8 +77,8 @@ import { buildUserTemplate, builtDefinition, builtImage, registerUserTemplate } 
 const REFILL_DELAY_MS = 250
 /** How long a final checkpoint (hibernate, migration) waits for the sandbox's calls under way to end. */
 const FINAL_CHECKPOINT_WAIT_MS = 10_000
-/** How often the warm pool is looked at for sandboxes to freeze. */
-const POOL_FREEZE_CHECK_MS = 3_000
+/** How often the warm pool is tended: quiet sandboxes frozen, the pool grown or shrunk to demand. */
+const POOL_TEND_MS = 3_000
 
 function log(message: string): void {
   process.stderr.write(`forkbox agent: ${message}\n`)
@@ -92,7 +92,7 @@ export class LocalAgent implements AgentApi {
   private readonly containers: Containers
   private readonly baker: TemplateBaker
   private readonly pool: WarmPool
-  private readonly poolFreezer: NodeJS.Timeout
+  private readonly poolTender: NodeJS.Timeout
   private readonly checkpoints: Checkpoints
   private readonly imageStore: ImageStore | null
   private readonly gate = new CallGate()
@@ -136,8 +136,8 @@ export class LocalAgent implements AgentApi {
     )
     this.pool = new WarmPool(config, this.containers, this.baker, log)
     // pooled sandboxes only wait: frozen once quiet, thawed when claimed; pools sized to demand
-    this.poolFreezer = setInterval(() => this.pool.tend(config.freezeMaxCpuPercent), POOL_FREEZE_CHECK_MS)
-    this.poolFreezer.unref()
+    this.poolTender = setInterval(() => this.pool.tend(config.freezeMaxCpuPercent), POOL_TEND_MS)
+    this.poolTender.unref()
     this.checkpoints = new Checkpoints(config, this.containers, this.baker)
     this.imageStore = config.imageStore ? new ImageStore(config.imageStore) : null
     this.layers = new LayerStore(config.templatesDir)
@@ -523,7 +523,7 @@ export class LocalAgent implements AgentApi {
 
   /** Stops every sandbox and waits for all teardown to finish. */
   async close(): Promise<void> {
-    clearInterval(this.poolFreezer)
+    clearInterval(this.poolTender)
     for (const b of this.builds) b.abort.abort()
     await Promise.all([...this.builds].map((b) => b.done))
     await this.pool.close()

@@ -165,8 +165,9 @@ export class Checkpoints {
 
   /** A snapshot copied from another host; known once its bytes match their hash. */
   async importSnapshot(snapshotId: string, body: AsyncIterable<Uint8Array>, sha256: Promise<string>): Promise<void> {
-    mkdirSync(dirname(this.image(snapshotId)), { recursive: true })
-    await importImage(this.image(snapshotId), body, sha256)
+    const image = this.image(snapshotId)
+    mkdirSync(dirname(image), { recursive: true })
+    await importImage(image, body, sha256)
   }
 
   async deleteSnapshot(snapshotId: string): Promise<void> {
