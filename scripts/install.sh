@@ -37,6 +37,8 @@ if [[ $for_tests -eq 1 ]]; then
   if [[ ! -x /bin/busybox ]] || ldd /bin/busybox >/dev/null 2>&1; then need_apt+=(busybox-static); fi
   # the TLS tests make a CA and certificates
   command -v openssl >/dev/null || need_apt+=(openssl)
+  # the package tests load the SDK's browser build, and the API reference page, in headless Chromium
+  command -v chromium >/dev/null || need_apt+=(chromium)
 fi
 # packages whose binaries tests run on their own (temp dirs, free ports): their services stay off.
 # The OCI template tests start a registry; the store tests a PostgreSQL cluster.

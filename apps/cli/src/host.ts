@@ -58,6 +58,13 @@ export async function importHost(): Promise<HostModule> {
   try {
     mod = await import(HOST_MODULE)
   } catch (err) {
+    // the installed CLI package is a client: the platform itself runs from a checkout
+    const code = (err as NodeJS.ErrnoException).code
+    if (code === 'ERR_MODULE_NOT_FOUND' && (err as Error).message.includes(HOST_MODULE))
+      throw new CliError(
+        'HOST_UNAVAILABLE',
+        'this command runs the forkbox platform itself, which this installed CLI does not hold: run it from a forkbox checkout (`npm run up` there, see its README); the installed CLI talks to a running server (FORKBOX_URL, FORKBOX_API_KEY)',
+      )
     throw new CliError('HOST_UNAVAILABLE', `cannot load ${HOST_MODULE}: ${(err as Error).message}`)
   }
   const m = (mod ?? {}) as Partial<HostModule>

@@ -66,6 +66,7 @@ export const HostConfig = z
       sandboxDomain: true,
       portsPathRoute: true,
       databaseUrl: true,
+      corsOrigins: true,
     }).shape,
     ...TLS_FIELDS,
   })
@@ -118,6 +119,7 @@ export const ServerHostConfig = z
       secretPath: true,
       hostGraceSeconds: true,
       startingTimeoutSeconds: true,
+      corsOrigins: true,
     }).shape,
     ...TLS_FIELDS,
   })
@@ -171,6 +173,7 @@ const ENV: Record<string, [AnyKey, EnvKind]> = {
   FORKBOX_IMAGE_STORE: ['imageStore', 'text'],
   FORKBOX_TLS_CERT: ['tlsCertFile', 'text'],
   FORKBOX_TLS_KEY: ['tlsKeyFile', 'text'],
+  FORKBOX_CORS_ORIGINS: ['corsOrigins', 'list'],
 }
 
 /** Every variable a host reads (the deployment files must name only these). */

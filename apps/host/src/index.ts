@@ -40,6 +40,7 @@ export async function startHost(
       freezeAfterSeconds: config.freezeAfterSeconds,
       sandboxDomain: config.sandboxDomain,
       portsPathRoute: config.portsPathRoute,
+      corsOrigins: config.corsOrigins,
     },
   })
   const served = await serveControlPlane(cp, config)

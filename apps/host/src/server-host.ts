@@ -33,6 +33,7 @@ export async function startServerHost(opts: ServerHostOptions = {}): Promise<Ser
       freezeAfterSeconds: config.freezeAfterSeconds,
       sandboxDomain: config.sandboxDomain,
       portsPathRoute: config.portsPathRoute,
+      corsOrigins: config.corsOrigins,
     },
   })
   const served = await serveControlPlane(cp, config)

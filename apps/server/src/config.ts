@@ -65,6 +65,13 @@ export const ServerConfig = z.object({
   movingRetrySeconds: z.number().positive().default(60),
   /** A host with no heartbeat for this long is unreachable: it takes no new sandboxes. */
   hostGraceSeconds: z.number().positive().default(10),
+  /**
+   * Origins whose pages may call the API from a browser (CORS), each exactly as the browser sends
+   * it (`https://app.example.com`, `http://127.0.0.1:5173`); empty (the default): none may.
+   */
+  corsOrigins: z
+    .array(z.string().regex(/^https?:\/\/[^/\s]+$/, 'a CORS origin is scheme://host[:port], with no path'))
+    .default([]),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 })
 export type ServerConfig = z.infer<typeof ServerConfig>

@@ -1,9 +1,7 @@
 // Where the SDK finds its server and key: explicit option, then FORKBOX_API_KEY / FORKBOX_URL,
 // then the credentials file `forkbox up` writes, then the local default URL.
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
-import { homedir } from 'node:os'
-import { dirname, isAbsolute, join } from 'node:path'
 import { AuthenticationError, ForkboxError } from './errors.ts'
+import { defaultCredentialsPath, environment, readTextFile, writePrivateFile } from './platform/index.ts'
 
 export const DEFAULT_URL = 'http://127.0.0.1:7411'
 
@@ -40,21 +38,17 @@ function nonEmpty(value: string | undefined): string | undefined {
 /** `$XDG_CONFIG_HOME/forkbox/credentials.json`, else `~/.config/forkbox/credentials.json`. */
 export function credentialsPath(options: ConfigSourceOptions = {}): string {
   if (options.credentialsPath) return options.credentialsPath
-  const env = options.env ?? process.env
-  const xdg = nonEmpty(env.XDG_CONFIG_HOME)
-  // The XDG spec says relative values are to be ignored.
-  const base = xdg && isAbsolute(xdg) ? xdg : join(nonEmpty(env.HOME) ?? homedir(), '.config')
-  return join(base, 'forkbox', 'credentials.json')
+  return defaultCredentialsPath(options.env ?? environment())
 }
 
 function readCredentialsObject(path: string): Record<string, unknown> {
-  let text: string
+  let text: string | undefined
   try {
-    text = readFileSync(path, 'utf8')
+    text = readTextFile(path)
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return {}
     throw new ForkboxError('INVALID_CONFIG', `cannot read ${path}: ${(err as Error).message}`, { cause: err })
   }
+  if (text === undefined) return {}
   let parsed: unknown
   try {
     parsed = JSON.parse(text)
@@ -91,16 +85,13 @@ export function writeCredentials(update: Credentials, options: ConfigSourceOptio
   const next = { ...current }
   if (update.url !== undefined) next.url = update.url
   if (update.apiKey !== undefined) next.apiKey = update.apiKey
-  mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
-  const tmp = `${path}.${process.pid}.tmp`
-  writeFileSync(tmp, `${JSON.stringify(next, null, 2)}\n`, { mode: 0o600 })
-  renameSync(tmp, path)
+  writePrivateFile(path, `${JSON.stringify(next, null, 2)}\n`)
   return path
 }
 
 /** Resolves url and apiKey; `apiKey` is undefined when no source has one (see `requireApiKey`). */
 export function resolveConfig(options: ResolveConfigOptions = {}): ResolvedConfig {
-  const env = options.env ?? process.env
+  const env = options.env ?? environment()
   const path = credentialsPath(options)
   let apiKey = nonEmpty(options.apiKey) ?? nonEmpty(env.FORKBOX_API_KEY)
   let url = nonEmpty(options.url) ?? nonEmpty(env.FORKBOX_URL)

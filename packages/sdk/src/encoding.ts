@@ -1,5 +1,4 @@
 // Byte/text conversions for exec output, stdin and file bodies.
-import { Buffer } from 'node:buffer'
 
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
@@ -12,13 +11,20 @@ export function toText(data: Uint8Array): string {
   return decoder.decode(data)
 }
 
+// btoa/atob take "binary strings" (one char per byte); they are in every runtime the SDK serves.
+const CHUNK = 0x8000
+
 export function toBase64(data: Uint8Array): string {
-  return Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('base64')
+  let binary = ''
+  for (let i = 0; i < data.length; i += CHUNK) binary += String.fromCharCode(...data.subarray(i, i + CHUNK))
+  return btoa(binary)
 }
 
-/** A plain Uint8Array copy, so callers never hold a view onto Buffer's shared pool. */
 export function fromBase64(text: string): Uint8Array {
-  return Uint8Array.from(Buffer.from(text, 'base64'))
+  const binary = atob(text)
+  const out = new Uint8Array(binary.length)
+  for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i)
+  return out
 }
 
 /** fetch bodies must be backed by an ArrayBuffer; only views onto a SharedArrayBuffer are copied. */

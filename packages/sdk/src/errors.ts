@@ -10,7 +10,13 @@ import {
 } from '@forkbox/protocol'
 
 /** Failures detected by the SDK itself, never sent by the server. */
-export type ClientErrorCode = 'CONNECTION_ERROR' | 'UNEXPECTED_RESPONSE' | 'INVALID_CONFIG' | 'UNSUPPORTED_BY_SERVER'
+export type ClientErrorCode =
+  | 'CONNECTION_ERROR'
+  | 'UNEXPECTED_RESPONSE'
+  | 'INVALID_CONFIG'
+  | 'UNSUPPORTED_BY_SERVER'
+  /** Asked of the browser/edge build what needs Node (a file system): the credentials file, a build context by path. */
+  | 'UNSUPPORTED_BY_RUNTIME'
 
 /** A server code (open-ended so a newer server's codes pass through) or a client-side one. */
 export type ForkboxErrorCode = ErrorCode | ClientErrorCode | (string & {})

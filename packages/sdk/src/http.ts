@@ -112,6 +112,10 @@ export class HttpClient {
   }
 
   /** The Authorization header value (for connections fetch cannot make, e.g. WebSockets). */
+  get apiKey(): string {
+    return this.#apiKey
+  }
+
   get authorization(): string {
     return `Bearer ${this.#apiKey}`
   }

@@ -1,6 +1,7 @@
 // Streaming commands and background processes: output as it is written, stdin, signals, and
 // re-attaching to a process from another client.
 import type { ProcessInfo } from '@forkbox/protocol'
+import { toBase64 } from './encoding.ts'
 import { ForkboxError } from './errors.ts'
 import { type HttpClient, pathOf, type RequestOptions } from './http.ts'
 import { eventError, serverSentEvents } from './sse.ts'
@@ -98,7 +99,7 @@ export class ProcessHandle {
     await this.#http.empty({
       method: 'POST',
       path: `${this.#path}/stdin`,
-      json: { data: base64 ? Buffer.from(data).toString('base64') : data, encoding: base64 ? 'base64' : 'utf8' },
+      json: { data: typeof data === 'string' ? data : toBase64(data), encoding: base64 ? 'base64' : 'utf8' },
       signal: options.signal,
     })
   }

@@ -1,7 +1,9 @@
 // Terminals: a program (default a login bash) on a pseudo-terminal in the sandbox, over a WebSocket.
-import WebSocket from 'ws'
+import { toBytes } from './encoding.ts'
 import { ForkboxError } from './errors.ts'
 import { type HttpClient, pathOf } from './http.ts'
+import { openSocket } from './platform/index.ts'
+import type { SocketLike } from './platform/socket.ts'
 
 export interface PtyOptions {
   cols?: number
@@ -23,27 +25,27 @@ export interface PtyExit {
 
 export class PtyHandle {
   readonly pid: number
-  readonly #ws: WebSocket
+  readonly #socket: SocketLike
   readonly #exit: Promise<PtyExit>
 
-  constructor(ws: WebSocket, pid: number, exit: Promise<PtyExit>) {
-    this.#ws = ws
+  constructor(socket: SocketLike, pid: number, exit: Promise<PtyExit>) {
+    this.#socket = socket
     this.pid = pid
     this.#exit = exit
   }
 
   /** Keystrokes, as the terminal would receive them ("\x03" is ^C). */
   sendInput(data: string | Uint8Array): void {
-    this.#ws.send(typeof data === 'string' ? Buffer.from(data) : data, { binary: true })
+    this.#socket.send(toBytes(data))
   }
 
   resize(cols: number, rows: number): void {
-    this.#ws.send(JSON.stringify({ type: 'resize', cols, rows }))
+    this.#socket.send(JSON.stringify({ type: 'resize', cols, rows }))
   }
 
   /** Signals the program's process group (default SIGKILL). */
   kill(signal = 'SIGKILL'): void {
-    this.#ws.send(JSON.stringify({ type: 'kill', signal }))
+    this.#socket.send(JSON.stringify({ type: 'kill', signal }))
   }
 
   /** Resolves when the program exits. */
@@ -53,7 +55,7 @@ export class PtyHandle {
 
   /** Closes the connection: the program gets SIGHUP, as when a terminal window closes. */
   disconnect(): void {
-    this.#ws.close()
+    this.#socket.close()
   }
 }
 
@@ -70,7 +72,6 @@ export class Pty {
   create(options: PtyOptions): Promise<PtyHandle> {
     const url = new URL(`${pathOf('v1', 'sandboxes', this.#sandboxId)}/pty`, this.#http.url)
     url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:'
-    const ws = new WebSocket(url, { headers: { authorization: this.#http.authorization } })
     const { onData, cols, rows, cmd, argv, cwd, envs, user } = options
     return new Promise((resolve, reject) => {
       let settleExit!: (e: PtyExit) => void
@@ -80,40 +81,33 @@ export class Pty {
         failExit = rej
       })
       exit.catch(() => {})
-      let handle: PtyHandle | null = null
-      ws.on('open', () => ws.send(JSON.stringify({ type: 'start', cols, rows, cmd, argv, cwd, envs, user })))
-      ws.on('message', (data: Buffer, isBinary: boolean) => {
-        if (isBinary) return onData(new Uint8Array(data))
-        const msg = JSON.parse(data.toString()) as {
-          type: string
-          pid?: number
-          error?: { code: string; message: string }
-        } & PtyExit
-        if (msg.type === 'started') {
-          handle = new PtyHandle(ws, Number(msg.pid), exit)
-          resolve(handle)
-        } else if (msg.type === 'exit') settleExit({ exitCode: msg.exitCode, signal: msg.signal })
-        else if (msg.type === 'error') {
-          const err = new ForkboxError(msg.error?.code ?? 'INTERNAL', msg.error?.message ?? 'terminal failed')
-          failExit(err)
-          reject(err)
-        }
+      const socket: SocketLike = openSocket(url, this.#http.apiKey, {
+        open: () => socket.send(JSON.stringify({ type: 'start', cols, rows, cmd, argv, cwd, envs, user })),
+        binary: onData,
+        text: (data) => {
+          const msg = JSON.parse(data) as {
+            type: string
+            pid?: number
+            error?: { code: string; message: string }
+          } & PtyExit
+          if (msg.type === 'started') resolve(new PtyHandle(socket, Number(msg.pid), exit))
+          else if (msg.type === 'exit') settleExit({ exitCode: msg.exitCode, signal: msg.signal })
+          else if (msg.type === 'error') {
+            const err = new ForkboxError(msg.error?.code ?? 'INTERNAL', msg.error?.message ?? 'terminal failed')
+            failExit(err)
+            reject(err)
+          }
+        },
+        refused: (status) =>
+          reject(new ForkboxError('UNEXPECTED_RESPONSE', `terminal refused: HTTP ${status}`, { status })),
+        error: (err) => {
+          const e = new ForkboxError('CONNECTION_ERROR', `terminal connection failed: ${err.message}`, { cause: err })
+          failExit(e)
+          reject(e)
+        },
+        close: () =>
+          failExit(new ForkboxError('CONNECTION_ERROR', 'the terminal connection closed before the program exited')),
       })
-      ws.on('unexpected-response', (_req, res) => {
-        reject(
-          new ForkboxError('UNEXPECTED_RESPONSE', `terminal refused: HTTP ${res.statusCode}`, {
-            status: res.statusCode,
-          }),
-        )
-      })
-      ws.on('error', (err) => {
-        const e = new ForkboxError('CONNECTION_ERROR', `terminal connection failed: ${err.message}`, { cause: err })
-        failExit(e)
-        reject(e)
-      })
-      ws.on('close', () =>
-        failExit(new ForkboxError('CONNECTION_ERROR', 'the terminal connection closed before the program exited')),
-      )
     })
   }
 }

@@ -1,13 +1,11 @@
 // Templates: build one from an image, an image archive or a Dockerfile (with its context), follow the build's log,
 // list, get and delete them. `client.templates` holds the calls; `Template` is the same, static.
-import { createReadStream } from 'node:fs'
-import { readFile, stat } from 'node:fs/promises'
-import { join } from 'node:path'
 import type { BuildLogEntry, Resources, TemplateBuild, TemplateListing, UserTemplate } from '@forkbox/protocol'
 import { buildPath, type FollowBuildOptions, followBuildLogs } from './build-logs.ts'
 import { type BuildContext, contextBody } from './context-tar.ts'
 import { BUILD_LOG_TAIL_LINES, TemplateBuildError } from './errors.ts'
 import { type ConnectionOptions, connectionOptions, HttpClient, pathOf, type RequestOptions } from './http.ts'
+import { joinPath, localPathKind, readLocalFile, readLocalText } from './platform/index.ts'
 
 export interface BuildTemplateOptions extends RequestOptions {
   /** The template's name; building under a name that exists makes its next version. */
@@ -121,12 +119,12 @@ export class Templates {
     const { archive } = options
     let dockerfile = options.dockerfile
     // a context or archive that is not there fails here, before a build waits for it in vain
-    if (typeof context === 'string' && !(await stat(context)).isDirectory())
+    if (typeof context === 'string' && (await localPathKind(context)) !== 'directory')
       throw new TypeError(`the build context ${context} is not a directory`)
-    if (typeof archive === 'string' && !(await stat(archive)).isFile())
+    if (typeof archive === 'string' && (await localPathKind(archive)) !== 'file')
       throw new TypeError(`the image archive ${archive} is not a file`)
     if (dockerfile === undefined && image === undefined && archive === undefined && typeof context === 'string')
-      dockerfile = await readFile(join(context, 'Dockerfile'), { encoding: 'utf8', signal })
+      dockerfile = await readLocalText(joinPath(context, 'Dockerfile'), signal)
     const { build } = await this.#http.json<{ template: UserTemplate; build: TemplateBuild }>({
       method: 'POST',
       path: '/v1/templates',
@@ -152,9 +150,7 @@ export class Templates {
         unreadable = err
       }
       const body =
-        typeof archive === 'string'
-          ? contextBody(createReadStream(archive) as AsyncIterable<Uint8Array>, onError)
-          : contextBody(upload, onError)
+        typeof archive === 'string' ? contextBody(readLocalFile(archive), onError) : contextBody(upload, onError)
       await this.#http
         .empty({
           method: 'PUT',

@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto'
 import { AppError, FORKBOX_VERSION, NO_ROUTE_PREFIX, VERSION_HEADER } from '@forkbox/protocol'
 import { OpenAPIHono } from '@hono/zod-openapi'
 import { bodyLimit } from 'hono/body-limit'
+import { cors } from 'hono/cors'
 import { e2bApi } from '../e2b/index.ts'
 import { EDGE_ROUTES, ROUTES } from '../routes/index.ts'
 import { credentials } from './credentials.ts'
@@ -48,6 +49,20 @@ export function createApp(services: Services): App {
     )
   })
   for (const r of EDGE_ROUTES) r.register(app)
+  // pages on the allow-listed origins may call the API (the SDK's browser build); none by default
+  const { corsOrigins } = services.config
+  if (corsOrigins.length > 0) {
+    app.use(
+      '*',
+      cors({
+        origin: corsOrigins,
+        allowMethods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
+        allowHeaders: ['authorization', 'content-type', 'x-api-key', 'idempotency-key'],
+        exposeHeaders: ['X-Request-Id', VERSION_HEADER, 'Retry-After'],
+        maxAge: 600,
+      }),
+    )
+  }
   // the E2B API (docs/e2b.md), with its own credential sources and error shapes
   app.route('/', e2bApi(services.config))
   // a signed file URL stands in for the key on the one request it was made for

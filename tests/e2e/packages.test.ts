@@ -1,0 +1,311 @@
+// The packages as a user gets them: `npm pack -w` of the SDK and the CLI, and the Python wheel,
+// installed into fresh projects outside the repository (no workspace, no tsx) and run against a
+// real server: an ESM script, a CommonJS script, a TypeScript project under `tsc --strict`, the
+// SDK's browser build bundled by esbuild and run in headless Chromium from another origin (the
+// server's CORS allow-list), the CLI installed globally, and the wheel in a fresh venv.
+import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtemp } from 'node:fs/promises'
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { promisify } from 'node:util'
+import { FORKBOX_VERSION } from '@forkbox/protocol'
+import { build } from 'esbuild'
+import { chromium } from 'playwright-core'
+import { useTestHost } from './harness.ts'
+
+const root = new URL('../../', import.meta.url).pathname
+const run = promisify(execFile)
+const bin = (name: string) => join(root, 'node_modules/.bin', name)
+
+let work = ''
+const tarballs: Record<'sdk' | 'cli', string> = { sdk: '', cli: '' }
+
+/** A page server on loopback: `/` is a page that loads `/app.js`, the bundle the test wrote. */
+function pageServer(files: Map<string, string>): Server {
+  return createServer((req, res) => {
+    const body = files.get(req.url === '/' ? '/index.html' : (req.url ?? ''))
+    if (body === undefined) return res.writeHead(404).end()
+    const type = req.url?.endsWith('.js') ? 'text/javascript' : 'text/html'
+    res.writeHead(200, { 'content-type': type }).end(body)
+  })
+}
+
+async function listen(server: Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+}
+
+const pageFiles = new Map<string, string>()
+const allowed = pageServer(pageFiles)
+const other = pageServer(pageFiles)
+let allowedOrigin = ''
+let otherOrigin = ''
+
+before(async () => {
+  allowedOrigin = await listen(allowed)
+  otherOrigin = await listen(other)
+})
+
+const host = useTestHost({ options: () => ({ corsOrigins: [allowedOrigin] }) })
+
+/** A fresh npm project in its own temp dir (outside the repo) with `tarball` installed. */
+async function project(name: string, tarball: string): Promise<string> {
+  const dir = join(work, name)
+  await run('mkdir', ['-p', dir])
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: `fbx-${name}`, private: true }))
+  await run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', tarball], { cwd: dir, timeout: 300_000 })
+  return dir
+}
+
+/** The environment of a user's shell that knows only the server: no repo, no credentials file. */
+function userEnv(): NodeJS.ProcessEnv {
+  const { url, apiKey } = host().conn
+  return { PATH: process.env.PATH, HOME: work, FORKBOX_URL: url, FORKBOX_API_KEY: apiKey }
+}
+
+describe('installable packages', () => {
+  before(async () => {
+    work = await mkdtemp(join(tmpdir(), 'fbx-packages-'))
+    // the release step, as the README gives it: one `npm pack -w` (prepack builds)
+    await run('npm', ['pack', '-w', 'packages/sdk', '-w', 'apps/cli', '--pack-destination', work], {
+      cwd: root,
+      timeout: 300_000,
+    })
+    for (const f of readdirSync(work)) {
+      if (f.startsWith('forkbox-sdk-')) tarballs.sdk = join(work, f)
+      if (f.startsWith('forkbox-cli-')) tarballs.cli = join(work, f)
+    }
+    assert.ok(tarballs.sdk.endsWith(`forkbox-sdk-${FORKBOX_VERSION}.tgz`), tarballs.sdk)
+    assert.ok(tarballs.cli.endsWith(`forkbox-cli-${FORKBOX_VERSION}.tgz`), tarballs.cli)
+  })
+  after(() => {
+    allowed.close()
+    other.close()
+    if (work) rmSync(work, { recursive: true, force: true })
+  })
+
+  it('the SDK tarball holds its build and manifest only, and publint and attw find nothing wrong', async () => {
+    const { stdout } = await run('tar', ['-tzf', tarballs.sdk])
+    const files = stdout.trim().split('\n').sort()
+    assert.ok(files.includes('package/dist/index.js') && files.includes('package/dist/web/index.js'), stdout)
+    assert.ok(files.includes('package/dist/index.d.ts') && files.includes('package/dist/index.d.cts'), stdout)
+    assert.deepEqual(
+      files.filter((f) => !f.startsWith('package/dist/')),
+      ['package/README.md', 'package/package.json'],
+    )
+    const manifest = JSON.parse((await run('tar', ['-xzOf', tarballs.sdk, 'package/package.json'])).stdout)
+    for (const dep of Object.keys(manifest.dependencies)) assert.ok(!dep.startsWith('@forkbox/'), dep)
+    // publint on the package as packed, attw on the tarball itself
+    const lint = await run(bin('publint'), ['run', join(root, 'packages/sdk'), '--strict', '--pack', 'npm'])
+    assert.match(lint.stdout, /No problems found|All good/i, lint.stdout)
+    const types = await run(bin('attw'), [tarballs.sdk, '--format', 'json'], { maxBuffer: 64 * 1024 * 1024 })
+    const report = JSON.parse(types.stdout) as { problems?: unknown[] | Record<string, unknown> }
+    assert.equal(Object.keys(report.problems ?? {}).length, 0, types.stdout.slice(0, 2000))
+  })
+
+  it('an ESM script and a CommonJS script run a command and a cell with the installed SDK', async () => {
+    const dir = await project('node', tarballs.sdk)
+    writeFileSync(
+      join(dir, 'app.mjs'),
+      `import { Sandbox, VERSION } from '@forkbox/sdk'
+const sbx = await Sandbox.create({ template: 'code-interpreter', ttlSeconds: 120 })
+try {
+  const r = await sbx.exec('echo esm-$((6*7))')
+  const cell = await sbx.runCode('6 * 7')
+  console.log(JSON.stringify({ out: r.stdout.trim(), cell: cell.text, version: VERSION }))
+} finally {
+  await sbx.kill()
+}
+`,
+    )
+    writeFileSync(
+      join(dir, 'app.cjs'),
+      `const { Sandbox, NotFoundError } = require('@forkbox/sdk')
+;(async () => {
+  const sbx = await Sandbox.create({ template: 'base', ttlSeconds: 120 })
+  const r = await sbx.exec('echo cjs-$((6*7))')
+  await sbx.kill()
+  const gone = await Sandbox.connect(sbx.id).catch((e) => e instanceof NotFoundError)
+  console.log(JSON.stringify({ out: r.stdout.trim(), gone }))
+})().catch((e) => { console.error(e); process.exit(1) })
+`,
+    )
+    const esm = await run(process.execPath, ['app.mjs'], { cwd: dir, env: userEnv(), timeout: 120_000 })
+    assert.deepEqual(JSON.parse(esm.stdout), { out: 'esm-42', cell: '42', version: FORKBOX_VERSION })
+    const cjs = await run(process.execPath, ['app.cjs'], { cwd: dir, env: userEnv(), timeout: 120_000 })
+    assert.deepEqual(JSON.parse(cjs.stdout), { out: 'cjs-42', gone: true })
+  })
+
+  it('a TypeScript project type-checks against the shipped types under --strict, and they are not `any`', async () => {
+    const dir = await project('typescript', tarballs.sdk)
+    writeFileSync(
+      join(dir, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: { strict: true, noEmit: true, module: 'NodeNext', target: 'ES2022', lib: ['ES2022', 'DOM'] },
+        include: ['*.ts', '*.cts'],
+      }),
+    )
+    const usage = `const sbx: Sandbox = await Sandbox.create({ template: 'base', metadata: { user: 'a' } })
+const out: ExecOutput = await sbx.exec('true')
+const code: number = out.exitCode
+const cell: Execution = await sbx.runCode('1')
+const text: string | undefined = cell.text
+// @ts-expect-error ttlSeconds is a number
+await Sandbox.create({ ttlSeconds: 'soon' })
+// @ts-expect-error no such method
+sbx.teleport()
+const err: ForkboxErrorCode = new ForkboxError('TIMEOUT', 'x').code
+export { code, text, err }
+`
+    writeFileSync(
+      join(dir, 'index.ts'),
+      `import { type ExecOutput, type Execution, ForkboxError, type ForkboxErrorCode, Sandbox } from '@forkbox/sdk'\n${usage}`,
+    )
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'fbx-typescript', type: 'module', private: true }))
+    await run(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', '.'], { cwd: dir })
+    // the CommonJS types (index.d.cts) too
+    writeFileSync(
+      join(dir, 'check.cts'),
+      `import sdk = require('@forkbox/sdk')\nconst code: number = sdk.VERSION.length\n// @ts-expect-error VERSION is a string\nconst wrong: boolean = sdk.VERSION\nexport = { code, wrong }\n`,
+    )
+    await run(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', '.'], { cwd: dir })
+    // and a real type error is reported: the check can fail
+    writeFileSync(
+      join(dir, 'broken.ts'),
+      `import { Sandbox } from '@forkbox/sdk'\nconst n: number = Sandbox\nexport { n }\n`,
+    )
+    await assert.rejects(
+      run(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', '.'], { cwd: dir }),
+      (e: { stdout: string }) => /broken\.ts.*TS2322/s.test(e.stdout),
+    )
+  })
+
+  it('the browser build, bundled by esbuild with no node: import, runs a cell and a terminal from an allowed origin only', async () => {
+    const dir = await project('browser', tarballs.sdk)
+    writeFileSync(
+      join(dir, 'app.js'),
+      `import { Sandbox } from '@forkbox/sdk'
+const { url, apiKey } = JSON.parse(decodeURIComponent(location.hash.slice(1)))
+window.result = (async () => {
+  const sbx = await Sandbox.create({ template: 'code-interpreter', ttlSeconds: 120, apiKey, url })
+  try {
+    const cell = await sbx.runCode('print("from", "chromium"); 6 * 7')
+    let screen = ''
+    const term = await sbx.pty.create({ cols: 80, rows: 24, cmd: 'echo pty-$((6*7)); sleep 30', onData: (d) => { screen += new TextDecoder().decode(d) } })
+    for (let i = 0; i < 100 && !screen.includes('pty-42'); i++) await new Promise((r) => setTimeout(r, 100))
+    term.kill()
+    return { cell: cell.text, stdout: cell.logs.stdout.join(''), terminal: screen.includes('pty-42') }
+  } finally {
+    await sbx.kill()
+  }
+})().catch((e) => ({ error: String(e.code ?? e.name) + ': ' + e.message }))
+`,
+    )
+    const bundle = await build({
+      entryPoints: [join(dir, 'app.js')],
+      bundle: true,
+      format: 'esm',
+      platform: 'browser',
+      target: 'es2022',
+      write: false,
+      absWorkingDir: dir,
+      logLevel: 'silent',
+    })
+    const js = bundle.outputFiles[0]?.text ?? ''
+    assert.ok(js.includes('runCode'), 'the SDK is in the bundle')
+    assert.doesNotMatch(js, /["']node:|require\(["'](ws|fs|path|os)["']\)|from ["'](ws|fs|path|os)["']/)
+    pageFiles.set('/index.html', '<!doctype html><title>fbx</title><script type="module" src="/app.js"></script>')
+    pageFiles.set('/app.js', js)
+
+    const browser = await chromium.launch({
+      executablePath: '/usr/bin/chromium',
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+    })
+    try {
+      const hash = encodeURIComponent(JSON.stringify({ url: host().conn.url, apiKey: host().conn.apiKey }))
+      const outcome = async (origin: string) => {
+        const page = await browser.newPage()
+        await page.goto(`${origin}/#${hash}`)
+        const value = await page.evaluate(() => (window as unknown as { result: Promise<unknown> }).result)
+        await page.close()
+        return value
+      }
+      assert.deepEqual(await outcome(allowedOrigin), { cell: '42', stdout: 'from chromium\n', terminal: true })
+      // a page of an origin not on the list is refused by the browser (no CORS headers for it)
+      const refused = (await outcome(otherOrigin)) as { error?: string }
+      assert.match(refused.error ?? '', /CONNECTION_ERROR/, JSON.stringify(refused))
+    } finally {
+      await browser.close()
+    }
+  })
+
+  it('the CLI installed globally from its tarball runs a command in a new sandbox, and says `up` needs a checkout', async () => {
+    const prefix = join(work, 'global')
+    await run(
+      'npm',
+      ['install', '-g', '--prefix', prefix, '--no-audit', '--no-fund', '--loglevel=error', tarballs.cli],
+      {
+        timeout: 300_000,
+      },
+    )
+    const forkbox = join(prefix, 'bin/forkbox')
+    const env = { ...userEnv(), PATH: `${join(prefix, 'bin')}:${process.env.PATH}` }
+    const r = await run(forkbox, ['run', '--', 'python3', '-c', 'print(42)'], { cwd: work, env, timeout: 120_000 })
+    assert.equal(r.stdout, '42\n')
+    const version = await run(forkbox, ['--version'], { cwd: work, env })
+    assert.equal(version.stdout.trim(), FORKBOX_VERSION)
+    await assert.rejects(run(forkbox, ['up'], { cwd: work, env }), (e: { stderr: string; code: number }) => {
+      assert.notEqual(e.code, 0)
+      assert.match(e.stderr, /HOST_UNAVAILABLE.*checkout/s)
+      return true
+    })
+  })
+
+  it('the Python wheel and sdist build offline, and the wheel installed in a fresh venv runs a cell', async () => {
+    const py = join(work, 'py')
+    await run('python3', ['-m', 'venv', join(py, 'tools')])
+    await run(join(py, 'tools/bin/pip'), ['install', '--quiet', '--disable-pip-version-check', 'build'], {
+      timeout: 300_000,
+    })
+    await run(join(py, 'tools/bin/python'), ['-m', 'build', '--outdir', join(py, 'dist'), join(root, 'python')], {
+      cwd: py,
+      timeout: 300_000,
+    })
+    const built = readdirSync(join(py, 'dist')).sort()
+    assert.deepEqual(built, [`forkbox-${FORKBOX_VERSION}-py3-none-any.whl`, `forkbox-${FORKBOX_VERSION}.tar.gz`])
+    const wheel = join(py, 'dist', built[0] as string)
+    const listing = (await run('python3', ['-m', 'zipfile', '-l', wheel])).stdout
+    assert.match(listing, /forkbox\/py\.typed/)
+    await run('python3', ['-m', 'venv', join(py, 'user')])
+    await run(join(py, 'user/bin/pip'), ['install', '--quiet', '--disable-pip-version-check', wheel], {
+      timeout: 300_000,
+    })
+    writeFileSync(
+      join(py, 'app.py'),
+      `import json, forkbox
+from forkbox import Sandbox
+with Sandbox.create(template="code-interpreter", ttl_seconds=120) as sbx:
+    cell = sbx.run_code("6 * 7")
+    print(json.dumps({"cell": cell.text, "version": forkbox.__version__, "file": forkbox.__file__}))
+`,
+    )
+    const r = await run(join(py, 'user/bin/python'), [join(py, 'app.py')], {
+      cwd: py,
+      env: userEnv(),
+      timeout: 120_000,
+    })
+    const out = JSON.parse(r.stdout) as { cell: string; version: string; file: string }
+    assert.equal(out.cell, '42')
+    assert.equal(out.version, FORKBOX_VERSION)
+    assert.ok(out.file.startsWith(join(py, 'user')), out.file)
+    assert.equal(
+      readFileSync(join(root, 'python/pyproject.toml'), 'utf8').includes(`version = "${FORKBOX_VERSION}"`),
+      true,
+    )
+  })
+})
