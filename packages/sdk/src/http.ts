@@ -107,7 +107,8 @@ export class HttpClient {
     this.#apiKey = requireApiKey(config)
     if (!URL.canParse(config.url)) throw new ForkboxError('INVALID_CONFIG', `invalid forkbox URL: ${config.url}`)
     this.url = config.url
-    this.#fetch = options.fetch ?? globalThis.fetch
+    // called as a plain function: browsers' fetch throws "Illegal invocation" with another `this`
+    this.#fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init))
     this.#maxRetries = Math.max(0, options.maxRetries ?? DEFAULT_MAX_RETRIES)
   }
 
