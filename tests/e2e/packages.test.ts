@@ -23,7 +23,7 @@ const run = promisify(execFile)
 const bin = (name: string) => join(root, 'node_modules/.bin', name)
 
 let work = ''
-const tarballs: Record<'sdk' | 'cli', string> = { sdk: '', cli: '' }
+const tarballs: Record<'sdk' | 'cli' | 'ai', string> = { sdk: '', cli: '', ai: '' }
 
 /** A page server on loopback: `/` is a page that loads `/app.js`, the bundle the test wrote. */
 function pageServer(files: Map<string, string>): Server {
@@ -49,12 +49,15 @@ const otherOrigin = await listen(other)
 
 const host = useTestHost({ options: () => ({ corsOrigins: [allowedOrigin] }) })
 
-/** A fresh npm project in its own temp dir (outside the repo) with `tarball` installed. */
-async function project(name: string, tarball: string): Promise<string> {
+/** A fresh npm project in its own temp dir (outside the repo) with `packages` (tarballs, or from npm) installed. */
+async function project(name: string, ...packages: string[]): Promise<string> {
   const dir = join(work, name)
   await run('mkdir', ['-p', dir])
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: `fbx-${name}`, private: true }))
-  await run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', tarball], { cwd: dir, timeout: 300_000 })
+  await run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', ...packages], {
+    cwd: dir,
+    timeout: 300_000,
+  })
   return dir
 }
 
@@ -68,16 +71,19 @@ describe('installable packages', () => {
   before(async () => {
     work = await mkdtemp(join(tmpdir(), 'fbx-packages-'))
     // the release step, as the README gives it: one `npm pack -w` (prepack builds)
-    await run('npm', ['pack', '-w', 'packages/sdk', '-w', 'apps/cli', '--pack-destination', work], {
+    const packages = ['packages/sdk', 'apps/cli', 'packages/ai'].flatMap((p) => ['-w', p])
+    await run('npm', ['pack', ...packages, '--pack-destination', work], {
       cwd: root,
       timeout: 300_000,
     })
     for (const f of readdirSync(work)) {
       if (f.startsWith('forkbox-sdk-')) tarballs.sdk = join(work, f)
       if (f.startsWith('forkbox-cli-')) tarballs.cli = join(work, f)
+      if (f.startsWith('forkbox-ai-')) tarballs.ai = join(work, f)
     }
     assert.ok(tarballs.sdk.endsWith(`forkbox-sdk-${FORKBOX_VERSION}.tgz`), tarballs.sdk)
     assert.ok(tarballs.cli.endsWith(`forkbox-cli-${FORKBOX_VERSION}.tgz`), tarballs.cli)
+    assert.ok(tarballs.ai.endsWith(`forkbox-ai-${FORKBOX_VERSION}.tgz`), tarballs.ai)
   })
   after(() => {
     allowed.close()
@@ -103,6 +109,43 @@ describe('installable packages', () => {
     const types = await run(bin('attw'), [tarballs.sdk, '--format', 'json'], { maxBuffer: 64 * 1024 * 1024 })
     const report = JSON.parse(types.stdout) as { problems?: unknown[] | Record<string, unknown> }
     assert.equal(Object.keys(report.problems ?? {}).length, 0, types.stdout.slice(0, 2000))
+  })
+
+  it('@forkbox/ai installs beside the SDK and the AI SDK, lints clean, and its tools run a cell for a mock model', async () => {
+    const lint = await run(bin('publint'), ['run', join(root, 'packages/ai'), '--strict', '--pack', 'npm'])
+    assert.doesNotMatch(lint.stdout, /Errors|Warnings|Suggestions/, lint.stdout)
+    // its entry points are subpaths, which node10 resolution (no `exports`) cannot reach by design
+    const types = await run(bin('attw'), [tarballs.ai, '--profile', 'node16', '--format', 'json'], {
+      maxBuffer: 64 * 1024 * 1024,
+    })
+    const report = JSON.parse(types.stdout) as { problems?: Record<string, { resolutionKind?: string }[]> }
+    const problems = Object.values(report.problems ?? {})
+      .flat()
+      .filter((p) => p.resolutionKind !== 'node10')
+    assert.deepEqual(problems, [])
+    const dir = await project('ai', tarballs.sdk, tarballs.ai, 'ai@6')
+    writeFileSync(
+      join(dir, 'app.mjs'),
+      `import { sandboxTools } from '@forkbox/ai/vercel'
+import { generateText, stepCountIs } from 'ai'
+import { MockLanguageModelV3 } from 'ai/test'
+const usage = { inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 }, outputTokens: { total: 1, text: 1, reasoning: 0 } }
+const model = new MockLanguageModelV3({ doGenerate: [
+  { content: [{ type: 'tool-call', toolCallId: 'c1', toolName: 'run_code', input: JSON.stringify({ code: '6 * 7' }) }], finishReason: { unified: 'tool-calls', raw: undefined }, usage, warnings: [] },
+  { content: [{ type: 'text', text: 'done' }], finishReason: { unified: 'stop', raw: undefined }, usage, warnings: [] },
+] })
+const box = sandboxTools()
+try {
+  const result = await generateText({ model, tools: box.tools, stopWhen: stepCountIs(3), prompt: 'six times seven' })
+  const output = result.steps[0].toolResults[0].output
+  console.log(JSON.stringify({ text: result.text, tool: output.text }))
+} finally {
+  await box.close()
+}
+`,
+    )
+    const r = await run(process.execPath, ['app.mjs'], { cwd: dir, env: userEnv(), timeout: 120_000 })
+    assert.deepEqual(JSON.parse(r.stdout), { text: 'done', tool: 'result: 42' })
   })
 
   it('an ESM script and a CommonJS script run a command and a cell with the installed SDK', async () => {
@@ -291,12 +334,14 @@ window.result = (async () => {
 
   it('the Python wheel and sdist build offline, and the wheel installed in a fresh venv runs a cell', async () => {
     const py = join(work, 'py')
+    // pip asks the machine's local index; an index it cannot reach (pypi.org here) is given up at
+    // once instead of after ~20 s of retries per install
+    const pipEnv = { ...process.env, PIP_RETRIES: '0', PIP_TIMEOUT: '3', PIP_DISABLE_PIP_VERSION_CHECK: '1' }
     await run('python3', ['-m', 'venv', join(py, 'tools')])
-    await run(join(py, 'tools/bin/pip'), ['install', '--quiet', '--disable-pip-version-check', 'build'], {
-      timeout: 300_000,
-    })
+    await run(join(py, 'tools/bin/pip'), ['install', '--quiet', 'build'], { env: pipEnv, timeout: 300_000 })
     await run(join(py, 'tools/bin/python'), ['-m', 'build', '--outdir', join(py, 'dist'), join(root, 'python')], {
       cwd: py,
+      env: pipEnv,
       timeout: 300_000,
     })
     const built = readdirSync(join(py, 'dist')).sort()
@@ -305,9 +350,7 @@ window.result = (async () => {
     const listing = (await run('python3', ['-m', 'zipfile', '-l', wheel])).stdout
     assert.match(listing, /forkbox\/py\.typed/)
     await run('python3', ['-m', 'venv', join(py, 'user')])
-    await run(join(py, 'user/bin/pip'), ['install', '--quiet', '--disable-pip-version-check', wheel], {
-      timeout: 300_000,
-    })
+    await run(join(py, 'user/bin/pip'), ['install', '--quiet', wheel], { env: pipEnv, timeout: 300_000 })
     writeFileSync(
       join(py, 'app.py'),
       `import json, forkbox

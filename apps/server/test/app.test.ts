@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, it } from 'node:test'
-import { AppError, FORKBOX_VERSION } from '@forkbox/protocol'
+import { AppError, errorCodes, FORKBOX_VERSION } from '@forkbox/protocol'
 import { OpenAPIHono } from '@hono/zod-openapi'
 import parsePrometheusTextFormat from 'parse-prometheus-text-format'
 import type { App, AppEnv } from '../src/http/env.ts'
@@ -48,6 +48,11 @@ afterEach(async () => {
   await cp.close()
   rmSync(dir, { recursive: true, force: true })
 })
+
+interface ErrorDoc {
+  description: string
+  content: Record<string, { example?: { error: { code: string } } }>
+}
 
 describe('control plane', () => {
   it('makes one admin key on first start and none after', async () => {
@@ -631,6 +636,14 @@ describe('control plane', () => {
     assert.ok(served.length >= ROUTES.length, `${served.length} handlers for ${ROUTES.length} route modules`)
     const undocumented = served.filter((r) => !(r.method in (doc.paths[r.path] ?? {})))
     assert.deepEqual(undocumented, [], 'every route is in /openapi.json')
+    // and every error code is in it, under its status, with an example body
+    const text = JSON.stringify(doc)
+    const missing = errorCodes.filter((code) => !text.includes(`\`${code}\``))
+    assert.deepEqual(missing, [], 'every error code is documented')
+    const sandbox = doc.paths['/v1/sandboxes/{id}'] as { get: { responses: Record<string, ErrorDoc> } }
+    const notFound = sandbox.get.responses['404']?.content['application/json']
+    assert.match(String(sandbox.get.responses['404']?.description), /`SANDBOX_NOT_FOUND`/)
+    assert.equal(notFound?.example?.error.code, 'NOT_FOUND')
   })
 
   it("an admin lists, inspects and kills any key's sandboxes; revoking a key can kill its sandboxes", async () => {

@@ -1,3 +1,7 @@
+/**
+ * The framework-neutral core of the agent-framework tools.
+ * @module @forkbox/ai
+ */
 // @forkbox/ai: forkbox sandboxes as tools for agent frameworks. The framework-neutral core is
 // here; each framework's layer is its own entry point (`@forkbox/ai/vercel`,
 // `@forkbox/ai/openai-agents`, `@forkbox/ai/langchain`), so an app loads only the one it uses.

@@ -1,3 +1,7 @@
+/**
+ * forkbox tools for LangChain.js.
+ * @module @forkbox/ai/langchain
+ */
 // forkbox tools for LangChain.js (`@langchain/core`): structured tools whose ToolMessages carry
 // charts as standard image content blocks, and a failing cell or command as a ToolMessage with
 // status `error` the model reads.

@@ -1,3 +1,7 @@
+/**
+ * forkbox tools for the OpenAI Agents SDK, and a sandbox per run.
+ * @module @forkbox/ai/openai-agents
+ */
 // forkbox tools for the OpenAI Agents SDK (`@openai/agents`): function tools whose results carry
 // charts as images, and `runWithSandbox`, which gives one agent run a sandbox of its own and kills
 // it when the run ends, however it ends.

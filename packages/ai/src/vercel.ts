@@ -1,3 +1,7 @@
+/**
+ * forkbox tools for the Vercel AI SDK.
+ * @module @forkbox/ai/vercel
+ */
 // forkbox tools for the Vercel AI SDK (`ai`): `tool()` definitions whose results the model reads
 // as text, with charts as image parts.
 //

@@ -1,3 +1,7 @@
+/**
+ * The forkbox TypeScript SDK: sandboxes, commands, files, code cells, snapshots and forks.
+ * @module @forkbox/sdk
+ */
 // The public surface of @forkbox/sdk; adding a name here is a public-API decision.
 export type {
   ApiKeyInfo,

@@ -1,18 +1,35 @@
 // Shared OpenAPI pieces for the route files.
-import { ErrorBody } from '@forkbox/protocol'
+import { ErrorBody, type ErrorCode, errorCodes, errorStatus } from '@forkbox/protocol'
 import { z } from '@hono/zod-openapi'
 
 export const SandboxIdParam = z.object({ id: z.string().min(1).max(64) })
 
-const errorContent = { 'application/json': { schema: ErrorBody } }
+/**
+ * Every error the API answers, by status: the description names each code a status carries (from
+ * the one registry, errors.ts), so the reference lists all of them; the example is the body's shape.
+ */
+type ErrorStatus = (typeof errorStatus)[keyof typeof errorStatus]
+interface ErrorResponse {
+  description: string
+  content: { 'application/json': { schema: typeof ErrorBody; example: ErrorBody } }
+}
 
-export const errorResponses = {
-  400: { description: 'Invalid request', content: errorContent },
-  401: { description: 'Missing or unknown API key', content: errorContent },
-  404: { description: 'Not found', content: errorContent },
-  409: { description: 'Sandbox not running', content: errorContent },
-  410: { description: 'Sandbox errored', content: errorContent },
-  500: { description: 'Internal error', content: errorContent },
-} as const
+function errorResponsesOf(): Record<ErrorStatus, ErrorResponse> {
+  const byStatus = new Map<number, ErrorCode[]>()
+  for (const code of errorCodes) byStatus.set(errorStatus[code], [...(byStatus.get(errorStatus[code]) ?? []), code])
+  const responses: Record<number, ErrorResponse> = {}
+  for (const [status, codes] of [...byStatus].sort(([a], [b]) => a - b)) {
+    const code = codes[0] as ErrorCode
+    const example = { error: { code, message: 'what went wrong, in words', requestId: 'req_5f1c9a0b2d3e4f60' } }
+    responses[status] = {
+      description: `Error: ${codes.map((c) => `\`${c}\``).join(', ')}`,
+      content: { 'application/json': { schema: ErrorBody, example } },
+    }
+  }
+  // every status of errorStatus is a key: each came from one of its codes
+  return responses as Record<ErrorStatus, ErrorResponse>
+}
+
+export const errorResponses = errorResponsesOf()
 
 export const security = [{ apiKey: [] }]

@@ -26,11 +26,11 @@ const route = createRoute({
         'text/event-stream': { schema: z.string().openapi({ description: 'stdout, stderr, exit events' }) },
       },
     },
+    ...errorResponses,
     408: {
       description: 'EXEC_TIMEOUT: killed at its timeout; partial output in details',
-      content: errorResponses[400].content,
+      content: errorResponses[408].content,
     },
-    ...errorResponses,
   },
 })
 
