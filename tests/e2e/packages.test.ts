@@ -259,6 +259,20 @@ window.result = (async () => {
     const js = bundle.outputFiles[0]?.text ?? ''
     assert.ok(js.includes('runCode'), 'the SDK is in the bundle')
     assert.doesNotMatch(js, /["']node:|require\(["'](ws|fs|path|os)["']\)|from ["'](ws|fs|path|os)["']/)
+    // what Cloudflare's bundler asks for a Worker (workerd, worker, browser) gets the same build
+    const worker = await build({
+      entryPoints: [join(dir, 'app.js')],
+      bundle: true,
+      format: 'esm',
+      platform: 'neutral',
+      conditions: ['workerd', 'worker', 'browser'],
+      mainFields: ['module', 'main'],
+      target: 'es2022',
+      write: false,
+      absWorkingDir: dir,
+      logLevel: 'silent',
+    })
+    assert.doesNotMatch(worker.outputFiles[0]?.text ?? '', /["']node:|from ["'](ws|fs|path|os)["']/)
     pageFiles.set('/index.html', '<!doctype html><title>fbx</title><script type="module" src="/app.js"></script>')
     pageFiles.set('/app.js', js)
 

@@ -4,10 +4,22 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, it } from 'node:test'
-import { AppError, errorCodes, FORKBOX_VERSION } from '@forkbox/protocol'
+import {
+  AppError,
+  CreateSandboxRequest,
+  ExecRequest,
+  ExecResult,
+  Execution,
+  errorCodes,
+  FORKBOX_VERSION,
+  ForkRequest,
+  RunCodeRequest,
+  Sandbox,
+} from '@forkbox/protocol'
 import { OpenAPIHono } from '@hono/zod-openapi'
 import parsePrometheusTextFormat from 'parse-prometheus-text-format'
 import type { App, AppEnv } from '../src/http/env.ts'
+import * as examples from '../src/http/examples.ts'
 import { type ControlPlane, createControlPlane } from '../src/index.ts'
 import { ROUTES } from '../src/routes/index.ts'
 import { FakeAgent } from './fake-agent.ts'
@@ -644,6 +656,18 @@ describe('control plane', () => {
     const notFound = sandbox.get.responses['404']?.content['application/json']
     assert.match(String(sandbox.get.responses['404']?.description), /`SANDBOX_NOT_FOUND`/)
     assert.equal(notFound?.example?.error.code, 'NOT_FOUND')
+    // the hand-written examples are in it, and each is valid for its schema
+    const create = doc.paths['/v1/sandboxes'] as {
+      post: { requestBody: { content: Record<string, { example?: unknown }> } }
+    }
+    assert.deepEqual(create.post.requestBody.content['application/json']?.example, examples.createSandboxExample)
+    CreateSandboxRequest.parse(examples.createSandboxExample)
+    Sandbox.parse(examples.sandboxExample)
+    ExecRequest.parse(examples.execExample)
+    ExecResult.parse(examples.execResultExample)
+    RunCodeRequest.parse(examples.runCodeExample)
+    Execution.parse(examples.executionExample)
+    ForkRequest.parse(examples.forkExample)
   })
 
   it("an admin lists, inspects and kills any key's sandboxes; revoking a key can kill its sandboxes", async () => {

@@ -3,6 +3,7 @@ import { createRoute, z } from '@hono/zod-openapi'
 import { streamSSE } from 'hono/streaming'
 import type { App } from '../../http/env.ts'
 import { errorBody } from '../../http/errors.ts'
+import { executionExample, runCodeExample } from '../../http/examples.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
 import { sseEvent } from '../../http/sse.ts'
 
@@ -17,13 +18,13 @@ const route = createRoute({
   security,
   request: {
     params: SandboxIdParam,
-    body: { content: { 'application/json': { schema: RunCodeRequest } }, required: true },
+    body: { content: { 'application/json': { schema: RunCodeRequest, example: runCodeExample } }, required: true },
   },
   responses: {
     200: {
       description: 'The cell finished (an exception in it is `error`, not an HTTP error)',
       content: {
-        'application/json': { schema: Execution },
+        'application/json': { schema: Execution, example: executionExample },
         'text/event-stream': { schema: z.string().openapi({ description: 'stdout, stderr, result, end events' }) },
       },
     },

@@ -1,6 +1,7 @@
 import { CreateSandboxRequest, Sandbox } from '@forkbox/protocol'
 import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
+import { createSandboxExample, sandboxExample } from '../../http/examples.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
 
 const route = createRoute({
@@ -8,9 +9,14 @@ const route = createRoute({
   path: '/v1/sandboxes',
   summary: 'Create a sandbox; answers once its guest is ready',
   security,
-  request: { body: { content: { 'application/json': { schema: CreateSandboxRequest } }, required: false } },
+  request: {
+    body: {
+      content: { 'application/json': { schema: CreateSandboxRequest, example: createSandboxExample } },
+      required: false,
+    },
+  },
   responses: {
-    201: { description: 'Created', content: { 'application/json': { schema: Sandbox } } },
+    201: { description: 'Created', content: { 'application/json': { schema: Sandbox, example: sandboxExample } } },
     ...errorResponses,
   },
 })

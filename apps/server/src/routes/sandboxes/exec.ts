@@ -1,6 +1,7 @@
 import { ExecRequest, ExecResult, ProcessStarted } from '@forkbox/protocol'
 import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
+import { execExample, execResultExample } from '../../http/examples.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
 import { sseResponse, wantsEvents } from '../../http/sse.ts'
 
@@ -16,13 +17,13 @@ const route = createRoute({
   security,
   request: {
     params: SandboxIdParam,
-    body: { content: { 'application/json': { schema: ExecRequest } }, required: true },
+    body: { content: { 'application/json': { schema: ExecRequest, example: execExample } }, required: true },
   },
   responses: {
     200: {
       description: 'The command finished (or, background, started)',
       content: {
-        'application/json': { schema: z.union([ExecResult, ProcessStarted]) },
+        'application/json': { schema: z.union([ExecResult, ProcessStarted]), example: execResultExample },
         'text/event-stream': { schema: z.string().openapi({ description: 'stdout, stderr, exit events' }) },
       },
     },

@@ -1,6 +1,7 @@
 import { ForkRequest, ForkResult } from '@forkbox/protocol'
 import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
+import { forkExample } from '../../http/examples.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
 
 const route = createRoute({
@@ -10,7 +11,7 @@ const route = createRoute({
   security,
   request: {
     params: SandboxIdParam,
-    body: { content: { 'application/json': { schema: ForkRequest } }, required: false },
+    body: { content: { 'application/json': { schema: ForkRequest, example: forkExample } }, required: false },
   },
   responses: {
     201: { description: 'The forks', content: { 'application/json': { schema: ForkResult } } },

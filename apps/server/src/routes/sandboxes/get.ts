@@ -1,6 +1,7 @@
 import { Sandbox } from '@forkbox/protocol'
 import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
+import { sandboxExample } from '../../http/examples.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
 import { actingOwner } from '../keys/admin.ts'
 
@@ -11,7 +12,7 @@ const route = createRoute({
   security,
   request: { params: SandboxIdParam },
   responses: {
-    200: { description: 'The sandbox', content: { 'application/json': { schema: Sandbox } } },
+    200: { description: 'The sandbox', content: { 'application/json': { schema: Sandbox, example: sandboxExample } } },
     ...errorResponses,
   },
 })
