@@ -105,6 +105,10 @@ if [[ ! -f node_modules/.package-lock.json ]] || [[ package-lock.json -nt node_m
   npm ci --no-audit --no-fund >&2
 fi
 
+# the web dashboard the server serves at / (static files; a second or two)
+say "building the dashboard"
+npm run build --silent -w apps/dashboard >&2
+
 if [[ $for_tests -eq 1 ]]; then
   say "python venv for the SDK's tests: $(bash scripts/python-venv.sh)"
 fi

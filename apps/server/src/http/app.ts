@@ -9,6 +9,7 @@ import { cors } from 'hono/cors'
 import { e2bApi } from '../e2b/index.ts'
 import { EDGE_ROUTES, ROUTES } from '../routes/index.ts'
 import { credentials } from './credentials.ts'
+import { registerDashboard } from './dashboard.ts'
 import { registerDocs } from './docs.ts'
 import type { App, AppEnv, Services } from './env.ts'
 import { errorResponse, validationError } from './errors.ts'
@@ -64,8 +65,9 @@ export function createApp(services: Services): App {
       }),
     )
   }
-  // the API reference page, public as /openapi.json is
+  // the API reference page, public as /openapi.json is; the dashboard's page and assets
   registerDocs(app)
+  registerDashboard(app)
   // the E2B API (docs/e2b.md), with its own credential sources and error shapes
   app.route('/', e2bApi(services.config))
   // a signed file URL stands in for the key on the one request it was made for

@@ -1,0 +1,114 @@
+// One sandbox: what it is, kill / hibernate / fork, a terminal and a notebook cell.
+import { Sandbox, type SandboxInfo } from '@forkbox/sdk'
+import { useCallback, useEffect, useState } from 'preact/hooks'
+import { NotebookCell } from './notebook.tsx'
+import { describeError, type Session } from './session.ts'
+import { TerminalView } from './terminal.tsx'
+
+export function SandboxPage({ session, id }: { session: Session; id: string }) {
+  const [sandbox, setSandbox] = useState<Sandbox | null>(null)
+  const [info, setInfo] = useState<SandboxInfo | null>(null)
+  const [error, setError] = useState('')
+  // one handle per sandbox: the terminal and the cell keep theirs while the facts refresh
+  useEffect(() => {
+    let current = true
+    Sandbox.connect(id, session.conn).then(
+      (sbx) => current && setSandbox(sbx),
+      (err) => current && setError(describeError(err)),
+    )
+    return () => {
+      current = false
+    }
+  }, [id, session])
+  const refresh = useCallback(async () => {
+    if (!sandbox) return
+    try {
+      setInfo(await sandbox.getInfo())
+    } catch (err) {
+      setError(describeError(err))
+    }
+  }, [sandbox])
+  useEffect(() => {
+    void refresh()
+    // the facts follow the sandbox's own events (refetched at most every 150 ms)
+    const abort = new AbortController()
+    let timer: ReturnType<typeof setTimeout> | undefined
+    ;(async () => {
+      for await (const _e of session.client.events({ sandboxId: id, signal: abort.signal })) {
+        clearTimeout(timer)
+        timer = setTimeout(refresh, 150)
+      }
+    })().catch(() => {})
+    return () => {
+      abort.abort()
+      clearTimeout(timer)
+    }
+  }, [id, session, refresh])
+  const act = async (call: () => Promise<unknown>) => {
+    setError('')
+    try {
+      await call()
+    } catch (err) {
+      setError(describeError(err))
+    }
+  }
+  const running = info?.state === 'running'
+  return (
+    <main>
+      <p>
+        <a href="#/">← Sandboxes</a>
+      </p>
+      <h1>{id}</h1>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+      {info && sandbox && (
+        <>
+          <dl class="facts">
+            <dt>State</dt>
+            <dd>
+              <span class={`state ${info.state}`} data-state={info.state}>
+                {info.state}
+              </span>
+            </dd>
+            <dt>Template</dt>
+            <dd>{info.template}</dd>
+            <dt>Resources</dt>
+            <dd>
+              {info.resources.vcpus} vCPU, {info.resources.memoryMB} MiB, disk {info.resources.diskMB} MiB
+            </dd>
+            <dt>Expires</dt>
+            <dd>{new Date(info.expiresAt).toLocaleString()}</dd>
+            <dt>Internet</dt>
+            <dd>{info.network.internet ? 'yes' : 'no'}</dd>
+          </dl>
+          <div class="actions">
+            {running && (
+              <button type="button" onClick={() => act(() => sandbox.hibernate())}>
+                Hibernate
+              </button>
+            )}
+            {info.state === 'hibernated' && (
+              <button type="button" onClick={() => act(() => sandbox.exec('true'))}>
+                Wake
+              </button>
+            )}
+            {(running || info.state === 'hibernated') && (
+              <button type="button" class="danger" onClick={() => act(() => sandbox.kill())}>
+                Kill
+              </button>
+            )}
+          </div>
+          {running && (
+            <div class="panes">
+              <TerminalView sandbox={sandbox} />
+              <NotebookCell sandbox={sandbox} />
+            </div>
+          )}
+        </>
+      )}
+    </main>
+  )
+}

@@ -1,0 +1,241 @@
+// The sandboxes of this key: a list kept live by the events stream (each event refetches it), a
+// create form, and kill / fork from each row.
+import type { SandboxInfo, SandboxState, TemplateListing } from '@forkbox/sdk'
+import { Sandbox } from '@forkbox/sdk'
+import { useCallback, useEffect, useState } from 'preact/hooks'
+import { describeError, type Session } from './session.ts'
+
+const STATES: SandboxState[] = ['running', 'starting', 'hibernated', 'errored', 'killed', 'lost']
+
+function age(iso: string): string {
+  const s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000))
+  return s < 60 ? `${s}s` : s < 3600 ? `${Math.floor(s / 60)}m` : `${Math.floor(s / 3600)}h`
+}
+
+function ttlLeft(sbx: SandboxInfo): string {
+  if (sbx.state !== 'running') return '—'
+  const s = Math.round((Date.parse(sbx.expiresAt) - Date.now()) / 1000)
+  return s <= 0 ? 'now' : s < 60 ? `${s}s` : `${Math.floor(s / 60)}m`
+}
+
+/** The list, refetched (at most every 150 ms) whenever the key's events stream says something happened. */
+function useLiveSandboxes(session: Session, state: SandboxState | '') {
+  const [sandboxes, setSandboxes] = useState<SandboxInfo[] | null>(null)
+  const [error, setError] = useState('')
+  const refresh = useCallback(async () => {
+    try {
+      setSandboxes(await Sandbox.list({ ...session.conn, state: state || undefined }))
+      setError('')
+    } catch (err) {
+      setError(describeError(err))
+    }
+  }, [session, state])
+  useEffect(() => {
+    const abort = new AbortController()
+    let timer: ReturnType<typeof setTimeout> | undefined
+    void refresh()
+    ;(async () => {
+      for await (const _event of session.client.events({ signal: abort.signal })) {
+        clearTimeout(timer)
+        timer = setTimeout(refresh, 150)
+      }
+    })().catch((err) => {
+      if (!abort.signal.aborted) setError(`live updates stopped: ${describeError(err)}`)
+    })
+    return () => {
+      abort.abort()
+      clearTimeout(timer)
+    }
+  }, [session, refresh])
+  return { sandboxes, error, refresh }
+}
+
+function CreateForm({ session }: { session: Session }) {
+  const [templates, setTemplates] = useState<TemplateListing[]>([])
+  const [template, setTemplate] = useState('code-interpreter')
+  const [ttl, setTtl] = useState(600)
+  const [busy, setBusy] = useState(false)
+  const [error, setError] = useState('')
+  useEffect(() => {
+    session.client.templates.list().then(setTemplates, (err) => setError(describeError(err)))
+  }, [session])
+  const create = async (e: Event) => {
+    e.preventDefault()
+    setBusy(true)
+    setError('')
+    try {
+      await Sandbox.create({ ...session.conn, template, ttlSeconds: ttl })
+    } catch (err) {
+      setError(describeError(err))
+    } finally {
+      setBusy(false)
+    }
+  }
+  return (
+    <form class="create" onSubmit={create} aria-label="create a sandbox">
+      <label>
+        Template
+        <select value={template} onChange={(e) => setTemplate(e.currentTarget.value)}>
+          {templates.length === 0 && <option value={template}>{template}</option>}
+          {templates.map((t) => (
+            <option key={t.name} value={t.name}>
+              {t.name}
+            </option>
+          ))}
+        </select>
+      </label>
+      <label>
+        TTL (s)
+        <input
+          type="number"
+          min={1}
+          value={ttl}
+          onInput={(e) => setTtl(Number(e.currentTarget.value))}
+          style={{ width: '6em' }}
+        />
+      </label>
+      <button type="submit" disabled={busy}>
+        {busy ? 'Creating…' : 'Create sandbox'}
+      </button>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+    </form>
+  )
+}
+
+function Row({ sbx, session, onError }: { sbx: SandboxInfo; session: Session; onError: (m: string) => void }) {
+  const [forks, setForks] = useState(1)
+  const [busy, setBusy] = useState('')
+  const act = async (what: string, call: () => Promise<unknown>) => {
+    setBusy(what)
+    try {
+      await call()
+    } catch (err) {
+      onError(describeError(err))
+    } finally {
+      setBusy('')
+    }
+  }
+  const live = sbx.state === 'running' || sbx.state === 'hibernated'
+  return (
+    <tr data-sandbox={sbx.id}>
+      <td>
+        <a href={`#/sandbox/${sbx.id}`}>{sbx.id}</a>
+      </td>
+      <td class="wide">{sbx.template}</td>
+      <td>
+        <span class={`state ${sbx.state}`} data-state={sbx.state}>
+          {sbx.state}
+        </span>
+      </td>
+      <td class="wide">{age(sbx.createdAt)}</td>
+      <td class="wide">{ttlLeft(sbx)}</td>
+      <td class="meta wide">
+        {Object.entries(sbx.metadata)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(' ')}
+      </td>
+      <td>
+        {live && (
+          <div class="row-actions">
+            <input
+              type="number"
+              min={1}
+              max={16}
+              value={forks}
+              aria-label={`fork count for ${sbx.id}`}
+              onInput={(e) => setForks(Number(e.currentTarget.value))}
+              style={{ width: '3.5em' }}
+            />
+            <button
+              type="button"
+              disabled={busy !== ''}
+              onClick={() =>
+                act('fork', async () => (await Sandbox.connect(sbx.id, session.conn)).fork({ count: forks }))
+              }
+            >
+              {busy === 'fork' ? 'Forking…' : 'Fork'}
+            </button>
+            <button
+              type="button"
+              class="danger"
+              disabled={busy !== ''}
+              onClick={() => act('kill', () => Sandbox.kill(sbx.id, session.conn))}
+            >
+              Kill
+            </button>
+          </div>
+        )}
+      </td>
+    </tr>
+  )
+}
+
+export function SandboxesPage({ session }: { session: Session }) {
+  const [state, setState] = useState<SandboxState | ''>('')
+  const [actionError, setActionError] = useState('')
+  const { sandboxes, error } = useLiveSandboxes(session, state)
+  return (
+    <main>
+      <h1>Sandboxes</h1>
+      <CreateForm session={session} />
+      <div class="filters">
+        <label>
+          State
+          <select value={state} onChange={(e) => setState(e.currentTarget.value as SandboxState | '')}>
+            <option value="">all</option>
+            {STATES.map((s) => (
+              <option key={s} value={s}>
+                {s}
+              </option>
+            ))}
+          </select>
+        </label>
+      </div>
+      {(error || actionError) && (
+        <p class="error" role="alert">
+          {error || actionError}
+        </p>
+      )}
+      {sandboxes === null ? (
+        <p>Loading…</p>
+      ) : sandboxes.length === 0 ? (
+        <p>No sandboxes.</p>
+      ) : (
+        <div class="table-wrap">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">ID</th>
+                <th scope="col" class="wide">
+                  Template
+                </th>
+                <th scope="col">State</th>
+                <th scope="col" class="wide">
+                  Age
+                </th>
+                <th scope="col" class="wide">
+                  TTL left
+                </th>
+                <th scope="col" class="wide">
+                  Metadata
+                </th>
+                <th scope="col">
+                  <span class="visually-hidden">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {sandboxes.map((s) => (
+                <Row key={s.id} sbx={s} session={session} onError={setActionError} />
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </main>
+  )
+}

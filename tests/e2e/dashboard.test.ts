@@ -1,0 +1,178 @@
+// The web dashboard in a real browser (Debian's Chromium through playwright-core) against a real
+// server with real sandboxes: sign in, create, a terminal, a cell that plots, fork ×2 and kill seen
+// live, a wrong key, a non-admin key; screenshots of each page at a laptop's and a phone's size
+// (artifacts in .forkbox-test/screenshots, not committed) and an axe-core scan of each.
+import assert from 'node:assert/strict'
+import { mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+import { ForkboxClient, Sandbox } from '@forkbox/sdk'
+import { type Browser, chromium, type Page } from 'playwright-core'
+import { useTestHost } from './harness.ts'
+
+const root = new URL('../../', import.meta.url).pathname
+const shots = join(root, '.forkbox-test/screenshots')
+const host = useTestHost()
+let browser: Browser
+
+const VIEWPORTS = { laptop: { width: 1280, height: 800 }, phone: { width: 390, height: 844 } }
+
+/** A page that fails the test on any console error or uncaught exception. */
+async function openPage(errors: string[], viewport = VIEWPORTS.laptop): Promise<Page> {
+  // bypassCSP: only so the test can inject axe-core; the page itself runs under its CSP
+  const page = await browser.newPage({ viewport, bypassCSP: true })
+  page.on('console', (m) => {
+    if (m.type() === 'error') errors.push(`${m.text()} ${m.location().url}`)
+  })
+  page.on('pageerror', (e) => errors.push(e.message))
+  return page
+}
+
+async function signIn(page: Page, key: string): Promise<void> {
+  await page.goto(host().conn.url)
+  await page.getByLabel('API key').fill(key)
+  await page.getByRole('button', { name: 'Sign in' }).click()
+}
+
+/** Serious or critical accessibility violations axe-core finds on the page as it is. */
+async function axeViolations(page: Page): Promise<string[]> {
+  await page.addScriptTag({ path: join(root, 'node_modules/axe-core/axe.min.js') })
+  const violations = await page.evaluate(async () => {
+    const axe = (window as unknown as { axe: { run(): Promise<{ violations: { id: string; impact: string }[] }> } }).axe
+    return (await axe.run()).violations.map((v) => ({ id: v.id, impact: v.impact }))
+  })
+  return violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => v.id)
+}
+
+/** Screenshots at both sizes and an axe scan of what `page` shows now. */
+async function look(page: Page, name: string): Promise<void> {
+  for (const [size, viewport] of Object.entries(VIEWPORTS)) {
+    await page.setViewportSize(viewport)
+    await page.screenshot({ path: join(shots, `${name}-${size}.png`), fullPage: true })
+  }
+  await page.setViewportSize(VIEWPORTS.laptop)
+  assert.deepEqual(await axeViolations(page), [], `accessibility of ${name}`)
+}
+
+describe('dashboard', () => {
+  before(async () => {
+    mkdirSync(shots, { recursive: true })
+    browser = await chromium.launch({
+      executablePath: '/usr/bin/chromium',
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+    })
+  })
+  after(async () => {
+    await browser?.close()
+    for (const s of await Sandbox.list(host().conn)) if (s.state === 'running') await Sandbox.kill(s.id, host().conn)
+  })
+
+  it('a wrong key is refused with a clear error, and the page loads fast', async () => {
+    const errors: string[] = []
+    const page = await openPage(errors)
+    const started = Date.now()
+    await page.goto(host().conn.url)
+    await page.getByLabel('API key').waitFor()
+    const loadMs = Date.now() - started
+    assert.ok(loadMs < 1000, `the sign-in page took ${loadMs} ms`)
+    await look(page, 'signin')
+    await page.getByLabel('API key').fill('fbx_not_a_key')
+    await page.getByRole('button', { name: 'Sign in' }).click()
+    await page.getByRole('alert').filter({ hasText: 'UNAUTHENTICATED' }).waitFor()
+    assert.equal(await page.getByRole('heading', { name: 'Sandboxes' }).count(), 0)
+    // the browser itself reports the 401 it was answered as a console error: the only one allowed
+    assert.deepEqual(
+      errors.filter((e) => !/status of 401/.test(e)),
+      [],
+    )
+    await page.close()
+  })
+
+  it('sign in, create, a terminal, a plotting cell, fork ×2 and kill, all seen live', async () => {
+    const errors: string[] = []
+    const page = await openPage(errors)
+    await signIn(page, host().conn.apiKey)
+    await page.getByRole('heading', { name: 'Sandboxes' }).waitFor()
+    assert.equal(await page.getByRole('link', { name: 'API keys' }).count(), 1, 'the admin sees the keys page')
+
+    // create: the new row appears by the events stream, no reload
+    await page.getByLabel('Template').selectOption('code-interpreter')
+    await page.getByRole('button', { name: 'Create sandbox' }).click()
+    const row = page.locator('tr[data-sandbox]').first()
+    await row.locator('[data-state="running"]').waitFor({ timeout: 60_000 })
+    const id = await row.getAttribute('data-sandbox')
+    assert.ok(id)
+    await look(page, 'sandboxes')
+
+    // its page: type in the terminal and read the answer off the screen
+    await page.getByRole('link', { name: id }).click()
+    await page.getByRole('heading', { name: id }).waitFor()
+    await page.getByText('connected').waitFor({ timeout: 30_000 })
+    await page.getByTestId('terminal').click()
+    await page.keyboard.type('echo hello-$((40+2))\n')
+    await page.locator('.xterm-rows').filter({ hasText: 'hello-42' }).waitFor({ timeout: 15_000 })
+
+    // the cell's default code plots: the figure shows inline
+    await page.getByRole('button', { name: /^Run/ }).click()
+    const figure = page.locator('.cell-output img')
+    await figure.waitFor({ timeout: 60_000 })
+    assert.match((await figure.getAttribute('src')) ?? '', /^data:image\/png;base64,iVBORw0KGgo/)
+    await look(page, 'sandbox')
+
+    // a cell that fails shows its traceback
+    await page.getByLabel('code').fill('1 / 0')
+    await page.getByRole('button', { name: /^Run/ }).click()
+    await page.locator('.traceback').filter({ hasText: 'ZeroDivisionError' }).waitFor({ timeout: 30_000 })
+
+    // back on the list: fork with count 2, both forks appear live
+    await page.getByRole('link', { name: '← Sandboxes' }).click()
+    await page.locator(`tr[data-sandbox="${id}"]`).waitFor()
+    await page.getByLabel(`fork count for ${id}`).fill('2')
+    await page.locator(`tr[data-sandbox="${id}"]`).getByRole('button', { name: 'Fork' }).click()
+    await page.waitForFunction(
+      () => document.querySelectorAll('tr[data-sandbox] [data-state="running"]').length >= 3,
+      undefined,
+      { timeout: 60_000 },
+    )
+    const forks = (
+      await page.locator('tr[data-sandbox]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-sandbox')))
+    ).filter((s): s is string => s !== null && s !== id)
+    assert.equal(forks.length, 2)
+
+    // kill one fork from the list: its state changes without a reload
+    const fork = page.locator(`tr[data-sandbox="${forks[0]}"]`)
+    await fork.getByRole('button', { name: 'Kill' }).click()
+    await fork.locator('[data-state="killed"]').waitFor({ timeout: 30_000 })
+    assert.equal((await Sandbox.connect(forks[0] as string, host().conn).then((s) => s.getInfo())).state, 'killed')
+
+    // the admin's keys page
+    await page.getByRole('link', { name: 'API keys' }).click()
+    await page.getByRole('heading', { name: 'API keys' }).waitFor()
+    await look(page, 'keys')
+    assert.deepEqual(errors, [])
+    await page.close()
+  })
+
+  it('a key that is not the admin key does not see the keys page, and signs out', async () => {
+    const tenant = await new ForkboxClient(host().conn).keys.create('dashboard-tenant')
+    const errors: string[] = []
+    const page = await openPage(errors)
+    await signIn(page, tenant.key)
+    await page.getByRole('heading', { name: 'Sandboxes' }).waitFor()
+    assert.equal(await page.getByRole('link', { name: 'API keys' }).count(), 0)
+    await page.goto(`${host().conn.url}/#/keys`)
+    await page.getByRole('heading', { name: 'Sandboxes' }).waitFor()
+    assert.equal(await page.getByRole('heading', { name: 'API keys' }).count(), 0)
+    await page.getByRole('button', { name: 'Sign out' }).click()
+    await page.getByLabel('API key').waitFor()
+    // the key is gone from the tab: a reload asks for it again
+    await page.reload()
+    await page.getByLabel('API key').waitFor()
+    // probing the keys list as a tenant is answered 403, which the browser logs
+    assert.deepEqual(
+      errors.filter((e) => !/status of 403/.test(e)),
+      [],
+    )
+    await page.close()
+  })
+})
