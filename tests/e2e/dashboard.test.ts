@@ -3,7 +3,8 @@
 // live, a wrong key, a non-admin key; screenshots of each page at a laptop's and a phone's size
 // (artifacts in .forkbox-test/screenshots, not committed) and an axe-core scan of each.
 import assert from 'node:assert/strict'
-import { mkdirSync } from 'node:fs'
+import { randomBytes } from 'node:crypto'
+import { mkdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { ForkboxClient, Sandbox } from '@forkbox/sdk'
@@ -37,11 +38,13 @@ async function signIn(page: Page, key: string): Promise<void> {
 /** Serious or critical accessibility violations axe-core finds on the page as it is. */
 async function axeViolations(page: Page): Promise<string[]> {
   await page.addScriptTag({ path: join(root, 'node_modules/axe-core/axe.min.js') })
-  const violations = await page.evaluate(async () => {
-    const axe = (window as unknown as { axe: { run(): Promise<{ violations: { id: string; impact: string }[] }> } }).axe
-    return (await axe.run()).violations.map((v) => ({ id: v.id, impact: v.impact }))
+  return page.evaluate(async () => {
+    type Violation = { id: string; impact: string; nodes: { target: string[] }[] }
+    const axe = (window as unknown as { axe: { run(): Promise<{ violations: Violation[] }> } }).axe
+    return (await axe.run()).violations
+      .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+      .map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`)
   })
-  return violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => v.id)
 }
 
 /** Screenshots at both sizes and an axe scan of what `page` shows now. */
@@ -117,6 +120,27 @@ describe('dashboard', () => {
     const figure = page.locator('.cell-output img')
     await figure.waitFor({ timeout: 60_000 })
     assert.match((await figure.getAttribute('src')) ?? '', /^data:image\/png;base64,iVBORw0KGgo/)
+    // usage charts and the event timeline are there
+    await page.locator('section[aria-label="usage"] canvas').first().waitFor({ timeout: 30_000 })
+    assert.equal(await page.locator('section[aria-label="usage"] figure').count(), 3)
+    await page.locator('.timeline li').filter({ hasText: 'created' }).first().waitFor()
+
+    // upload a file (the drop zone's file input), see it listed, download it: the same bytes
+    const bytes = randomBytes(200_000)
+    await page
+      .getByLabel('upload files')
+      .setInputFiles({ name: 'data.bin', mimeType: 'application/octet-stream', buffer: bytes })
+    const listed = page.locator('li[data-file="data.bin"]')
+    await listed.waitFor({ timeout: 30_000 })
+    assert.match((await listed.textContent()) ?? '', /195\.3 KiB/)
+    const [download] = await Promise.all([
+      page.waitForEvent('download'),
+      page.getByRole('button', { name: 'download data.bin' }).click(),
+    ])
+    assert.ok(
+      Buffer.from(readFileSync((await download.path()) as string)).equals(bytes),
+      'the downloaded bytes are the uploaded ones',
+    )
     await look(page, 'sandbox')
 
     // a cell that fails shows its traceback
@@ -144,6 +168,15 @@ describe('dashboard', () => {
     await fork.getByRole('button', { name: 'Kill' }).click()
     await fork.locator('[data-state="killed"]').waitFor({ timeout: 30_000 })
     assert.equal((await Sandbox.connect(forks[0] as string, host().conn).then((s) => s.getInfo())).state, 'killed')
+
+    // the list pages: templates, snapshots, and the key's events (past then live)
+    for (const heading of ['Templates', 'Snapshots', 'Events']) {
+      await page.getByRole('link', { name: heading, exact: true }).click()
+      await page.getByRole('heading', { name: heading }).waitFor()
+      if (heading === 'Templates') await page.getByRole('cell', { name: 'code-interpreter' }).first().waitFor()
+      if (heading === 'Events') await page.getByRole('cell', { name: 'killed' }).first().waitFor()
+      await look(page, heading.toLowerCase())
+    }
 
     // the admin's keys page
     await page.getByRole('link', { name: 'API keys' }).click()

@@ -1,9 +1,16 @@
 // The shell: sign-in, the navigation, and the page the location hash names (#/, #/sandbox/ID, #/keys).
 import { useEffect, useState } from 'preact/hooks'
 import { KeysPage } from './keys.tsx'
+import { EventsPage, SnapshotsPage, TemplatesPage } from './lists.tsx'
 import { SandboxPage } from './sandbox.tsx'
 import { SandboxesPage } from './sandboxes.tsx'
 import { describeError, restore, type Session, signIn, signOut } from './session.ts'
+
+const PAGES = [
+  ['templates', 'Templates'],
+  ['snapshots', 'Snapshots'],
+  ['events', 'Events'],
+] as const
 
 function useHash(): string {
   const [hash, setHash] = useState(location.hash || '#/')
@@ -70,6 +77,9 @@ export function App() {
   let page = <SandboxesPage session={session} />
   if (sandboxId) page = <SandboxPage session={session} id={sandboxId} />
   else if (hash === '#/keys' && session.admin) page = <KeysPage session={session} />
+  else if (hash === '#/templates') page = <TemplatesPage session={session} />
+  else if (hash === '#/snapshots') page = <SnapshotsPage session={session} />
+  else if (hash === '#/events') page = <EventsPage session={session} />
   return (
     <>
       <header>
@@ -80,6 +90,11 @@ export function App() {
           <a href="#/" aria-current={hash === '#/' ? 'page' : undefined}>
             Sandboxes
           </a>
+          {PAGES.map(([path, label]) => (
+            <a key={path} href={`#/${path}`} aria-current={hash === `#/${path}` ? 'page' : undefined}>
+              {label}
+            </a>
+          ))}
           {session.admin && (
             <a href="#/keys" aria-current={hash === '#/keys' ? 'page' : undefined}>
               API keys

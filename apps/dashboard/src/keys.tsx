@@ -1,6 +1,7 @@
 // API keys (the admin key only): create (the secret is shown once), list, revoke.
 import type { ApiKeyInfo } from '@forkbox/sdk'
 import { useCallback, useEffect, useState } from 'preact/hooks'
+import { ScrollRegion } from './scroll.tsx'
 import { describeError, type Session } from './session.ts'
 
 export function KeysPage({ session }: { session: Session }) {
@@ -54,7 +55,7 @@ export function KeysPage({ session }: { session: Session }) {
         </p>
       )}
       {keys && (
-        <div class="table-wrap">
+        <ScrollRegion label="API keys">
           <table>
             <thead>
               <tr>
@@ -87,7 +88,7 @@ export function KeysPage({ session }: { session: Session }) {
               ))}
             </tbody>
           </table>
-        </div>
+        </ScrollRegion>
       )}
     </main>
   )

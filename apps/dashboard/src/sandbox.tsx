@@ -1,6 +1,8 @@
 // One sandbox: what it is, kill / hibernate / fork, a terminal and a notebook cell.
-import { Sandbox, type SandboxInfo } from '@forkbox/sdk'
+import { Sandbox, type SandboxEvent, type SandboxInfo } from '@forkbox/sdk'
 import { useCallback, useEffect, useState } from 'preact/hooks'
+import { FileBrowser } from './files.tsx'
+import { MetricsCharts } from './metrics.tsx'
 import { NotebookCell } from './notebook.tsx'
 import { describeError, type Session } from './session.ts'
 import { TerminalView } from './terminal.tsx'
@@ -9,6 +11,7 @@ export function SandboxPage({ session, id }: { session: Session; id: string }) {
   const [sandbox, setSandbox] = useState<Sandbox | null>(null)
   const [info, setInfo] = useState<SandboxInfo | null>(null)
   const [error, setError] = useState('')
+  const [events, setEvents] = useState<SandboxEvent[]>([])
   // one handle per sandbox: the terminal and the cell keep theirs while the facts refresh
   useEffect(() => {
     let current = true
@@ -34,7 +37,8 @@ export function SandboxPage({ session, id }: { session: Session; id: string }) {
     const abort = new AbortController()
     let timer: ReturnType<typeof setTimeout> | undefined
     ;(async () => {
-      for await (const _e of session.client.events({ sandboxId: id, signal: abort.signal })) {
+      for await (const e of session.client.events({ sandboxId: id, signal: abort.signal })) {
+        setEvents((all) => [...all, e].slice(-50))
         clearTimeout(timer)
         timer = setTimeout(refresh, 150)
       }
@@ -102,11 +106,26 @@ export function SandboxPage({ session, id }: { session: Session; id: string }) {
             )}
           </div>
           {running && (
-            <div class="panes">
-              <TerminalView sandbox={sandbox} />
-              <NotebookCell sandbox={sandbox} />
-            </div>
+            <>
+              <MetricsCharts sandbox={sandbox} />
+              <div class="panes">
+                <TerminalView sandbox={sandbox} />
+                <NotebookCell sandbox={sandbox} />
+              </div>
+              <FileBrowser sandbox={sandbox} />
+            </>
           )}
+          <section aria-label="events">
+            <h2>Events</h2>
+            <ol class="timeline">
+              {events.map((e) => (
+                <li key={e.id}>
+                  <time dateTime={e.at}>{new Date(e.at).toLocaleTimeString()}</time> <strong>{e.type}</strong>
+                  {e.detail ? ` ${e.detail}` : ''}
+                </li>
+              ))}
+            </ol>
+          </section>
         </>
       )}
     </main>

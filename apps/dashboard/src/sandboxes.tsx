@@ -3,6 +3,7 @@
 import type { SandboxInfo, SandboxState, TemplateListing } from '@forkbox/sdk'
 import { Sandbox } from '@forkbox/sdk'
 import { useCallback, useEffect, useState } from 'preact/hooks'
+import { ScrollRegion } from './scroll.tsx'
 import { describeError, type Session } from './session.ts'
 
 const STATES: SandboxState[] = ['running', 'starting', 'hibernated', 'errored', 'killed', 'lost']
@@ -205,7 +206,7 @@ export function SandboxesPage({ session }: { session: Session }) {
       ) : sandboxes.length === 0 ? (
         <p>No sandboxes.</p>
       ) : (
-        <div class="table-wrap">
+        <ScrollRegion label="sandboxes">
           <table>
             <thead>
               <tr>
@@ -234,7 +235,7 @@ export function SandboxesPage({ session }: { session: Session }) {
               ))}
             </tbody>
           </table>
-        </div>
+        </ScrollRegion>
       )}
     </main>
   )
