@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { ForkboxClient, Sandbox } from '@forkbox/sdk'
 import { type Browser, chromium, type Page } from 'playwright-core'
-import { useTestHost } from './harness.ts'
+import { until, useTestHost } from './harness.ts'
 
 const root = new URL('../../', import.meta.url).pathname
 const shots = join(root, '.forkbox-test/screenshots')
@@ -68,6 +68,8 @@ describe('dashboard', () => {
   after(async () => {
     await browser?.close()
     for (const s of await Sandbox.list(host().conn)) if (s.state === 'running') await Sandbox.kill(s.id, host().conn)
+    const client = new ForkboxClient(host().conn)
+    for (const s of await client.snapshots.list()) await client.snapshots.delete(s.id)
   })
 
   it('a wrong key is refused with a clear error, and the page loads fast', async () => {
@@ -99,7 +101,7 @@ describe('dashboard', () => {
     assert.equal(await page.getByRole('link', { name: 'API keys' }).count(), 1, 'the admin sees the keys page')
 
     // create: the new row appears by the events stream, no reload
-    await page.getByLabel('Template').selectOption('code-interpreter')
+    await page.getByRole('combobox', { name: 'Template', exact: true }).selectOption('code-interpreter')
     await page.getByRole('button', { name: 'Create sandbox' }).click()
     const row = page.locator('tr[data-sandbox]').first()
     await row.locator('[data-state="running"]').waitFor({ timeout: 60_000 })
@@ -141,6 +143,20 @@ describe('dashboard', () => {
       Buffer.from(readFileSync((await download.path()) as string)).equals(bytes),
       'the downloaded bytes are the uploaded ones',
     )
+    // a background process's output, followed live
+    const sbx = await Sandbox.connect(id, host().conn)
+    await sbx.exec('for i in 1 2 3 4 5; do echo tick-$i; sleep 1; done', { background: true })
+    const procs = page.getByRole('region', { name: 'background processes' })
+    await procs.getByRole('button', { name: 'Refresh' }).click()
+    await procs.getByRole('button', { name: 'Output' }).first().click()
+    await procs.locator('pre').filter({ hasText: 'tick-3' }).waitFor({ timeout: 20_000 })
+
+    // the network editor: exposing a port saves the policy and shows the port's link
+    const network = page.getByRole('region', { name: 'network' })
+    await network.getByLabel('Exposed ports').fill('8080')
+    await network.getByRole('button', { name: 'Save network' }).click()
+    await network.getByRole('link', { name: 'port 8080' }).waitFor()
+    assert.deepEqual((await sbx.getInfo()).network.ports, [8080])
     await look(page, 'sandbox')
 
     // a cell that fails shows its traceback
@@ -163,6 +179,11 @@ describe('dashboard', () => {
     ).filter((s): s is string => s !== null && s !== id)
     assert.equal(forks.length, 2)
 
+    // snapshot the original from the list: the Snapshots page lists it
+    await page.locator(`tr[data-sandbox="${id}"]`).getByRole('button', { name: 'Snapshot' }).click()
+    const client = new ForkboxClient(host().conn)
+    await until('the snapshot is taken', async () => (await client.snapshots.list()).length === 1)
+
     // kill one fork from the list: its state changes without a reload
     const fork = page.locator(`tr[data-sandbox="${forks[0]}"]`)
     await fork.getByRole('button', { name: 'Kill' }).click()
@@ -175,6 +196,7 @@ describe('dashboard', () => {
       await page.getByRole('heading', { name: heading }).waitFor()
       if (heading === 'Templates') await page.getByRole('cell', { name: 'code-interpreter' }).first().waitFor()
       if (heading === 'Events') await page.getByRole('cell', { name: 'killed' }).first().waitFor()
+      if (heading === 'Snapshots') await page.getByRole('button', { name: 'Start sandbox' }).waitFor()
       await look(page, heading.toLowerCase())
     }
 

@@ -3,6 +3,7 @@
 // with a progress bar per file. Uploads and downloads go through signed URLs the SDK asks for.
 import type { FileEntry, Sandbox } from '@forkbox/sdk'
 import { useCallback, useEffect, useState } from 'preact/hooks'
+import { ScrollRegion } from './scroll.tsx'
 import { describeError } from './session.ts'
 
 const IMAGE = /\.(png|jpe?g|gif|webp|svg)$/i
@@ -231,7 +232,13 @@ export function FileBrowser({ sandbox, start = '/work' }: { sandbox: Sandbox; st
               Close
             </button>
           </figcaption>
-          {viewing.image ? <img src={viewing.image} alt={viewing.path} /> : <pre>{viewing.text}</pre>}
+          {viewing.image ? (
+            <img src={viewing.image} alt={viewing.path} />
+          ) : (
+            <ScrollRegion class="scroll-output" label={`text of ${viewing.path}`}>
+              <pre>{viewing.text}</pre>
+            </ScrollRegion>
+          )}
         </figure>
       )}
     </section>

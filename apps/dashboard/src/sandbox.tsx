@@ -3,7 +3,9 @@ import { Sandbox, type SandboxEvent, type SandboxInfo } from '@forkbox/sdk'
 import { useCallback, useEffect, useState } from 'preact/hooks'
 import { FileBrowser } from './files.tsx'
 import { MetricsCharts } from './metrics.tsx'
+import { NetworkEditor } from './network.tsx'
 import { NotebookCell } from './notebook.tsx'
+import { ProcessList } from './processes.tsx'
 import { describeError, type Session } from './session.ts'
 import { TerminalView } from './terminal.tsx'
 
@@ -113,6 +115,8 @@ export function SandboxPage({ session, id }: { session: Session; id: string }) {
                 <NotebookCell sandbox={sandbox} />
               </div>
               <FileBrowser sandbox={sandbox} />
+              <ProcessList sandbox={sandbox} />
+              <NetworkEditor sandbox={sandbox} info={info} onSaved={setInfo} />
             </>
           )}
           <section aria-label="events">

@@ -6,6 +6,16 @@ import { useCallback, useEffect, useState } from 'preact/hooks'
 import { ScrollRegion } from './scroll.tsx'
 import { describeError, type Session } from './session.ts'
 
+/** `a=1 b=2` as metadata pairs. */
+function pairs(text: string): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const pair of text.split(/\s+/).filter(Boolean)) {
+    const at = pair.indexOf('=')
+    if (at > 0) out[pair.slice(0, at)] = pair.slice(at + 1)
+  }
+  return out
+}
+
 const STATES: SandboxState[] = ['running', 'starting', 'hibernated', 'errored', 'killed', 'lost']
 
 function age(iso: string): string {
@@ -20,17 +30,17 @@ function ttlLeft(sbx: SandboxInfo): string {
 }
 
 /** The list, refetched (at most every 150 ms) whenever the key's events stream says something happened. */
-function useLiveSandboxes(session: Session, state: SandboxState | '') {
+function useLiveSandboxes(session: Session, state: SandboxState | '', metadata: string) {
   const [sandboxes, setSandboxes] = useState<SandboxInfo[] | null>(null)
   const [error, setError] = useState('')
   const refresh = useCallback(async () => {
     try {
-      setSandboxes(await Sandbox.list({ ...session.conn, state: state || undefined }))
+      setSandboxes(await Sandbox.list({ ...session.conn, state: state || undefined, metadata: pairs(metadata) }))
       setError('')
     } catch (err) {
       setError(describeError(err))
     }
-  }, [session, state])
+  }, [session, state, metadata])
   useEffect(() => {
     const abort = new AbortController()
     let timer: ReturnType<typeof setTimeout> | undefined
@@ -55,6 +65,10 @@ function CreateForm({ session }: { session: Session }) {
   const [templates, setTemplates] = useState<TemplateListing[]>([])
   const [template, setTemplate] = useState('code-interpreter')
   const [ttl, setTtl] = useState(600)
+  const [vcpus, setVcpus] = useState('')
+  const [memoryMB, setMemoryMB] = useState('')
+  const [internet, setInternet] = useState(false)
+  const [metadata, setMetadata] = useState('')
   const [busy, setBusy] = useState(false)
   const [error, setError] = useState('')
   useEffect(() => {
@@ -65,7 +79,18 @@ function CreateForm({ session }: { session: Session }) {
     setBusy(true)
     setError('')
     try {
-      await Sandbox.create({ ...session.conn, template, ttlSeconds: ttl })
+      const resources = {
+        ...(vcpus ? { vcpus: Number(vcpus) } : {}),
+        ...(memoryMB ? { memoryMB: Number(memoryMB) } : {}),
+      }
+      await Sandbox.create({
+        ...session.conn,
+        template,
+        ttlSeconds: ttl,
+        resources,
+        network: { internet },
+        metadata: pairs(metadata),
+      })
     } catch (err) {
       setError(describeError(err))
     } finally {
@@ -94,6 +119,36 @@ function CreateForm({ session }: { session: Session }) {
           onInput={(e) => setTtl(Number(e.currentTarget.value))}
           style={{ width: '6em' }}
         />
+      </label>
+      <label>
+        vCPUs
+        <input
+          type="number"
+          min={1}
+          value={vcpus}
+          placeholder="default"
+          onInput={(e) => setVcpus(e.currentTarget.value)}
+          style={{ width: '5.5em' }}
+        />
+      </label>
+      <label>
+        Memory (MiB)
+        <input
+          type="number"
+          min={128}
+          step={128}
+          value={memoryMB}
+          placeholder="default"
+          onInput={(e) => setMemoryMB(e.currentTarget.value)}
+          style={{ width: '6.5em' }}
+        />
+      </label>
+      <label>
+        <input type="checkbox" checked={internet} onChange={(e) => setInternet(e.currentTarget.checked)} /> Internet
+      </label>
+      <label>
+        Metadata
+        <input value={metadata} placeholder="team=a user=b" onInput={(e) => setMetadata(e.currentTarget.value)} />
       </label>
       <button type="submit" disabled={busy}>
         {busy ? 'Creating…' : 'Create sandbox'}
@@ -160,6 +215,33 @@ function Row({ sbx, session, onError }: { sbx: SandboxInfo; session: Session; on
             >
               {busy === 'fork' ? 'Forking…' : 'Fork'}
             </button>
+            {sbx.state === 'running' ? (
+              <button
+                type="button"
+                class="quiet"
+                disabled={busy !== ''}
+                onClick={() => act('hibernate', async () => (await Sandbox.connect(sbx.id, session.conn)).hibernate())}
+              >
+                {busy === 'hibernate' ? 'Hibernating…' : 'Hibernate'}
+              </button>
+            ) : (
+              <button
+                type="button"
+                class="quiet"
+                disabled={busy !== ''}
+                onClick={() => act('wake', async () => (await Sandbox.connect(sbx.id, session.conn)).exec('true'))}
+              >
+                {busy === 'wake' ? 'Waking…' : 'Wake'}
+              </button>
+            )}
+            <button
+              type="button"
+              class="quiet"
+              disabled={busy !== ''}
+              onClick={() => act('snapshot', async () => (await Sandbox.connect(sbx.id, session.conn)).snapshot())}
+            >
+              {busy === 'snapshot' ? 'Snapshotting…' : 'Snapshot'}
+            </button>
             <button
               type="button"
               class="danger"
@@ -177,8 +259,12 @@ function Row({ sbx, session, onError }: { sbx: SandboxInfo; session: Session; on
 
 export function SandboxesPage({ session }: { session: Session }) {
   const [state, setState] = useState<SandboxState | ''>('')
+  const [template, setTemplate] = useState('')
+  const [metadata, setMetadata] = useState('')
   const [actionError, setActionError] = useState('')
-  const { sandboxes, error } = useLiveSandboxes(session, state)
+  const { sandboxes: all, error } = useLiveSandboxes(session, state, metadata)
+  const sandboxes = all && template ? all.filter((s) => s.template === template) : all
+  const templates = [...new Set(all?.map((s) => s.template))].sort()
   return (
     <main>
       <h1>Sandboxes</h1>
@@ -194,6 +280,26 @@ export function SandboxesPage({ session }: { session: Session }) {
               </option>
             ))}
           </select>
+        </label>
+        <label>
+          Template
+          <select value={template} onChange={(e) => setTemplate(e.currentTarget.value)} aria-label="filter by template">
+            <option value="">all</option>
+            {templates.map((t) => (
+              <option key={t} value={t}>
+                {t}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Metadata
+          <input
+            value={metadata}
+            placeholder="team=a"
+            aria-label="filter by metadata"
+            onInput={(e) => setMetadata(e.currentTarget.value)}
+          />
         </label>
       </div>
       {(error || actionError) && (
