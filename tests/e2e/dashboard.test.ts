@@ -52,6 +52,9 @@ async function look(page: Page, name: string): Promise<void> {
   for (const [size, viewport] of Object.entries(VIEWPORTS)) {
     await page.setViewportSize(viewport)
     await page.screenshot({ path: join(shots, `${name}-${size}.png`), fullPage: true })
+    // usable at that width: nothing pushes the page sideways (wide tables scroll in their own region)
+    const width = await page.evaluate(() => document.documentElement.scrollWidth)
+    assert.ok(width <= viewport.width, `${name} is ${width} px wide at ${viewport.width}`)
   }
   await page.setViewportSize(VIEWPORTS.laptop)
   assert.deepEqual(await axeViolations(page), [], `accessibility of ${name}`)
@@ -112,17 +115,33 @@ describe('dashboard', () => {
     // its page: type in the terminal and read the answer off the screen
     await page.getByRole('link', { name: id }).click()
     await page.getByRole('heading', { name: id }).waitFor()
-    await page.getByText('connected').waitFor({ timeout: 30_000 })
-    await page.getByTestId('terminal').click()
+    await page.getByText('terminal 1: connected').waitFor({ timeout: 30_000 })
+    await page.getByTestId('terminal 1').click()
     await page.keyboard.type('echo hello-$((40+2))\n')
-    await page.locator('.xterm-rows').filter({ hasText: 'hello-42' }).waitFor({ timeout: 15_000 })
+    await page
+      .getByTestId('terminal 1')
+      .locator('.xterm-rows')
+      .filter({ hasText: 'hello-42' })
+      .waitFor({ timeout: 15_000 })
+    // a second terminal in its own tab; the first keeps its screen
+    await page.getByRole('button', { name: 'New terminal' }).click()
+    await page.getByText('terminal 2: connected').waitFor({ timeout: 30_000 })
+    await page.getByTestId('terminal 2').click()
+    await page.keyboard.type('echo tab-$((1+1))\n')
+    await page
+      .getByTestId('terminal 2')
+      .locator('.xterm-rows')
+      .filter({ hasText: 'tab-2' })
+      .waitFor({ timeout: 15_000 })
+    await page.getByRole('tab', { name: 'Terminal 1' }).click()
+    assert.match((await page.getByTestId('terminal 1').locator('.xterm-rows').textContent()) ?? '', /hello-42/)
 
     // the cell's default code plots: the figure shows inline
     await page.getByRole('button', { name: /^Run/ }).click()
     const figure = page.locator('.cell-output img')
     await figure.waitFor({ timeout: 60_000 })
     assert.match((await figure.getAttribute('src')) ?? '', /^data:image\/png;base64,iVBORw0KGgo/)
-    // usage charts and the event timeline are there
+    // usage charts (once there are three samples, 5 s apart) and the event timeline are there
     await page.locator('section[aria-label="usage"] canvas').first().waitFor({ timeout: 30_000 })
     assert.equal(await page.locator('section[aria-label="usage"] figure').count(), 3)
     await page.locator('.timeline li').filter({ hasText: 'created' }).first().waitFor()
@@ -167,6 +186,8 @@ describe('dashboard', () => {
     // back on the list: fork with count 2, both forks appear live
     await page.getByRole('link', { name: '← Sandboxes' }).click()
     await page.locator(`tr[data-sandbox="${id}"]`).waitFor()
+    // its CPU and memory sparklines (the metrics endpoint samples every 5 s)
+    await page.locator(`tr[data-sandbox="${id}"] svg[aria-label^="memory"]`).waitFor({ timeout: 30_000 })
     await page.getByLabel(`fork count for ${id}`).fill('2')
     await page.locator(`tr[data-sandbox="${id}"]`).getByRole('button', { name: 'Fork' }).click()
     await page.waitForFunction(

@@ -35,7 +35,7 @@ function Chart({ title, data, labels }: { title: string; data: number[][]; label
     const colors = ['#1f5fd6', '#c2410c']
     plot.current = new uPlot(
       {
-        width: Math.max(240, box.current.clientWidth),
+        width: Math.max(200, box.current.clientWidth),
         height: 140,
         legend: { show: true },
         series: [{}, ...labels.map((label, i) => ({ label, stroke: colors[i], width: 1.5 }))],
@@ -44,7 +44,16 @@ function Chart({ title, data, labels }: { title: string; data: number[][]; label
       data as uPlot.AlignedData,
       box.current,
     )
-    return () => plot.current?.destroy()
+    // follow the box's width (a phone turned, a window resized)
+    const el = box.current
+    const observer = new ResizeObserver(() =>
+      plot.current?.setSize({ width: Math.max(200, el.clientWidth), height: 140 }),
+    )
+    observer.observe(el)
+    return () => {
+      observer.disconnect()
+      plot.current?.destroy()
+    }
   }, [labels])
   useEffect(() => plot.current?.setData(data as uPlot.AlignedData), [data])
   return (
@@ -89,11 +98,15 @@ export function MetricsCharts({ sandbox }: { sandbox: Sandbox }) {
       <h2>
         Usage <small>{`${metrics.samples.length} samples${disk}`}</small>
       </h2>
-      <div class="charts">
-        <Chart title="CPU" data={[t, cpu]} labels={CPU} />
-        <Chart title="Memory" data={[t, mem]} labels={MEMORY} />
-        <Chart title="Network" data={[t, rx, tx]} labels={NETWORK} />
-      </div>
+      {t.length < 2 ? (
+        <p class="muted">Collecting samples (one every 5 s)…</p>
+      ) : (
+        <div class="charts">
+          <Chart title="CPU" data={[t, cpu]} labels={CPU} />
+          <Chart title="Memory" data={[t, mem]} labels={MEMORY} />
+          <Chart title="Network" data={[t, rx, tx]} labels={NETWORK} />
+        </div>
+      )}
     </section>
   )
 }

@@ -7,7 +7,7 @@ import { NetworkEditor } from './network.tsx'
 import { NotebookCell } from './notebook.tsx'
 import { ProcessList } from './processes.tsx'
 import { describeError, type Session } from './session.ts'
-import { TerminalView } from './terminal.tsx'
+import { Terminals } from './terminal.tsx'
 
 export function SandboxPage({ session, id }: { session: Session; id: string }) {
   const [sandbox, setSandbox] = useState<Sandbox | null>(null)
@@ -111,7 +111,7 @@ export function SandboxPage({ session, id }: { session: Session; id: string }) {
             <>
               <MetricsCharts sandbox={sandbox} />
               <div class="panes">
-                <TerminalView sandbox={sandbox} />
+                <Terminals sandbox={sandbox} />
                 <NotebookCell sandbox={sandbox} />
               </div>
               <FileBrowser sandbox={sandbox} />

@@ -5,6 +5,7 @@ import { Sandbox } from '@forkbox/sdk'
 import { useCallback, useEffect, useState } from 'preact/hooks'
 import { ScrollRegion } from './scroll.tsx'
 import { describeError, type Session } from './session.ts'
+import { Sparklines } from './sparkline.tsx'
 
 /** `a=1 b=2` as metadata pairs. */
 function pairs(text: string): Record<string, string> {
@@ -189,6 +190,7 @@ function Row({ sbx, session, onError }: { sbx: SandboxInfo; session: Session; on
       </td>
       <td class="wide">{age(sbx.createdAt)}</td>
       <td class="wide">{ttlLeft(sbx)}</td>
+      <td class="wide">{sbx.state === 'running' ? <Sparklines id={sbx.id} session={session} /> : null}</td>
       <td class="meta wide">
         {Object.entries(sbx.metadata)
           .map(([k, v]) => `${k}=${v}`)
@@ -326,6 +328,9 @@ export function SandboxesPage({ session }: { session: Session }) {
                 </th>
                 <th scope="col" class="wide">
                   TTL left
+                </th>
+                <th scope="col" class="wide">
+                  CPU / memory
                 </th>
                 <th scope="col" class="wide">
                   Metadata

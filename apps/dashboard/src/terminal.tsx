@@ -5,7 +5,7 @@ import { Terminal } from '@xterm/xterm'
 import { useEffect, useRef, useState } from 'preact/hooks'
 import { describeError } from './session.ts'
 
-export function TerminalView({ sandbox }: { sandbox: Sandbox }) {
+function TerminalView({ sandbox, label }: { sandbox: Sandbox; label: string }) {
   const box = useRef<HTMLDivElement>(null)
   const [status, setStatus] = useState('connecting…')
   useEffect(() => {
@@ -45,11 +45,54 @@ export function TerminalView({ sandbox }: { sandbox: Sandbox }) {
     }
   }, [sandbox])
   return (
-    <section aria-label="terminal">
-      <h2>
-        Terminal <small>{status}</small>
-      </h2>
-      <div class="term-box" ref={box} data-testid="terminal" />
+    <div>
+      <p class="muted term-status">
+        {label}: {status}
+      </p>
+      <div class="term-box" ref={box} data-testid={label} />
+    </div>
+  )
+}
+
+/** Terminals in tabs: each keeps its program (and its PTY) while another is shown. */
+export function Terminals({ sandbox }: { sandbox: Sandbox }) {
+  const [tabs, setTabs] = useState([1])
+  const [active, setActive] = useState(1)
+  const add = () => {
+    const next = Math.max(...tabs) + 1
+    setTabs([...tabs, next])
+    setActive(next)
+  }
+  const close = (tab: number) => {
+    const rest = tabs.filter((t) => t !== tab)
+    setTabs(rest)
+    if (active === tab) setActive(rest.at(-1) ?? 0)
+  }
+  return (
+    <section aria-label="terminals">
+      <h2>Terminal</h2>
+      <div class="tabs">
+        <div role="tablist" aria-label="terminals" class="tablist">
+          {tabs.map((t) => (
+            <button key={t} type="button" role="tab" aria-selected={t === active} onClick={() => setActive(t)}>
+              Terminal {t}
+            </button>
+          ))}
+        </div>
+        <button type="button" class="quiet" onClick={add}>
+          New terminal
+        </button>
+        {tabs.length > 0 && (
+          <button type="button" class="quiet" onClick={() => close(active)}>
+            Close terminal {active}
+          </button>
+        )}
+      </div>
+      {tabs.map((t) => (
+        <div key={t} role="tabpanel" aria-label={`Terminal ${t}`} hidden={t !== active}>
+          <TerminalView sandbox={sandbox} label={`terminal ${t}`} />
+        </div>
+      ))}
     </section>
   )
 }
