@@ -73,6 +73,7 @@ describe('dashboard', () => {
     for (const s of await Sandbox.list(host().conn)) if (s.state === 'running') await Sandbox.kill(s.id, host().conn)
     const client = new ForkboxClient(host().conn)
     for (const s of await client.snapshots.list()) await client.snapshots.delete(s.id)
+    await client.templates.delete('dash-tpl').catch(() => {})
   })
 
   it('a wrong key is refused with a clear error, and the page loads fast', async () => {
@@ -211,11 +212,29 @@ describe('dashboard', () => {
     await fork.locator('[data-state="killed"]').waitFor({ timeout: 30_000 })
     assert.equal((await Sandbox.connect(forks[0] as string, host().conn).then((s) => s.getInfo())).state, 'killed')
 
+    // a template of this key's: its build and the build's log are on the Templates page
+    const built = await new ForkboxClient(host().conn).templates.build({
+      name: 'dash-tpl',
+      dockerfile: 'FROM forkbox:base\nRUN echo building-step-one\n',
+    })
+    assert.equal(built.status, 'ready')
+
     // the list pages: templates, snapshots, and the key's events (past then live)
     for (const heading of ['Templates', 'Snapshots', 'Events']) {
       await page.getByRole('link', { name: heading, exact: true }).click()
       await page.getByRole('heading', { name: heading }).waitFor()
-      if (heading === 'Templates') await page.getByRole('cell', { name: 'code-interpreter' }).first().waitFor()
+      if (heading === 'Templates') {
+        await page.getByRole('cell', { name: 'code-interpreter' }).first().waitFor()
+        await page
+          .getByRole('row', { name: /dash-tpl/ })
+          .getByRole('button', { name: 'Builds' })
+          .click()
+        await page.getByRole('button', { name: 'version 1' }).click()
+        await page
+          .getByRole('region', { name: /^log of build/ })
+          .filter({ hasText: 'building-step-one' })
+          .waitFor()
+      }
       if (heading === 'Events') await page.getByRole('cell', { name: 'killed' }).first().waitFor()
       if (heading === 'Snapshots') await page.getByRole('button', { name: 'Start sandbox' }).waitFor()
       await look(page, heading.toLowerCase())

@@ -1,6 +1,13 @@
 // The list pages: templates, snapshots (start a sandbox from one), and the live events of every
 // sandbox of this key.
-import { Sandbox, type SandboxEvent, type SnapshotInfo, type TemplateListing } from '@forkbox/sdk'
+import {
+  type BuildLogEntry,
+  Sandbox,
+  type SandboxEvent,
+  type SnapshotInfo,
+  type TemplateListing,
+  type UserTemplate,
+} from '@forkbox/sdk'
 import { useEffect, useState } from 'preact/hooks'
 import { ScrollRegion } from './scroll.tsx'
 import { describeError, type Session } from './session.ts'
@@ -22,8 +29,58 @@ function ErrorLine({ error }: { error: string }) {
   ) : null
 }
 
+/** A user template's builds, and the log of one (followed live while it builds). */
+function Builds({ session, name }: { session: Session; name: string }) {
+  const { value: template, error } = useLoad<UserTemplate>(() => session.client.templates.get(name), [session, name])
+  const [build, setBuild] = useState<string | null>(null)
+  const [log, setLog] = useState<BuildLogEntry[]>([])
+  const [logError, setLogError] = useState('')
+  useEffect(() => {
+    if (!build) return
+    const abort = new AbortController()
+    setLog([])
+    setLogError('')
+    ;(async () => {
+      for await (const line of session.client.templates.logs(build, { follow: true, signal: abort.signal }))
+        setLog((all) => [...all, line])
+    })().catch((err) => {
+      if (!abort.signal.aborted) setLogError(describeError(err))
+    })
+    return () => abort.abort()
+  }, [session, build])
+  const shown = template?.builds.find((b) => b.id === build)
+  return (
+    <section aria-label={`builds of ${name}`} class="builds">
+      <h2>Builds of {name}</h2>
+      <ErrorLine error={error || logError} />
+      <ul class="files">
+        {template?.builds.map((b) => (
+          <li key={b.id}>
+            <button type="button" class="link" onClick={() => setBuild(b.id)}>
+              version {b.version}
+            </button>
+            <span class={`state ${b.status === 'failed' ? 'errored' : b.status === 'ready' ? 'running' : ''}`}>
+              {b.status}
+            </span>
+            <span class="muted">{new Date(b.createdAt).toLocaleString()}</span>
+          </li>
+        ))}
+      </ul>
+      {build && (
+        <ScrollRegion class="scroll-output" label={`log of build ${build}`}>
+          <pre>
+            {log.map((l) => `${l.message}\n`).join('')}
+            {shown?.error ? `\n${shown.error.code}: ${shown.error.message}` : ''}
+          </pre>
+        </ScrollRegion>
+      )}
+    </section>
+  )
+}
+
 export function TemplatesPage({ session }: { session: Session }) {
   const { value: templates, error } = useLoad<TemplateListing[]>(() => session.client.templates.list(), [session])
+  const [open, setOpen] = useState<string | null>(null)
   return (
     <main>
       <h1>Templates</h1>
@@ -42,6 +99,9 @@ export function TemplatesPage({ session }: { session: Session }) {
                 <th scope="col" class="wide">
                   Description
                 </th>
+                <th scope="col">
+                  <span class="visually-hidden">Builds</span>
+                </th>
               </tr>
             </thead>
             <tbody>
@@ -54,12 +114,20 @@ export function TemplatesPage({ session }: { session: Session }) {
                     {t.defaults.vcpus} vCPU, {t.defaults.memoryMB} MiB
                   </td>
                   <td class="wide">{t.description}</td>
+                  <td>
+                    {t.id !== null && (
+                      <button type="button" class="quiet" onClick={() => setOpen(open === t.name ? null : t.name)}>
+                        Builds
+                      </button>
+                    )}
+                  </td>
                 </tr>
               ))}
             </tbody>
           </table>
         </ScrollRegion>
       )}
+      {open && <Builds session={session} name={open} />}
     </main>
   )
 }
