@@ -183,6 +183,14 @@ describe('dashboard', () => {
     await page.getByLabel('code').fill('1 / 0')
     await page.getByRole('button', { name: /^Run/ }).click()
     await page.locator('.traceback').filter({ hasText: 'ZeroDivisionError' }).waitFor({ timeout: 30_000 })
+    // interrupt a long cell: it stops, and the kernel (its variables) carries on
+    await page.getByLabel('code').fill('import time\nkept = 41\ntime.sleep(60)')
+    await page.getByRole('button', { name: /^Run/ }).click()
+    await page.getByRole('button', { name: 'Interrupt' }).click()
+    await page.getByRole('alert').filter({ hasText: 'Interrupted.' }).waitFor({ timeout: 10_000 })
+    await page.getByLabel('code').fill('kept + 1')
+    await page.getByRole('button', { name: /^Run/ }).click()
+    await page.locator('.cell-output .result').filter({ hasText: '42' }).waitFor({ timeout: 30_000 })
 
     // back on the list: fork with count 2, both forks appear live
     await page.getByRole('link', { name: '← Sandboxes' }).click()

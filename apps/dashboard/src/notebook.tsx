@@ -36,7 +36,9 @@ export function NotebookCell({ sandbox }: { sandbox: Sandbox }) {
         }),
       )
     } catch (err) {
-      setError(describeError(err))
+      // leaving the request interrupts the cell in the kernel (the guest sends it SIGINT); the
+      // kernel's variables stay
+      setError(abort.current.signal.aborted ? 'Interrupted.' : describeError(err))
     } finally {
       setRunning(false)
     }

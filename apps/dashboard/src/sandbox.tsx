@@ -59,6 +59,7 @@ export function SandboxPage({ session, id }: { session: Session; id: string }) {
     }
   }
   const running = info?.state === 'running'
+  const [forks, setForks] = useState(1)
   return (
     <main>
       <p>
@@ -100,6 +101,25 @@ export function SandboxPage({ session, id }: { session: Session; id: string }) {
               <button type="button" onClick={() => act(() => sandbox.exec('true'))}>
                 Wake
               </button>
+            )}
+            {running && (
+              <>
+                <button type="button" class="quiet" onClick={() => act(() => sandbox.snapshot())}>
+                  Snapshot
+                </button>
+                <input
+                  type="number"
+                  min={1}
+                  max={16}
+                  value={forks}
+                  aria-label="fork count"
+                  onInput={(e) => setForks(Number(e.currentTarget.value))}
+                  style={{ width: '3.5em' }}
+                />
+                <button type="button" class="quiet" onClick={() => act(() => sandbox.fork({ count: forks }))}>
+                  Fork
+                </button>
+              </>
             )}
             {(running || info.state === 'hibernated') && (
               <button type="button" class="danger" onClick={() => act(() => sandbox.kill())}>
