@@ -113,7 +113,7 @@ export function TemplatesPage({ session }: { session: Session }) {
                   <td class="wide">
                     {t.defaults.vcpus} vCPU, {t.defaults.memoryMB} MiB
                   </td>
-                  <td class="wide">{t.description}</td>
+                  <td class="wide desc">{t.description}</td>
                   <td>
                     {t.id !== null && (
                       <button type="button" class="quiet" onClick={() => setOpen(open === t.name ? null : t.name)}>

@@ -25,25 +25,35 @@ export async function startHost(
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 })
   chmodSync(config.dataDir, 0o700)
   const agent = new LocalAgent(defaultAgentConfig(agentSettingsOf(config)))
-  // first, before anything of ours exists: remove what a previous process left
-  await agent.reconcile()
-  for (const t of config.prebuild) await agent.ensureTemplate(t, onTemplateProgress)
-  const cp = await createControlPlane({
-    agent,
-    config: {
-      dbPath: join(config.dataDir, 'forkbox.db'),
-      databaseUrl: config.databaseUrl,
-      logLevel: config.logLevel,
-      maxSandboxes: config.maxSandboxes,
-      idleTimeoutSeconds: config.idleTimeoutSeconds,
-      idleAction: config.idleAction,
-      freezeAfterSeconds: config.freezeAfterSeconds,
-      sandboxDomain: config.sandboxDomain,
-      portsPathRoute: config.portsPathRoute,
-      corsOrigins: config.corsOrigins,
-    },
-  })
-  const served = await serveControlPlane(cp, config)
+  let cp: Awaited<ReturnType<typeof createControlPlane>> | undefined
+  let served: Awaited<ReturnType<typeof serveControlPlane>>
+  try {
+    // first, before anything of ours exists: remove what a previous process left
+    await agent.reconcile()
+    for (const t of config.prebuild) await agent.ensureTemplate(t, onTemplateProgress)
+    cp = await createControlPlane({
+      agent,
+      config: {
+        dbPath: join(config.dataDir, 'forkbox.db'),
+        databaseUrl: config.databaseUrl,
+        logLevel: config.logLevel,
+        maxSandboxes: config.maxSandboxes,
+        idleTimeoutSeconds: config.idleTimeoutSeconds,
+        idleAction: config.idleAction,
+        freezeAfterSeconds: config.freezeAfterSeconds,
+        sandboxDomain: config.sandboxDomain,
+        portsPathRoute: config.portsPathRoute,
+        corsOrigins: config.corsOrigins,
+      },
+    })
+    served = await serveControlPlane(cp, config)
+  } catch (err) {
+    // a start that fails (the network block in use, the port taken) leaves nothing of ours behind:
+    // the agent's state and fork scratch dirs go with it
+    await cp?.close().catch(() => {})
+    await agent.close().catch(() => {})
+    throw err
+  }
   const { port, url } = served
   return {
     url,
@@ -53,7 +63,7 @@ export async function startHost(
     async close() {
       await served.close()
       await agent.close()
-      await cp.close()
+      await cp?.close()
     },
   }
 }
