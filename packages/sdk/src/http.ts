@@ -112,13 +112,9 @@ export class HttpClient {
     this.#maxRetries = Math.max(0, options.maxRetries ?? DEFAULT_MAX_RETRIES)
   }
 
-  /** The Authorization header value (for connections fetch cannot make, e.g. WebSockets). */
+  /** The key, for connections fetch cannot make (terminals' WebSockets). */
   get apiKey(): string {
     return this.#apiKey
-  }
-
-  get authorization(): string {
-    return `Bearer ${this.#apiKey}`
   }
 
   async json<T>(spec: RequestSpec): Promise<T> {

@@ -1,6 +1,7 @@
 // What the SDK needs that only some runtimes have, as Node (and Deno, Bun) provide it: the
 // environment, the credentials file, local build contexts, and WebSockets that can send headers.
 // The browser/edge build swaps this module for web.ts (tsdown.config.ts); both export the same names.
+import { Buffer } from 'node:buffer'
 import { createReadStream, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { readFile, stat } from 'node:fs/promises'
 import { homedir } from 'node:os'
@@ -9,6 +10,15 @@ import WebSocket from 'ws'
 import type { SocketHandlers, SocketLike } from './socket.ts'
 
 export { tarDirectory } from './tar-directory.ts'
+
+export function toBase64(data: Uint8Array): string {
+  return Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('base64')
+}
+
+/** A plain Uint8Array copy, so callers never hold a view onto Buffer's shared pool. */
+export function fromBase64(text: string): Uint8Array {
+  return Uint8Array.from(Buffer.from(text, 'base64'))
+}
 
 /** The process environment, for FORKBOX_API_KEY / FORKBOX_URL. */
 export function environment(): Record<string, string | undefined> {

@@ -8,6 +8,22 @@ function unsupported(what: string): ForkboxError {
   return new ForkboxError('UNSUPPORTED_BY_RUNTIME', `${what} needs a file system: use the Node build of @forkbox/sdk`)
 }
 
+// btoa/atob take "binary strings" (one char per byte)
+const CHUNK = 0x8000
+
+export const toBase64: typeof Node.toBase64 = (data) => {
+  let binary = ''
+  for (let i = 0; i < data.length; i += CHUNK) binary += String.fromCharCode(...data.subarray(i, i + CHUNK))
+  return btoa(binary)
+}
+
+export const fromBase64: typeof Node.fromBase64 = (text) => {
+  const binary = atob(text)
+  const out = new Uint8Array(binary.length)
+  for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i)
+  return out
+}
+
 /** Workers with Node compatibility have a `process.env`; browsers have none. */
 export const environment: typeof Node.environment = () =>
   (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env ?? {}
