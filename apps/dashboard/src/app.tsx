@@ -2,6 +2,7 @@
 import { useEffect, useState } from 'preact/hooks'
 import { KeysPage } from './keys.tsx'
 import { EventsPage, SnapshotsPage, TemplatesPage } from './lists.tsx'
+import { ErrorLine } from './live.tsx'
 import { SandboxPage } from './sandbox.tsx'
 import { SandboxesPage } from './sandboxes.tsx'
 import { describeError, restore, type Session, signIn, signOut } from './session.ts'
@@ -55,11 +56,7 @@ function SignIn({ onSession }: { onSession: (s: Session) => void }) {
         <button type="submit" disabled={busy || key.trim() === ''}>
           Sign in
         </button>
-        {error && (
-          <p class="error" role="alert">
-            {error}
-          </p>
-        )}
+        <ErrorLine error={error} />
       </form>
     </main>
   )

@@ -3,6 +3,7 @@
 // with a progress bar per file. Uploads and downloads go through signed URLs the SDK asks for.
 import type { FileEntry, Sandbox } from '@forkbox/sdk'
 import { useCallback, useEffect, useState } from 'preact/hooks'
+import { ErrorLine } from './live.tsx'
 import { ScrollRegion } from './scroll.tsx'
 import { describeError } from './session.ts'
 
@@ -167,11 +168,7 @@ export function FileBrowser({ sandbox, start = '/work' }: { sandbox: Sandbox; st
           </div>
         ))}
       </div>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <ErrorLine error={error} />
       {entries && (
         <ul class="files" aria-label={`contents of ${dir}`}>
           {entries.map((e) => (

@@ -1,6 +1,7 @@
 // API keys (the admin key only): create (the secret is shown once), list, revoke.
 import type { ApiKeyInfo } from '@forkbox/sdk'
 import { useCallback, useEffect, useState } from 'preact/hooks'
+import { ErrorLine } from './live.tsx'
 import { ScrollRegion } from './scroll.tsx'
 import { describeError, type Session } from './session.ts'
 
@@ -49,11 +50,7 @@ export function KeysPage({ session }: { session: Session }) {
           New key (shown once): <code>{secret}</code>
         </p>
       )}
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <ErrorLine error={error} />
       {keys && (
         <ScrollRegion label="API keys">
           <table>

@@ -9,6 +9,7 @@ import {
   type UserTemplate,
 } from '@forkbox/sdk'
 import { useEffect, useState } from 'preact/hooks'
+import { ErrorLine, useEvents } from './live.tsx'
 import { ScrollRegion } from './scroll.tsx'
 import { describeError, type Session } from './session.ts'
 
@@ -19,14 +20,6 @@ function useLoad<T>(load: () => Promise<T>, deps: unknown[]): { value: T | null;
     load().then(setValue, (err) => setError(describeError(err)))
   }, deps)
   return { value, error }
-}
-
-function ErrorLine({ error }: { error: string }) {
-  return error ? (
-    <p class="error" role="alert">
-      {error}
-    </p>
-  ) : null
 }
 
 /** A user template's builds, and the log of one (followed live while it builds). */
@@ -195,16 +188,7 @@ export function SnapshotsPage({ session }: { session: Session }) {
 export function EventsPage({ session }: { session: Session }) {
   const [events, setEvents] = useState<SandboxEvent[]>([])
   const [error, setError] = useState('')
-  useEffect(() => {
-    const abort = new AbortController()
-    ;(async () => {
-      for await (const e of session.client.events({ signal: abort.signal }))
-        setEvents((all) => [e, ...all].slice(0, 500))
-    })().catch((err) => {
-      if (!abort.signal.aborted) setError(describeError(err))
-    })
-    return () => abort.abort()
-  }, [session])
+  useEvents(session, { onEvent: (e) => setEvents((all) => [e, ...all].slice(0, 500)), onError: setError })
   return (
     <main>
       <h1>Events</h1>

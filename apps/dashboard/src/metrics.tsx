@@ -1,31 +1,9 @@
 // Live CPU, memory and network charts (uPlot) from the metrics endpoint, which samples every 5 s.
-import type { Sandbox, SandboxMetrics } from '@forkbox/sdk'
-import { useEffect, useRef, useState } from 'preact/hooks'
+import type { Sandbox } from '@forkbox/sdk'
+import { useEffect, useRef } from 'preact/hooks'
 import uPlot from 'uplot'
 import 'uplot/dist/uPlot.min.css'
-
-type Sample = SandboxMetrics['samples'][number]
-
-/** Per-interval rates from cumulative samples: CPU %, memory MiB, network KiB/s in and out. */
-function series(samples: Sample[]): [number[], number[], number[], number[], number[]] {
-  const t: number[] = []
-  const cpu: number[] = []
-  const mem: number[] = []
-  const rx: number[] = []
-  const tx: number[] = []
-  for (let i = 1; i < samples.length; i++) {
-    const a = samples[i - 1] as Sample
-    const b = samples[i] as Sample
-    const dt = (Date.parse(b.at) - Date.parse(a.at)) / 1000
-    if (dt <= 0) continue
-    t.push(Date.parse(b.at) / 1000)
-    cpu.push(Math.max(0, ((b.cpuSeconds - a.cpuSeconds) / dt) * 100))
-    mem.push(b.memoryBytes / 1024 ** 2)
-    rx.push(Math.max(0, (b.networkRxBytes - a.networkRxBytes) / dt / 1024))
-    tx.push(Math.max(0, (b.networkTxBytes - a.networkTxBytes) / dt / 1024))
-  }
-  return [t, cpu, mem, rx, tx]
-}
+import { series, useMetrics } from './usage.ts'
 
 function Chart({ title, data, labels }: { title: string; data: number[][]; labels: string[] }) {
   const box = useRef<HTMLDivElement>(null)
@@ -69,24 +47,7 @@ const MEMORY = ['MiB']
 const NETWORK = ['in KiB/s', 'out KiB/s']
 
 export function MetricsCharts({ sandbox }: { sandbox: Sandbox }) {
-  const [metrics, setMetrics] = useState<SandboxMetrics | null>(null)
-  useEffect(() => {
-    let stop = false
-    const tick = async () => {
-      try {
-        const m = await sandbox.getMetrics()
-        if (!stop) setMetrics(m)
-      } catch {
-        // a sandbox that stopped has no new samples: keep the last ones
-      }
-    }
-    void tick()
-    const timer = setInterval(tick, 5000)
-    return () => {
-      stop = true
-      clearInterval(timer)
-    }
-  }, [sandbox])
+  const metrics = useMetrics(sandbox)
   if (!metrics) return null
   const [t, cpu, mem, rx, tx] = series(metrics.samples)
   const disk =

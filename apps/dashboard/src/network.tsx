@@ -2,6 +2,7 @@
 // (each port is its own origin; the access token in the link lets the browser in once).
 import type { Sandbox, SandboxInfo } from '@forkbox/sdk'
 import { useEffect, useState } from 'preact/hooks'
+import { ErrorLine } from './live.tsx'
 import { describeError } from './session.ts'
 
 const lines = (text: string) =>
@@ -73,11 +74,7 @@ export function NetworkEditor({
         <button type="submit">Save network</button>
         {status && <span role="status">{status}</span>}
       </form>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <ErrorLine error={error} />
       {policy.ports.length > 0 && (
         <ul class="ports" aria-label="exposed ports">
           {policy.ports.map((p) => (

@@ -2,6 +2,7 @@
 // then its results (text, HTML tables, images) and its error with the traceback.
 import type { Execution, Result, Sandbox } from '@forkbox/sdk'
 import { useRef, useState } from 'preact/hooks'
+import { ErrorLine } from './live.tsx'
 import { describeError } from './session.ts'
 
 function ResultView({ result }: { result: Result }) {
@@ -79,11 +80,7 @@ export function NotebookCell({ sandbox }: { sandbox: Sandbox }) {
             {`${execution.error.name}: ${execution.error.value}\n${execution.error.traceback}`}
           </pre>
         )}
-        {error && (
-          <p class="error" role="alert">
-            {error}
-          </p>
-        )}
+        <ErrorLine error={error} />
       </div>
     </section>
   )

@@ -1,6 +1,7 @@
 // Background processes: what is running, and the output of one as it is written.
 import type { ProcessInfo, Sandbox } from '@forkbox/sdk'
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks'
+import { ErrorLine } from './live.tsx'
 import { ScrollRegion } from './scroll.tsx'
 import { describeError } from './session.ts'
 
@@ -45,11 +46,7 @@ export function ProcessList({ sandbox }: { sandbox: Sandbox }) {
           Refresh
         </button>
       </h2>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <ErrorLine error={error} />
       {processes?.length === 0 && (
         <p class="muted">
           None: start one with `exec(cmd, {'{'} background: true {'}'})`.

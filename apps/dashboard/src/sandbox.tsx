@@ -2,6 +2,7 @@
 import { Sandbox, type SandboxEvent, type SandboxInfo } from '@forkbox/sdk'
 import { useCallback, useEffect, useState } from 'preact/hooks'
 import { FileBrowser } from './files.tsx'
+import { ErrorLine, useEvents } from './live.tsx'
 import { MetricsCharts } from './metrics.tsx'
 import { NetworkEditor } from './network.tsx'
 import { NotebookCell } from './notebook.tsx'
@@ -33,23 +34,12 @@ export function SandboxPage({ session, id }: { session: Session; id: string }) {
       setError(describeError(err))
     }
   }, [sandbox])
-  useEffect(() => {
-    void refresh()
-    // the facts follow the sandbox's own events (refetched at most every 150 ms)
-    const abort = new AbortController()
-    let timer: ReturnType<typeof setTimeout> | undefined
-    ;(async () => {
-      for await (const e of session.client.events({ sandboxId: id, signal: abort.signal })) {
-        setEvents((all) => [...all, e].slice(-50))
-        clearTimeout(timer)
-        timer = setTimeout(refresh, 150)
-      }
-    })().catch(() => {})
-    return () => {
-      abort.abort()
-      clearTimeout(timer)
-    }
-  }, [id, session, refresh])
+  // the facts follow the sandbox's own events (a new stream replays the past ones: kept once)
+  useEvents(session, {
+    sandboxId: id,
+    refresh,
+    onEvent: (e) => setEvents((all) => (all.some((x) => x.id === e.id) ? all : [...all, e].slice(-50))),
+  })
   const act = async (call: () => Promise<unknown>) => {
     setError('')
     try {
@@ -66,11 +56,7 @@ export function SandboxPage({ session, id }: { session: Session; id: string }) {
         <a href="#/">← Sandboxes</a>
       </p>
       <h1>{id}</h1>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <ErrorLine error={error} />
       {info && sandbox && (
         <>
           <dl class="facts">

@@ -3,6 +3,7 @@
 import type { SandboxInfo, SandboxState, TemplateListing } from '@forkbox/sdk'
 import { Sandbox } from '@forkbox/sdk'
 import { useCallback, useEffect, useState } from 'preact/hooks'
+import { ErrorLine, useEvents } from './live.tsx'
 import { ScrollRegion } from './scroll.tsx'
 import { describeError, type Session } from './session.ts'
 import { Sparklines } from './sparkline.tsx'
@@ -42,23 +43,7 @@ function useLiveSandboxes(session: Session, state: SandboxState | '', metadata: 
       setError(describeError(err))
     }
   }, [session, state, metadata])
-  useEffect(() => {
-    const abort = new AbortController()
-    let timer: ReturnType<typeof setTimeout> | undefined
-    void refresh()
-    ;(async () => {
-      for await (const _event of session.client.events({ signal: abort.signal })) {
-        clearTimeout(timer)
-        timer = setTimeout(refresh, 150)
-      }
-    })().catch((err) => {
-      if (!abort.signal.aborted) setError(`live updates stopped: ${describeError(err)}`)
-    })
-    return () => {
-      abort.abort()
-      clearTimeout(timer)
-    }
-  }, [session, refresh])
+  useEvents(session, { refresh, onError: (m) => setError(`live updates stopped: ${m}`) })
   return { sandboxes, error, refresh }
 }
 
@@ -154,11 +139,7 @@ function CreateForm({ session }: { session: Session }) {
       <button type="submit" disabled={busy}>
         {busy ? 'Creating…' : 'Create sandbox'}
       </button>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <ErrorLine error={error} />
     </form>
   )
 }
@@ -304,11 +285,7 @@ export function SandboxesPage({ session }: { session: Session }) {
           />
         </label>
       </div>
-      {(error || actionError) && (
-        <p class="error" role="alert">
-          {error || actionError}
-        </p>
-      )}
+      <ErrorLine error={error || actionError} />
       {sandboxes === null ? (
         <p>Loading…</p>
       ) : sandboxes.length === 0 ? (

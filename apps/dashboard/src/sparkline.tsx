@@ -1,8 +1,9 @@
 // CPU and memory of one running sandbox as two small lines in its list row, from the metrics
 // endpoint's 5 s samples (the last 24, two minutes).
-import { Sandbox, type SandboxMetrics } from '@forkbox/sdk'
+import { Sandbox } from '@forkbox/sdk'
 import { useEffect, useState } from 'preact/hooks'
 import type { Session } from './session.ts'
+import { series, useMetrics } from './usage.ts'
 
 function Line({ values, label, max }: { values: number[]; label: string; max: number }) {
   const w = 60
@@ -19,38 +20,21 @@ function Line({ values, label, max }: { values: number[]; label: string; max: nu
 }
 
 export function Sparklines({ id, session }: { id: string; session: Session }) {
-  const [metrics, setMetrics] = useState<SandboxMetrics | null>(null)
+  const [sandbox, setSandbox] = useState<Sandbox | null>(null)
   useEffect(() => {
-    let stop = false
-    let timer: ReturnType<typeof setInterval> | undefined
+    let current = true
     Sandbox.connect(id, session.conn).then(
-      (sbx) => {
-        const tick = () =>
-          sbx.getMetrics().then(
-            (m) => !stop && setMetrics(m),
-            () => {},
-          )
-        void tick()
-        timer = setInterval(tick, 5000)
-      },
+      (sbx) => current && setSandbox(sbx),
       () => {},
     )
     return () => {
-      stop = true
-      clearInterval(timer)
+      current = false
     }
   }, [id, session])
-  const samples = metrics?.samples.slice(-25) ?? []
-  if (samples.length < 2) return <span class="muted">…</span>
-  const cpu: number[] = []
-  for (let i = 1; i < samples.length; i++) {
-    const a = samples[i - 1]
-    const b = samples[i]
-    if (!a || !b) continue
-    const dt = (Date.parse(b.at) - Date.parse(a.at)) / 1000
-    cpu.push(dt > 0 ? Math.max(0, ((b.cpuSeconds - a.cpuSeconds) / dt) * 100) : 0)
-  }
-  const mem = samples.slice(1).map((s) => s.memoryBytes / 1024 ** 2)
+  const metrics = useMetrics(sandbox)
+  // the last 24 intervals: two minutes
+  const [, cpu, mem] = series(metrics?.samples.slice(-25) ?? [])
+  if (cpu.length === 0) return <span class="muted">…</span>
   return (
     <span class="sparks">
       <Line values={cpu} max={100} label={`CPU ${Math.round(cpu.at(-1) ?? 0)}%`} />
