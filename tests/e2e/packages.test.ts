@@ -61,6 +61,22 @@ async function project(name: string, ...packages: string[]): Promise<string> {
   return dir
 }
 
+/**
+ * publint (`--strict`: a warning fails as an error would) on the package as packed, and attw on
+ * its tarball, find no problem (`withoutNode10`: none but node10 resolution's).
+ */
+async function assertLintsClean(dir: string, tarball: string, { withoutNode10 = false } = {}): Promise<void> {
+  const lint = await run(bin('publint'), ['run', join(root, dir), '--strict', '--pack', 'npm'])
+  assert.doesNotMatch(lint.stdout, /Errors|Warnings|Suggestions/, lint.stdout)
+  const profile = withoutNode10 ? ['--profile', 'node16'] : []
+  const types = await run(bin('attw'), [tarball, ...profile, '--format', 'json'], { maxBuffer: 64 * 1024 * 1024 })
+  const report = JSON.parse(types.stdout) as { problems?: Record<string, { resolutionKind?: string }[]> }
+  const problems = Object.values(report.problems ?? {})
+    .flat()
+    .filter((p) => !(withoutNode10 && p.resolutionKind === 'node10'))
+  assert.deepEqual(problems, [], types.stdout.slice(0, 2000))
+}
+
 /** The environment of a user's shell that knows only the server: no repo, no credentials file. */
 function userEnv(): NodeJS.ProcessEnv {
   const { url, apiKey } = host().conn
@@ -102,27 +118,12 @@ describe('installable packages', () => {
     )
     const manifest = JSON.parse((await run('tar', ['-xzOf', tarballs.sdk, 'package/package.json'])).stdout)
     for (const dep of Object.keys(manifest.dependencies)) assert.ok(!dep.startsWith('@forkbox/'), dep)
-    // publint on the package as packed, attw on the tarball itself
-    // --strict: a warning fails it as an error would
-    const lint = await run(bin('publint'), ['run', join(root, 'packages/sdk'), '--strict', '--pack', 'npm'])
-    assert.doesNotMatch(lint.stdout, /Errors|Warnings|Suggestions/, lint.stdout)
-    const types = await run(bin('attw'), [tarballs.sdk, '--format', 'json'], { maxBuffer: 64 * 1024 * 1024 })
-    const report = JSON.parse(types.stdout) as { problems?: unknown[] | Record<string, unknown> }
-    assert.equal(Object.keys(report.problems ?? {}).length, 0, types.stdout.slice(0, 2000))
+    await assertLintsClean('packages/sdk', tarballs.sdk)
   })
 
   it('@forkbox/ai installs beside the SDK and the AI SDK, lints clean, and its tools run a cell for a mock model', async () => {
-    const lint = await run(bin('publint'), ['run', join(root, 'packages/ai'), '--strict', '--pack', 'npm'])
-    assert.doesNotMatch(lint.stdout, /Errors|Warnings|Suggestions/, lint.stdout)
     // its entry points are subpaths, which node10 resolution (no `exports`) cannot reach by design
-    const types = await run(bin('attw'), [tarballs.ai, '--profile', 'node16', '--format', 'json'], {
-      maxBuffer: 64 * 1024 * 1024,
-    })
-    const report = JSON.parse(types.stdout) as { problems?: Record<string, { resolutionKind?: string }[]> }
-    const problems = Object.values(report.problems ?? {})
-      .flat()
-      .filter((p) => p.resolutionKind !== 'node10')
-    assert.deepEqual(problems, [])
+    await assertLintsClean('packages/ai', tarballs.ai, { withoutNode10: true })
     const dir = await project('ai', tarballs.sdk, tarballs.ai, 'ai@6')
     writeFileSync(
       join(dir, 'app.mjs'),
