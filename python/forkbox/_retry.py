@@ -1,4 +1,4 @@
-"""The retry policy both clients share, the same as the TypeScript SDK's: 429 and 503 are retried
+"""The retry policy both clients share, the same as the TypeScript SDK's: 429 (with Retry-After) and 503 are retried
 for any call, a connection error only for GET and DELETE (a POST may have acted before the
 connection broke), at most ``max_retries`` times, with jittered exponential backoff or the
 server's ``Retry-After`` (seconds), never waiting more than 5 s."""
@@ -34,7 +34,10 @@ class RetryPolicy:
         self.max_retries = max(0, DEFAULT_MAX_RETRIES if max_retries is None else max_retries)
 
     def after_status(self, attempt: int, status: int, retry_after: Optional[str]) -> Optional[float]:
-        """Seconds to wait before retrying a response with this status, or None: do not retry."""
+        """Seconds to wait before retrying a response with this status, or None: do not retry.
+        A 429 without ``Retry-After`` is a quota (``QUOTA_EXCEEDED``), which waiting does not free."""
+        if status == 429 and retry_after is None:
+            return None
         if status in RETRYABLE_STATUSES and attempt < self.max_retries:
             return delay_seconds(attempt, retry_after)
         return None

@@ -66,20 +66,22 @@ const host = useTestHost({
 after(() => rmSync(certs, { recursive: true, force: true }))
 
 describe('the edge over TLS', () => {
-  it('serves HTTPS with the operator certificate, and nothing in plain HTTP', async () => {
+  it('serves HTTPS with the operator certificate and HSTS, and nothing in plain HTTP', async () => {
     assert.equal(host().conn.url, `https://${ADDR}:443`)
-    const status = await new Promise<number>((resolve, reject) => {
+    const { status, hsts } = await new Promise<{ status: number; hsts: unknown }>((resolve, reject) => {
       const req = request(
         { host: ADDR, port: 443, path: '/healthz', servername: `api.${DOMAIN}`, ca: [readFileSync(files.ca)] },
         (res) => {
           res.resume()
-          resolve(res.statusCode ?? 0)
+          resolve({ status: res.statusCode ?? 0, hsts: res.headers['strict-transport-security'] })
         },
       )
       req.on('error', reject)
       req.end()
     })
     assert.equal(status, 200)
+    // browsers are told to come back over HTTPS only
+    assert.equal(hsts, 'max-age=31536000')
     const plain = await fetch(`http://${ADDR}:443/healthz`).then(
       (r) => r.status,
       () => 'refused',

@@ -53,6 +53,17 @@ export const AgentSettings = z.object({
    * looked at (gVisor's own timekeeping costs an idle sandbox ~2.2%; docs/design-notes.md).
    */
   freezeMaxCpuPercent: z.number().min(0).max(100).default(5),
+  /**
+   * The watchdog (sandboxes/watchdog.ts): a running guest not heard from for `heartbeatMs` is
+   * pinged, and one that does not answer within `pingDeadlineMs` is errored `guest_unresponsive`.
+   */
+  watchdog: z
+    .object({
+      intervalMs: z.number().int().min(10).optional(),
+      heartbeatMs: z.number().int().min(10).optional(),
+      pingDeadlineMs: z.number().int().min(10).optional(),
+    })
+    .default({}),
   /** Restored, never-used sandboxes kept ready per template, at least (0 turns the pool off). */
   poolSize: z.number().int().min(0).max(64).default(2),
   /** At most this many per template: a pool grows toward its template's recent peak of creates. */

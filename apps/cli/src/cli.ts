@@ -16,6 +16,7 @@ import { registerShell } from './commands/shell.ts'
 import { registerSnapshot } from './commands/snapshot.ts'
 import { registerTemplate } from './commands/template.ts'
 import { registerUp } from './commands/up.ts'
+import { registerUsage } from './commands/usage.ts'
 import type { CliContext } from './context.ts'
 
 /** Commander's `error: unknown option '-x'` as `forkbox: USAGE: unknown option '-x'`, with a hint. */
@@ -47,6 +48,7 @@ export function buildProgram(ctx: CliContext): Command {
   registerFork(program, ctx)
   registerHibernate(program, ctx)
   registerKeys(program, ctx)
+  registerUsage(program, ctx)
   registerTemplate(program, ctx)
   registerMcp(program, ctx)
   return program

@@ -17,6 +17,9 @@ export interface TemplateProgress {
 export interface StartHostOptions {
   port?: number
   host?: string
+  /** HTTPS: a PEM certificate chain and its key (both or neither). */
+  tlsCertFile?: string
+  tlsKeyFile?: string
   onTemplateProgress?: (progress: TemplateProgress) => void
 }
 
@@ -36,7 +39,7 @@ export interface RunningAgentHost {
 /** The part of @forkbox/host `up`, `server` and `agent` use; declared here so the CLI type-checks without the host. */
 export interface HostModule {
   startHost(options?: StartHostOptions): Promise<RunningHost>
-  startServerHost?(options?: { port?: number; host?: string }): Promise<RunningHost>
+  startServerHost?(options?: Omit<StartHostOptions, 'onTemplateProgress'>): Promise<RunningHost>
   startAgentHost?(options?: StartHostOptions): Promise<RunningAgentHost>
 }
 

@@ -25,3 +25,28 @@ export function collectPair(value: string, previous: Record<string, string> = {}
 export function commandFrom(words: string[]): string | string[] {
   return words.length === 1 && words[0] !== undefined ? words[0] : words
 }
+
+/** A whole number at least 0 (a quota). */
+export function parseCount(value: string): number {
+  const n = Number(value)
+  if (value.trim() === '' || !Number.isInteger(n) || n < 0)
+    throw new InvalidArgumentError('expected a whole number, 0 or more')
+  return n
+}
+
+/** `perSecond/burst` (`10/50`): a rate limit. */
+export function parseRate(value: string): { perSecond: number; burst: number } {
+  const m = /^(\d+(?:\.\d+)?)\/(\d+)$/.exec(value.trim())
+  const perSecond = Number(m?.[1])
+  const burst = Number(m?.[2])
+  if (!m || !(perSecond > 0) || !(burst >= 1)) throw new InvalidArgumentError('expected perSecond/burst, e.g. 10/50')
+  return { perSecond, burst }
+}
+
+/** A comma-separated list. */
+export function parseList(value: string): string[] {
+  return value
+    .split(',')
+    .map((v) => v.trim())
+    .filter(Boolean)
+}

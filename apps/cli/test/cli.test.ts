@@ -204,19 +204,81 @@ describe('forkbox keys', () => {
 
   it('list and revoke', async () => {
     const h = harness()
-    const ci = await h.server.cp.keys.create('ci', false)
+    const ci = await h.server.cp.keys.create({ name: 'ci' })
     assert.equal(await h.run('keys', 'list'), 0)
     const rows = h.stdout().trimEnd().split('\n')
-    assert.match(rows[0] ?? '', /^ID\s+NAME\s+PREFIX\s+CREATED\s+REVOKED$/)
-    assert.match(rows[2] ?? '', new RegExp(`^${ci.id}\\s+ci\\s+${ci.prefix}\\s+1m ago\\s+-$`))
+    assert.match(rows[0] ?? '', /^ID\s+NAME\s+PREFIX\s+CREATED\s+EXPIRES\s+REVOKED$/)
+    assert.match(rows[2] ?? '', new RegExp(`^${ci.id}\\s+ci\\s+${ci.prefix}\\s+1m ago\\s+-\\s+-$`))
     assert.equal(await h.run('keys', 'revoke', ci.id), 0)
     assert.deepEqual(lines(h.requests), ['GET /v1/keys', `DELETE /v1/keys/${ci.id}`])
     assert.ok((await h.server.cp.keys.list()).find((k) => k.id === ci.id)?.revokedAt)
   })
 
+  it('create with quotas, scopes, rates and a TTL; set replaces each kind given; show and rotate me', async () => {
+    const h = harness()
+    assert.equal(
+      await h.run(
+        'keys',
+        'create',
+        'team',
+        '--sandboxes',
+        '3',
+        '--memory-mb',
+        '2048',
+        '--read-only',
+        '--no-network',
+        '--templates',
+        'base,code-interpreter',
+        '--data-rate',
+        '5/10',
+        '--ttl',
+        '60',
+      ),
+      0,
+    )
+    assert.deepEqual(body(h.requests[0]), {
+      name: 'team',
+      scopes: { readOnly: true, noNetwork: true, templates: ['base', 'code-interpreter'] },
+      quotas: { sandboxes: 3, memoryMB: 2048 },
+      rateLimits: { data: { perSecond: 5, burst: 10 } },
+      ttlSeconds: 60,
+    })
+    const team = (await h.server.cp.keys.list()).find((k) => k.name === 'team')
+    assert.ok(team?.expiresAt)
+    assert.equal(await h.run('keys', 'set', team.id, '--vcpus', '4', '--clear-scopes', '--no-expiry'), 0)
+    assert.deepEqual(body(h.requests[1]), { quotas: { vcpus: 4 }, scopes: {}, expiresAt: null })
+    const after = await h.server.cp.keys.get(team.id)
+    assert.deepEqual(
+      [after.quotas, after.scopes, after.expiresAt, after.rateLimits],
+      [{ vcpus: 4 }, {}, null, { data: { perSecond: 5, burst: 10 } }],
+    )
+    assert.match(h.stdout(), /quotas\s+vcpus=4\n/)
+    assert.equal(await h.run('keys', 'show', 'me'), 0)
+    assert.match(h.stdout(), /\(admin, admin\)/)
+    assert.equal(await h.run('keys', 'rotate', team.id, '--grace', '30'), 0)
+    assert.deepEqual(body(h.requests.at(-1)), { graceSeconds: 30 })
+    assert.match(h.stderr(), /the old secret works until /)
+    assert.equal(await h.run('keys', 'set', team.id, '--data-rate', 'fast'), 1)
+  })
+
+  it('usage and audit print what the server answers', async () => {
+    const h = harness()
+    assert.equal(await h.run('usage', '--since', '2h', '--by', 'total', '--json'), 0)
+    const report = JSON.parse(h.stdout()) as { granularity: string; buckets: unknown[]; total: { vcpuSeconds: number } }
+    assert.equal(report.granularity, 'total')
+    assert.equal(report.buckets.length, 1)
+    assert.deepEqual(lines(h.requests), ['GET /v1/usage'])
+    assert.equal(h.requests[0]?.url.searchParams.get('granularity'), 'total')
+    const from = Date.parse(h.requests[0]?.url.searchParams.get('from') ?? '')
+    assert.ok(Math.abs(Date.now() - 2 * 3600_000 - from) < 10 * 60_000)
+    assert.equal(await h.run('audit', '--since', '1h'), 0)
+    assert.match(h.stdout(), /\}\nAT\s+KEY\s+ACTION\s+TARGET\s+STATUS\s+FROM\n/)
+    assert.equal(await h.run('usage', '--by', 'week'), 1)
+  })
+
   it("a non-admin key gets the server's error", async () => {
     const h = harness()
-    h.ctx.connection = { ...h.ctx.connection, apiKey: (await h.server.cp.keys.create('tenant', false)).key }
+    h.ctx.connection = { ...h.ctx.connection, apiKey: (await h.server.cp.keys.create({ name: 'tenant' })).key }
     assert.equal(await h.run('keys', 'list'), 1)
     assert.match(h.stderr(), /^forkbox: FORBIDDEN: only an admin key can .*\n$/)
   })

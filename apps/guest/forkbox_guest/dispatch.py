@@ -14,7 +14,7 @@ import signal
 import time
 from collections.abc import Callable
 
-from . import contexts, identity, procs, transfer, watch
+from . import contexts, identity, oom, procs, transfer, watch
 from .contexts import CONTEXT_OPS
 from .errors import run_op
 from .execs import Exec
@@ -166,6 +166,9 @@ def dispatch(g: "Guest", ftype: int, channel: int, payload: bytes) -> None:
     elif op == "end_processes":
         # waits for the exits, which the loop thread reports: on a worker
         g.files.submit(lambda: run_op(g.wire, lambda c, r: op_end_processes(g, c, r), channel, req))
+    elif op == "oom_sweep":
+        # watches the processes for a moment: on a worker
+        g.files.submit(lambda: run_op(g.wire, lambda c, r: oom.op_oom_sweep(g, c, r), channel, req))
     elif op in SIMPLE_OPS:
         simple_fn = SIMPLE_OPS[op]
         run_op(g.wire, lambda c, r: simple_fn(g, c, r), channel, req)

@@ -154,7 +154,7 @@ class InterruptRequest(TypedDict):
 
 
 class PingRequest(TypedDict):
-    op: Literal["ping", "usage", "end_processes"]
+    op: Literal["ping", "usage", "end_processes", "oom_sweep"]
 
 
 class ConfigureRequest(TypedDict):
@@ -368,6 +368,13 @@ class Configured(TypedDict):
     nextChannel: NotRequired[int]
 
 
+class Swept(TypedDict):
+    """Processes an OOM sweep sent SIGKILL (oom.py), and those of them that did not end."""
+
+    killed: list[int]
+    stuck: list[int]
+
+
 class WatchEnd(TypedDict):
     reason: Literal["stopped", "gone"]
 
@@ -384,6 +391,7 @@ RESULTS: dict[str, type[Any]] = {
     "usage": Usage,
     "configured": Configured,
     "ended": Ended,
+    "swept": Swept,
     "watchEnd": WatchEnd,
 }
 """The result values, by the name the golden frames give them."""

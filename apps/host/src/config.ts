@@ -1,8 +1,10 @@
 // Settings of a single-host forkbox (control plane + agent in one process), from env and options.
 // Only the host's own defaults live here: the agent's and the server's fields are picked, defaults
 // and all, from their schemas, so each default is written once.
+
+import { join } from 'node:path'
 import { AgentSettings } from '@forkbox/agent'
-import { ServerConfig } from '@forkbox/server'
+import { ServerConfig, type ServerConfigInput } from '@forkbox/server'
 import { z } from 'zod'
 
 /** The agent's settings a host passes through (one box and a fleet's host alike). */
@@ -67,6 +69,9 @@ export const HostConfig = z
       portsPathRoute: true,
       databaseUrl: true,
       corsOrigins: true,
+      rateLimitCreate: true,
+      rateLimitData: true,
+      auditRetentionDays: true,
     }).shape,
     ...TLS_FIELDS,
   })
@@ -120,6 +125,9 @@ export const ServerHostConfig = z
       hostGraceSeconds: true,
       startingTimeoutSeconds: true,
       corsOrigins: true,
+      rateLimitCreate: true,
+      rateLimitData: true,
+      auditRetentionDays: true,
     }).shape,
     ...TLS_FIELDS,
   })
@@ -174,6 +182,18 @@ const ENV: Record<string, [AnyKey, EnvKind]> = {
   FORKBOX_TLS_CERT: ['tlsCertFile', 'text'],
   FORKBOX_TLS_KEY: ['tlsKeyFile', 'text'],
   FORKBOX_CORS_ORIGINS: ['corsOrigins', 'list'],
+  FORKBOX_RATE_LIMIT_CREATE: ['rateLimitCreate', 'text'],
+  FORKBOX_RATE_LIMIT_DATA: ['rateLimitData', 'text'],
+  FORKBOX_AUDIT_RETENTION_DAYS: ['auditRetentionDays', 'number'],
+}
+
+/**
+ * The control plane's settings out of a host's config (`forkbox up`'s or a replica's): every
+ * field the server's config has, by name.
+ */
+export function serverSettingsOf(config: object, dataDir: string): ServerConfigInput {
+  const shared = Object.entries(config).filter(([k]) => k in ServerConfig.shape)
+  return { ...Object.fromEntries(shared), dbPath: join(dataDir, 'forkbox.db') }
 }
 
 /** Every variable a host reads (the deployment files must name only these). */

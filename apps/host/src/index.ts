@@ -1,11 +1,10 @@
 // One host: the control plane and the local agent in one process, served over HTTP.
 
 import { chmodSync, mkdirSync } from 'node:fs'
-import { join } from 'node:path'
 import { defaultAgentConfig, LocalAgent } from '@forkbox/agent'
 import type { TemplateProgress } from '@forkbox/protocol'
 import { createControlPlane } from '@forkbox/server'
-import { agentSettingsOf, type HostConfig, type HostOptions, loadHostConfig } from './config.ts'
+import { agentSettingsOf, type HostConfig, type HostOptions, loadHostConfig, serverSettingsOf } from './config.ts'
 import { serveControlPlane } from './listen.ts'
 
 export interface Host {
@@ -33,18 +32,7 @@ export async function startHost(
     for (const t of config.prebuild) await agent.ensureTemplate(t, onTemplateProgress)
     cp = await createControlPlane({
       agent,
-      config: {
-        dbPath: join(config.dataDir, 'forkbox.db'),
-        databaseUrl: config.databaseUrl,
-        logLevel: config.logLevel,
-        maxSandboxes: config.maxSandboxes,
-        idleTimeoutSeconds: config.idleTimeoutSeconds,
-        idleAction: config.idleAction,
-        freezeAfterSeconds: config.freezeAfterSeconds,
-        sandboxDomain: config.sandboxDomain,
-        portsPathRoute: config.portsPathRoute,
-        corsOrigins: config.corsOrigins,
-      },
+      config: serverSettingsOf(config, config.dataDir),
     })
     served = await serveControlPlane(cp, config)
   } catch (err) {

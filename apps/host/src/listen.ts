@@ -20,6 +20,9 @@ export interface Served {
   close(): Promise<void>
 }
 
+/** Sent on every HTTPS response: a year. Not `includeSubDomains`: the sandbox domain may be another's. */
+export const HSTS = 'max-age=31536000'
+
 /** How often certificate files are looked at for a renewal (it is loaded without a restart). */
 const CERT_POLL_MS = 30_000
 
@@ -46,10 +49,19 @@ export function serveControlPlane(
   cp: ControlPlane,
   config: { port: number; host: string; tlsCertFile?: string; tlsKeyFile?: string },
 ): Promise<Served> {
-  return serve(getRequestListener(cp.app.fetch), cp.upgrade, {
+  const tls = tlsOf(config)
+  const listener = getRequestListener(cp.app.fetch)
+  // over HTTPS, browsers are told to come back only that way (the API and the exposed ports)
+  const handler = tls
+    ? (req: IncomingMessage, res: ServerResponse) => {
+        res.setHeader('Strict-Transport-Security', HSTS)
+        return listener(req, res)
+      }
+    : listener
+  return serve(handler, cp.upgrade, {
     port: config.port,
     host: config.host,
-    tls: tlsOf(config),
+    tls,
     onCertError: (err) => cp.log.error({ err }, 'reloading the TLS certificate failed'),
   })
 }

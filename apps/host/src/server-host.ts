@@ -1,9 +1,8 @@
 // `forkbox server`: a control-plane replica with no agent of its own; hosts (`forkbox agent`)
 // join it, and any number of replicas share one Postgres.
 import { chmodSync, mkdirSync } from 'node:fs'
-import { join } from 'node:path'
 import { createControlPlane } from '@forkbox/server'
-import { loadServerHostConfig, type ServerHostConfig, type ServerHostOptions } from './config.ts'
+import { loadServerHostConfig, type ServerHostConfig, type ServerHostOptions, serverSettingsOf } from './config.ts'
 import { serveControlPlane } from './listen.ts'
 
 export interface ServerHost {
@@ -19,22 +18,7 @@ export async function startServerHost(opts: ServerHostOptions = {}): Promise<Ser
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 })
   chmodSync(config.dataDir, 0o700)
   const cp = await createControlPlane({
-    config: {
-      dbPath: join(config.dataDir, 'forkbox.db'),
-      databaseUrl: config.databaseUrl,
-      secretPath: config.secretPath,
-      joinToken: config.joinToken,
-      hostGraceSeconds: config.hostGraceSeconds,
-      startingTimeoutSeconds: config.startingTimeoutSeconds,
-      logLevel: config.logLevel,
-      maxSandboxes: config.maxSandboxes,
-      idleTimeoutSeconds: config.idleTimeoutSeconds,
-      idleAction: config.idleAction,
-      freezeAfterSeconds: config.freezeAfterSeconds,
-      sandboxDomain: config.sandboxDomain,
-      portsPathRoute: config.portsPathRoute,
-      corsOrigins: config.corsOrigins,
-    },
+    config: serverSettingsOf(config, config.dataDir),
   })
   const served = await serveControlPlane(cp, config)
   const { port, url } = served

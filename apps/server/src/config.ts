@@ -1,5 +1,16 @@
 // The control plane's settings, validated once; the host passes them in.
+import type { RateLimit } from '@forkbox/protocol'
 import { z } from 'zod'
+
+/** A rate limit setting: `perSecond/burst` (`10/50`), or `off`. */
+const RateSetting = z.string().regex(/^(off|\d+(\.\d+)?\/\d+)$/, 'a rate limit is perSecond/burst (e.g. 10/50) or off')
+
+/** A rate limit setting as the limiter takes it (null: off). */
+export function rateOf(setting: string): RateLimit | null {
+  if (setting === 'off') return null
+  const [perSecond, burst] = setting.split('/').map(Number)
+  return perSecond && burst ? { perSecond, burst } : null
+}
 
 export const ServerConfig = z.object({
   /** The SQLite file (one box); the server secret and build scratch dirs live beside it either way. */
@@ -72,6 +83,15 @@ export const ServerConfig = z.object({
   corsOrigins: z
     .array(z.string().regex(/^https?:\/\/[^/\s]+$/, 'a CORS origin is scheme://host[:port], with no path'))
     .default([]),
+  /**
+   * Each key's calls per route class (`create`: sandboxes, forks, snapshots, template builds;
+   * `data`: every other call), as `perSecond/burst` or `off`; a key's own limits (set by the admin)
+   * replace these. Counted in the store: the same across replicas.
+   */
+  rateLimitCreate: RateSetting.default('10/50'),
+  rateLimitData: RateSetting.default('1000/2000'),
+  /** Audit entries older than this are deleted. */
+  auditRetentionDays: z.number().positive().default(90),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 })
 export type ServerConfig = z.infer<typeof ServerConfig>

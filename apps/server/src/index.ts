@@ -20,15 +20,19 @@ import { upgradeListener } from './http/upgrade.ts'
 import { Metrics, SAMPLE_INTERVAL_MS } from './metrics.ts'
 import { CodeService } from './services/code.ts'
 import { ExecService } from './services/exec.ts'
+import { QuotaGuard } from './services/quotas.ts'
 import { SandboxService } from './services/sandboxes.ts'
 import { TemplateService } from './services/templates.ts'
+import { AuditStore } from './store/audit.ts'
 import { openStore } from './store/db.ts'
 import { KeyStore } from './store/keys.ts'
+import { RateLimiter } from './store/rate-limits.ts'
 import { RegistryCredentialStore } from './store/registry-credentials.ts'
 import { SandboxStore } from './store/sandboxes.ts'
 import { loadServerSecret } from './store/secret.ts'
 import { SnapshotStore } from './store/snapshots.ts'
 import { TemplateStore } from './store/templates.ts'
+import { UsageStore } from './store/usage.ts'
 
 const HOSTS_CHANNEL = 'forkbox_hosts'
 
@@ -37,6 +41,8 @@ const REAPER_LOCK = 0x66627872
 
 /** An ended sandbox still placed this long after its end had its stop fail: the leader stops it again. */
 const ENDED_STOP_RETRY_MS = 15_000
+/** How often the running sandboxes' egress counters are read into their usage periods. */
+const EGRESS_SAMPLE_MS = 10_000
 
 export interface ControlPlane {
   app: App
@@ -81,6 +87,8 @@ export async function createControlPlane(opts: {
   const auth = new Authenticator(keys, secret)
   const registries = new RegistryCredentialStore(db, secret)
   const store = new SandboxStore(db, dialect, session)
+  const snapshots = new SnapshotStore(db)
+  const quotas = new QuotaGuard(db, keys, snapshots)
   const templates = new TemplateService(
     new TemplateStore(db),
     agent,
@@ -90,6 +98,7 @@ export async function createControlPlane(opts: {
       maxContextBytes: config.maxContextBytes,
       contextsDir: join(dirname(config.dbPath), 'build-contexts'),
       ceilingTemplate: 'base',
+      admitBuild: (owner) => quotas.checkBuilds(owner),
     },
     () => store.templatesInUse(),
     registries,
@@ -116,8 +125,9 @@ export async function createControlPlane(opts: {
       sandboxDomain: config.sandboxDomain,
       fleet: fleet !== null,
       movingRetryMs: config.movingRetrySeconds * 1000,
+      quotas,
     },
-    new SnapshotStore(db),
+    snapshots,
     auth,
     metrics,
     (owner, ref) => templates.resolve(owner, ref),
@@ -147,15 +157,21 @@ export async function createControlPlane(opts: {
       }
     }
   }
-  const bootstrapKey = (await keys.count()) === 0 ? (await keys.create('admin', true)).key : null
+  const bootstrapKey = (await keys.count()) === 0 ? (await keys.create({ name: 'admin', admin: true })).key : null
   const code = new CodeService(sandboxes, agent, metrics)
   const exec = new ExecService(sandboxes, agent, metrics)
+  const audit = new AuditStore(db)
+  const usage = new UsageStore(db, dialect)
+  metrics.meterUsage(usage)
   const app = createApp({
     sandboxes,
     code,
     exec,
     metrics,
     keys,
+    audit,
+    usage,
+    rateLimiter: new RateLimiter(db, dialect),
     auth,
     config,
     log,
@@ -175,6 +191,7 @@ export async function createControlPlane(opts: {
   }, SAMPLE_INTERVAL_MS)
   sampler.unref()
   let lastPrune = 0
+  let lastEgress = 0
   let lastStoreFailure = 0
   // one pass at a time: a slow store never stacks passes up
   let reaping: Promise<void> | null = null
@@ -221,9 +238,16 @@ export async function createControlPlane(opts: {
         await templates.failLapsed()
       }
       await sandboxes.reap()
+      if (Date.now() - lastEgress > EGRESS_SAMPLE_MS) {
+        lastEgress = Date.now()
+        const live = await agent.usage()
+        await usage.recordEgress(live.map((u) => ({ id: u.id, txBytes: u.networkTxBytes })))
+      }
       if (Date.now() - lastPrune > 60_000) {
         lastPrune = Date.now()
         await sandboxes.pruneEvents(new Date(Date.now() - config.eventRetentionHours * 3600_000))
+        await audit.prune(new Date(Date.now() - config.auditRetentionDays * 24 * 3600_000))
+        await new RateLimiter(db, dialect).prune(3600_000)
         await templates.collect().catch((err: unknown) => log.error({ err }, 'removing deleted templates failed'))
         e2bTemplates.sweep()
       }

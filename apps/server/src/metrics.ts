@@ -1,8 +1,9 @@
 // Prometheus metrics (prom-client, one registry per control plane) and each sandbox's recent
 // CPU and memory, sampled into a short ring for `GET /v1/sandboxes/{id}/metrics`.
-import type { AgentApi, SandboxUsage } from '@forkbox/protocol'
+import type { AgentApi, SandboxUsage, UsageFigures } from '@forkbox/protocol'
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
 import type { SandboxStore } from './store/sandboxes.ts'
+import type { UsageStore } from './store/usage.ts'
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
 /** Samples kept per sandbox: 10 minutes at one per 5 s. */
@@ -25,6 +26,39 @@ export class Metrics {
   readonly execSeconds: Histogram<'kind'>
   readonly errors: Counter<'code'>
   private readonly samples = new Map<string, UsageSample[]>()
+
+  /**
+   * Each key's usage as counters (`forkbox_usage_*_total{key}`), read from the store at each
+   * scrape: every replica reports the same totals (sum with `max by (key)`, not `sum`).
+   */
+  meterUsage(usage: UsageStore): void {
+    const registers = [this.registry]
+    const counters: [keyof UsageFigures, string, string][] = [
+      ['vcpuSeconds', 'forkbox_usage_vcpu_seconds_total', 'vCPU-seconds its sandboxes held (starting or running)'],
+      ['memoryGiBSeconds', 'forkbox_usage_memory_gib_seconds_total', 'GiB-seconds of memory its sandboxes held'],
+      ['egressBytes', 'forkbox_usage_egress_bytes_total', 'Bytes its sandboxes sent out'],
+      ['snapshotGiBSeconds', 'forkbox_usage_snapshot_gib_seconds_total', 'GiB-seconds of snapshots it kept'],
+      ['sandboxSeconds', 'forkbox_usage_sandbox_seconds_total', 'Seconds its sandboxes were live'],
+    ]
+    // one read of the store per scrape, shared by the five counters
+    let read: { at: number; totals: Promise<Map<string, UsageFigures>> } | null = null
+    const totals = () => {
+      if (!read || performance.now() - read.at > 1000) read = { at: performance.now(), totals: usage.totals() }
+      return read.totals
+    }
+    for (const [field, name, help] of counters)
+      new Counter({
+        name,
+        help: `Per API key: ${help}`,
+        labelNames: ['key'],
+        registers,
+        async collect() {
+          const all = await totals()
+          this.reset()
+          for (const [key, f] of all) this.inc({ key }, f[field])
+        },
+      })
+  }
 
   constructor(store: SandboxStore, agent: AgentApi) {
     const registers = [this.registry]

@@ -32,7 +32,7 @@ describe('build leases', () => {
     })
     const a = service(agent)
     const leader = service(new FakeAgent())
-    const owner = (await new KeyStore(store.db).create('builder', false)).id
+    const owner = (await new KeyStore(store.db).create({ name: 'builder' })).id
     try {
       const { build } = await a.create(owner, { name: 'leased', image: 'registry.local/x:1' })
       for (let i = 0; i < 100 && (await a.getBuild(owner, build.id)).status !== 'building'; i++)

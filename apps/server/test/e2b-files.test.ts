@@ -60,7 +60,7 @@ beforeEach(async () => {
       maxUploadBytes: MAX_UPLOAD,
     },
   })
-  const key = (await cp.keys.create('e2b', false, 'e2b')).key
+  const key = (await cp.keys.create({ name: 'e2b', format: 'e2b' })).key
   const res = await cp.app.request('/v2/sandboxes', {
     method: 'POST',
     headers: { 'X-API-KEY': key, 'content-type': 'application/json' },

@@ -70,7 +70,7 @@ beforeEach(async () => {
     agent,
     config: { dbPath: join(dir, 'db.sqlite'), logLevel: 'silent', reaperIntervalMs: 60_000 },
   })
-  key = (await cp.keys.create('e2b', false, 'e2b')).key
+  key = (await cp.keys.create({ name: 'e2b', format: 'e2b' })).key
   server = createServer(getRequestListener(cp.app.fetch))
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
   apiUrl = `http://127.0.0.1:${(server.address() as { port: number }).port}`
@@ -186,7 +186,7 @@ describe('E2B Template builder', () => {
     const built = (agent.builds[1] as { spec: TemplateBuildSpec }).spec.name
     assert.match(built, /^u-[0-9a-f]+-2$/)
     assert.equal(agent.started.at(-1)?.template, built)
-    const other = (await cp.keys.create('other', false, 'e2b')).key
+    const other = (await cp.keys.create({ name: 'other', format: 'e2b' })).key
     await assert.rejects(Sandbox.create('my-tpl', { apiKey: other, apiUrl, sandboxUrl: apiUrl }))
   })
 
@@ -370,14 +370,14 @@ describe('E2B template routes', () => {
     assert.equal(ok.status, 200)
     assert.equal((await uploadUrl(templateID, hash)).present, true)
     // another key has its own files: the same hash is not there for it
-    const other = (await cp.keys.create('other', false, 'e2b')).key
+    const other = (await cp.keys.create({ name: 'other', format: 'e2b' })).key
     const theirs = await cp.app.request(`/templates/${templateID}/files/${hash}`, { headers: { 'X-API-KEY': other } })
     assert.equal((await theirs.json()).present, false)
   })
 
   it("answers another key's build as not found, and a COPY whose files never came as the client's error", async () => {
     const { templateID, buildID } = await requestBuild('t3')
-    const other = (await cp.keys.create('other', false, 'e2b')).key
+    const other = (await cp.keys.create({ name: 'other', format: 'e2b' })).key
     const theirs = await cp.app.request(`/templates/${templateID}/builds/${buildID}/status`, {
       headers: { 'X-API-KEY': other },
     })

@@ -20,7 +20,7 @@ beforeEach(async () => {
     agent: new FakeAgent(),
     config: { dbPath: join(dir, 'db.sqlite'), logLevel: 'silent', reaperIntervalMs: 60_000 },
   })
-  key = (await cp.keys.create('e2b', false, 'e2b')).key
+  key = (await cp.keys.create({ name: 'e2b', format: 'e2b' })).key
 })
 
 afterEach(async () => {

@@ -49,7 +49,7 @@ describe('environment variables', () => {
   })
 
   it('are refused on E2B process starts, commands and terminals alike', async () => {
-    const key = (await cp.keys.create('e2b', false, 'e2b')).key
+    const key = (await cp.keys.create({ name: 'e2b', format: 'e2b' })).key
     const created = await cp.app.request('/v2/sandboxes', {
       method: 'POST',
       headers: { 'X-API-KEY': key, 'content-type': 'application/json' },

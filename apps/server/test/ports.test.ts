@@ -119,7 +119,7 @@ describe('exposed ports', () => {
     const port = await sandboxAnswering('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok')
     await start()
     const admin = cp.bootstrapKey as string
-    const other = await cp.keys.create('other', false)
+    const other = await cp.keys.create({ name: 'other' })
     const mine = await createSandbox(other.key, port)
     const theirs = await createSandbox(admin, port)
     const host = (id: string) => `${port}-${id}.localhost:${frontPort}`

@@ -135,7 +135,13 @@ describe('the store', () => {
     old.close()
     const store = await openStore({ path })
     try {
-      assert.deepEqual(await new KeyStore(store.db).authenticate('fbx_old-secret'), { keyId: 'key_old', admin: true })
+      assert.deepEqual(await new KeyStore(store.db).authenticate('fbx_old-secret'), {
+        keyId: 'key_old',
+        admin: true,
+        scopes: {},
+        quotas: {},
+        rateLimits: {},
+      })
       const { rows } = await sql<{ name: string }>`select name from kysely_migration`.execute(store.db)
       assert.deepEqual(
         rows.map((r) => r.name),

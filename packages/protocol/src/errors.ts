@@ -18,6 +18,8 @@ export const errorStatus = {
   EXEC_TIMEOUT: 408,
   SANDBOX_NOT_RUNNING: 409,
   CANCELLED: 409,
+  /** A concurrent change of the same thing won (a key rotated twice at once): read it again and retry. */
+  CONFLICT: 409,
   FILE_EXISTS: 409,
   NOT_A_DIRECTORY: 409,
   IS_A_DIRECTORY: 409,
@@ -31,6 +33,8 @@ export const errorStatus = {
   NO_SPACE: 507,
   SANDBOX_ERRORED: 410,
   RATE_LIMITED: 429,
+  /** A key's quota would be passed (`details.quota` names it, with its `limit` and what is `used`). */
+  QUOTA_EXCEEDED: 429,
   NO_CAPACITY: 503,
   /** The host a sandbox runs on does not answer the control plane (retryable: it may come back). */
   HOST_UNREACHABLE: 503,
@@ -100,5 +104,7 @@ export const sandboxErrorReasons = [
   'host_unreachable',
   /** The guest daemon sent what the protocol does not allow (forged or corrupt frames): stopped. */
   'guest_protocol_error',
+  /** The guest daemon stopped answering (the agent's heartbeat went unanswered): stopped. */
+  'guest_unresponsive',
 ] as const
 export type SandboxErrorReason = (typeof sandboxErrorReasons)[number]

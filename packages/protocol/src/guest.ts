@@ -99,6 +99,11 @@ export const GuestEmpty = z.object({})
 export const GuestConfigured = z.object({ nextChannel: z.number().int().min(1).max(0xffff_ffff).optional() })
 /** `end_processes`: how many of the users' processes ended. */
 export const GuestEnded = z.object({ ended: z.number().int().min(0) })
+/** `oom_sweep`: the wedged processes it sent SIGKILL (after the host's OOM killer took their stubs), and those that did not end. */
+export const GuestSwept = z.object({
+  killed: z.array(z.number().int().positive()).max(100_000),
+  stuck: z.array(z.number().int().positive()).max(100_000),
+})
 
 /**
  * The error codes a guest may answer a request with; any other code it sends becomes GUEST_ERROR
@@ -218,6 +223,7 @@ export const GuestRequest = z.discriminatedUnion('op', [
   z.object({ op: z.literal('ping') }),
   z.object({ op: z.literal('usage') }),
   z.object({ op: z.literal('end_processes') }),
+  z.object({ op: z.literal('oom_sweep') }),
   z.object({
     op: z.literal('configure'),
     env: env.optional(),

@@ -57,12 +57,14 @@ export {
   GuestExit,
   GuestFileOpened,
   GuestGap,
+  GuestPing,
   GuestProcessList,
   GuestProcessStarted,
   GuestReady,
   GuestResult,
   GuestResynced,
   GuestStarted,
+  GuestSwept,
   type GuestTerminalMessage,
   GuestWatchEnd,
   guestErrorCodes,
@@ -85,7 +87,6 @@ export {
 export { Host, HostCapacity, HostHeartbeat, HostState, JoinHostRequest, JoinHostResponse } from './hosts.ts'
 export { decodeFrame, encodeFrame, type RpcChannel, RpcPeer, type RpcTarget } from './rpc.ts'
 export {
-  ApiKeyInfo,
   CODE_LANGUAGES,
   CodeContext,
   CodeContextList,
@@ -93,8 +94,6 @@ export {
   CodeResult,
   ContextId,
   CreateContextRequest,
-  CreatedKey,
-  CreateKeyRequest,
   CreateSandboxRequest,
   CreateSnapshotRequest,
   DEFAULT_EXEC_TIMEOUT_SECONDS,
@@ -168,4 +167,26 @@ export {
   TemplateName,
   UserTemplate,
 } from './templates.ts'
+export {
+  ApiKeyInfo,
+  AuditEntry,
+  AuditPage,
+  AuditQuery,
+  CreatedKey,
+  CreateKeyRequest,
+  KeyQuotas,
+  KeyRateLimits,
+  KeyScopes,
+  QUOTA_NAMES,
+  type QuotaName,
+  RATE_CLASSES,
+  type RateClass,
+  RateLimit,
+  RotateKeyRequest,
+  UpdateKeyRequest,
+  UsageFigures,
+  UsageGranularity,
+  UsageQuery,
+  UsageReport,
+} from './tenancy.ts'
 export { FORKBOX_VERSION, NO_ROUTE_PREFIX, VERSION_HEADER } from './version.ts'

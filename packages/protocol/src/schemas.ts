@@ -313,23 +313,6 @@ export const ErrorBody = z.object({
 })
 export type ErrorBody = z.infer<typeof ErrorBody>
 
-export const ApiKeyInfo = z.object({
-  id: z.string(),
-  name: z.string(),
-  prefix: z.string(),
-  createdAt: z.string(),
-  revokedAt: z.string().nullable(),
-})
-export type ApiKeyInfo = z.infer<typeof ApiKeyInfo>
-export const CreateKeyRequest = z
-  .object({
-    name: z.string().min(1).max(128),
-    /** `e2b` issues the key as `e2b_<hex>`, for the E2B clients (docs/e2b.md). */
-    format: z.enum(['forkbox', 'e2b']).default('forkbox'),
-  })
-  .strict()
-export const CreatedKey = ApiKeyInfo.extend({ key: z.string() })
-
 /** A snapshot's name, unique among a key's snapshots (a new snapshot given a name takes it over). */
 export const SnapshotName = z
   .string()

@@ -13,6 +13,7 @@ import {
   GuestProcessStarted,
   GuestReadDone,
   GuestRequest,
+  GuestSwept,
   GuestUsage,
   GuestWatchEnd,
 } from '../src/guest.ts'
@@ -80,6 +81,7 @@ describe('golden guest frames', () => {
       usage: GuestUsage,
       configured: GuestConfigured,
       ended: GuestEnded,
+      swept: GuestSwept,
       watchEnd: GuestWatchEnd,
     }
     assert.deepEqual(Object.keys(golden.results).sort(), Object.keys(schemas).sort())

@@ -177,9 +177,12 @@ export class HttpClient {
         })
       }
       if (res.ok) return res
-      if (RETRYABLE_STATUSES.has(res.status) && attempt < maxRetries) {
+      // a 429 without Retry-After is a quota (QUOTA_EXCEEDED), which waiting does not free
+      const retryAfter = res.headers.get('retry-after')
+      const quota = res.status === 429 && retryAfter === null
+      if (RETRYABLE_STATUSES.has(res.status) && attempt < maxRetries && !quota) {
         await res.body?.cancel()
-        await sleep(retryDelayMs(attempt, res.headers.get('retry-after')), spec.signal)
+        await sleep(retryDelayMs(attempt, retryAfter), spec.signal)
         continue
       }
       const text = await res.text().catch(() => '')

@@ -5,16 +5,23 @@
 // The public surface of @forkbox/sdk; adding a name here is a public-API decision.
 export type {
   ApiKeyInfo,
+  AuditEntry,
   BuildLogEntry,
   FileEntry,
   Host,
   HostCapacity,
   HostState,
+  KeyQuotas,
+  KeyRateLimits,
+  KeyScopes,
+  RateLimit,
   Resources,
   SandboxState,
   TemplateBuild,
   TemplateInfo,
   TemplateListing,
+  UsageFigures,
+  UsageReport,
   UserTemplate,
   WatchEnd,
   WatchEventType,
@@ -77,7 +84,14 @@ export {
 } from './files.ts'
 export { type DrainReport, Hosts } from './hosts.ts'
 export type { ConnectionOptions, RequestOptions } from './http.ts'
-export { type CreatedKey, Keys } from './keys.ts'
+export {
+  type AuditOptions,
+  type CreatedKey,
+  type CreateKeyOptions,
+  Keys,
+  type UpdateKeyOptions,
+  type UsageOptions,
+} from './keys.ts'
 export {
   type OutputCallbacks,
   type ProcessEvent,

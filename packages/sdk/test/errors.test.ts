@@ -59,6 +59,8 @@ const expected = {
   EXEC_FAILED: ForkboxError,
   SANDBOX_ERRORED: SandboxErroredError,
   RATE_LIMITED: RateLimitError,
+  QUOTA_EXCEEDED: RateLimitError,
+  CONFLICT: ConflictError,
   NO_CAPACITY: ServiceUnavailableError,
   HOST_UNREACHABLE: ServiceUnavailableError,
   STORE_UNAVAILABLE: ServiceUnavailableError,
@@ -129,7 +131,7 @@ describe('errors the server makes on its own', () => {
 
   it('a tenant key at an admin route: PermissionDeniedError', async () => {
     const s = server()
-    const tenant = (await s.cp.keys.create('tenant', false)).key
+    const tenant = (await s.cp.keys.create({ name: 'tenant' })).key
     const err = await rejection(new ForkboxClient({ ...s.conn(), apiKey: tenant }).keys.list())
     assertClass(err, PermissionDeniedError)
     assert.equal(err.code, 'FORBIDDEN')

@@ -12,12 +12,14 @@ import {
   GuestExit,
   type GuestFileOp,
   type GuestFileOps,
+  GuestPing,
   type GuestProcessOp,
   type GuestProcessOps,
   GuestProcessStarted,
   GuestResult,
   type GuestRunCodeOutput,
   type GuestRunCodeRequest,
+  GuestSwept,
   guestContextResults,
   guestFileResults,
   guestProcessResults,
@@ -35,6 +37,8 @@ import { FileReadStream } from './file-read.ts'
 import { AckedDelivery, STREAM_WINDOW, sendStream } from './flow.ts'
 import { FrameType } from './frames.ts'
 
+/** An OOM sweep watches the processes ~1.5 s; past this the guest is not answering. */
+const OOM_SWEEP_DEADLINE_MS = 30_000
 /** Extra time the agent gives the guest to report a timed-out exec before giving up on it. */
 const EXEC_GRACE_MS = 10_000
 /** Output a command or cell that is waited on may buffer per stream when its request sets no cap. */
@@ -98,6 +102,15 @@ export class GuestClient {
           ...(stream ? { window: STREAM_WINDOW } : { maxBytesPerStream: cap + OUTPUT_SLACK_BYTES }),
           events: ['started'],
           terminal: GuestExit,
+          // the guest answers a timed-out command itself; one that cannot is given up on here
+          ...(req.timeoutMs > 0 && {
+            deadlineMs: req.timeoutMs + 2 * EXEC_GRACE_MS,
+            deadlineError: () =>
+              new AppError(
+                'EXEC_TIMEOUT',
+                `command did not finish within ${Math.round(req.timeoutMs / 1000)}s, and the sandbox did not confirm it ended`,
+              ),
+          }),
           onData,
           settle: async (err, msg) => {
             await delivery.done()
@@ -359,6 +372,16 @@ export class GuestClient {
     })
   }
 
+  /** Whether the guest answers at all (the watchdog's heartbeat): fails after `deadlineMs`. */
+  async ping(deadlineMs: number): Promise<void> {
+    await this.conn.call({ op: 'ping' }, GuestPing, deadlineMs)
+  }
+
+  /** Ends the processes left wedged after the host's OOM killer took their stubs; `stuck`: those that would not end. */
+  oomSweep(): Promise<{ killed: number[]; stuck: number[] }> {
+    return this.conn.call({ op: 'oom_sweep' }, GuestSwept, OOM_SWEEP_DEADLINE_MS)
+  }
+
   fileOp<R extends GuestFileOp>(req: R): Promise<GuestFileOps[R['op']]['res']> {
     return this.conn.call({ ...req }, guestFileResults[req.op])
   }
@@ -388,6 +411,15 @@ export class GuestClient {
           maxBytesPerStream: cap + OUTPUT_SLACK_BYTES,
           events: ['display'],
           terminal: GuestResult.extend({ value: GuestCellResult }),
+          // the guest ends a timed-out cell itself (an interrupt, then a kernel restart); one that cannot is given up on here
+          ...(req.timeoutMs > 0 && {
+            deadlineMs: req.timeoutMs + 2 * EXEC_GRACE_MS,
+            deadlineError: () =>
+              new AppError(
+                'EXEC_TIMEOUT',
+                `the cell did not finish within ${Math.round(req.timeoutMs / 1000)}s, and the sandbox did not confirm it ended`,
+              ),
+          }),
           onData: (type, payload) => {
             if (type === FrameType.stdout) handlers.onStdout?.(payload)
             else handlers.onStderr?.(payload)

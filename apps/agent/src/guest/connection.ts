@@ -50,7 +50,16 @@ export interface ChannelHandler<T = GuestResultMessage> {
   onMessage?(msg: GuestEventMessage, bytes: number): void
   /** Called once with the terminal message, or with the failure. */
   settle(err: Error | null, msg?: T): void
+  /**
+   * The request is given up on after this long with no terminal message (the guest may be unable
+   * to answer at all): it settles with `deadlineError()` and the owner is told (`onDeadline`).
+   */
+  deadlineMs?: number
+  deadlineError?(): Error
 }
+
+/** How long a simple request (`call`) may go unanswered: far past any the guest serves. */
+export const CALL_DEADLINE_MS = 120_000
 
 export interface GuestConnectionOptions {
   /** Re-attaching: bytes are skipped up to the guest's `resynced` frame. */
@@ -58,6 +67,8 @@ export interface GuestConnectionOptions {
   /** The guest broke the protocol; the connection has failed with `err` (SANDBOX_ERRORED, reason
    * guest_protocol_error). Called once. */
   onProtocolError?: (err: AppError, detail: string) => void
+  /** A request passed its deadline unanswered: the owner checks whether the guest still answers. */
+  onDeadline?: () => void
   log?: (message: string) => void
 }
 
@@ -67,6 +78,7 @@ interface OpenChannel {
   received: Map<number, number>
   /** Bytes received and not acked yet (with flow control). */
   unacked: number
+  deadline?: NodeJS.Timeout
 }
 
 export class GuestConnection {
@@ -267,6 +279,7 @@ export class GuestConnection {
   }
 
   private settle(channel: number, open: OpenChannel, err: Error | null, msg?: unknown): void {
+    if (open.deadline) clearTimeout(open.deadline)
     let out: unknown
     try {
       out = open.handler.settle(err, msg)
@@ -303,6 +316,25 @@ export class GuestConnection {
     }
     const channel = this.nextChannel++
     this.channels.set(channel, open)
+    if (handler.deadlineMs !== undefined) {
+      const ms = handler.deadlineMs
+      open.deadline = setTimeout(() => {
+        if (this.channels.get(channel) !== open) return
+        // what the guest still sends on it is dropped
+        this.channels.delete(channel)
+        const err =
+          handler.deadlineError?.() ??
+          new AppError('GUEST_ERROR', `the sandbox did not answer within ${Math.round(ms / 1000)} s`)
+        this.log(`guest connection: channel ${channel} passed its deadline (${ms} ms)`)
+        this.settle(channel, open, err)
+        try {
+          this.opts.onDeadline?.()
+        } catch (e) {
+          this.log(`guest connection: reporting a deadline failed: ${describe(e)}`)
+        }
+      }, ms)
+      open.deadline.unref()
+    }
     this.sendJson(channel, request)
     return channel
   }
@@ -337,13 +369,14 @@ export class GuestConnection {
     })
   }
 
-  /** Simple request → `result.value`, checked against `value` when given. */
-  call<S extends z.ZodType>(request: Record<string, unknown>, value: S): Promise<z.output<S>>
+  /** Simple request → `result.value`, checked against `value` when given; unanswered after `deadlineMs`, it fails. */
+  call<S extends z.ZodType>(request: Record<string, unknown>, value: S, deadlineMs?: number): Promise<z.output<S>>
   call(request: Record<string, unknown>): Promise<unknown>
-  call(request: Record<string, unknown>, value?: z.ZodType): Promise<unknown> {
+  call(request: Record<string, unknown>, value?: z.ZodType, deadlineMs = CALL_DEADLINE_MS): Promise<unknown> {
     return new Promise((resolve, reject) => {
       this.open(request, {
         terminal: value ? GuestResult.extend({ value }) : GuestResult,
+        deadlineMs,
         settle: (err, msg) => (err ? reject(err) : resolve(msg?.value)),
       })
     })

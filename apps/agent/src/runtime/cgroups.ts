@@ -112,6 +112,12 @@ export function limitHit(path: string): SandboxErrorReason | null {
   return null
 }
 
+/** How many processes the OOM killer took in the cgroup so far. */
+export function oomKills(path: string): number {
+  if (cgroupV2()) return counter(read(join(ROOT, path, 'memory.events')), 'oom_kill')
+  return counter(read(join(ROOT, 'memory', path, 'memory.oom_control')), 'oom_kill')
+}
+
 export function cgroupExists(path: string): boolean {
   return dirs(path).some((d) => existsSync(d))
 }

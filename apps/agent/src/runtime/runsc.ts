@@ -51,8 +51,14 @@ export async function runscKill(o: RunscOptions, id: string): Promise<void> {
 
 /** Sends `signal` to the container's init (the guest daemon) only. */
 export async function runscSignal(o: RunscOptions, id: string, signal: string): Promise<void> {
-  await run(o.runscPath, [`--root=${o.stateDir}`, 'kill', id, signal])
+  await run(o.runscPath, [`--root=${o.stateDir}`, 'kill', id, signal], BOUNDED)
 }
+
+/**
+ * A checkpoint writes the sandbox's memory (~225 MB/s here): even the largest takes well under
+ * this; one that does not end by then is wedged, and fails rather than hanging its caller.
+ */
+const CHECKPOINT_TIMEOUT_MS = 10 * 60_000
 
 export async function runscDelete(o: RunscOptions, id: string): Promise<void> {
   await run(o.runscPath, [`--root=${o.stateDir}`, 'delete', '--force', id], BOUNDED).catch(() => {})
@@ -69,7 +75,7 @@ export async function runscCheckpoint(
   if (opts.leaveRunning) args.push('--leave-running')
   // a sandbox's memory, secrets included: the owner's only
   chmodSync(imagePath, 0o700)
-  await run(o.runscPath, [...args, id])
+  await run(o.runscPath, [...args, id], { timeout: CHECKPOINT_TIMEOUT_MS, killSignal: 'SIGKILL' })
   for (const f of readdirSync(imagePath)) chmodSync(join(imagePath, f), 0o600)
 }
 

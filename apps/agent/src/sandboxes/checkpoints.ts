@@ -26,6 +26,7 @@ export async function checkpointTo(
   const tmp = `${target}.tmp-${process.pid}`
   mkdirSync(tmp, { recursive: true })
   limitCpu(sbx.cgroup, null)
+  sbx.checkpointing++
   try {
     await runscCheckpoint(runsc, sbx.container, tmp, { leaveRunning })
     if (existsSync(target)) rmSync(tmp, { recursive: true, force: true })
@@ -37,6 +38,7 @@ export async function checkpointTo(
       `checkpoint of ${sbx.id} failed: ${err instanceof Error ? err.message : String(err)}`,
     )
   } finally {
+    sbx.checkpointing--
     if (!sbx.stopping) limitCpu(sbx.cgroup, sbx.vcpus)
   }
   let sizeBytes = 0

@@ -40,6 +40,7 @@ import {
 } from '../runtime/runsc.ts'
 import type { KernelSettings } from '../templates/definition.ts'
 import { BUNDLE_RECORD, type BundleRecord, INTERNAL_ID, type LiveSandbox, READY_TIMEOUT_MS } from './live-sandbox.ts'
+import { WATCHDOG_DEFAULTS, Watchdog } from './watchdog.ts'
 
 /** What a sandbox is started as. */
 export interface BootSpec {
@@ -72,6 +73,7 @@ export class Containers {
   private networkUp: Promise<void> | null = null
   /** CPU use of each sandbox when `freezeIfQuiet` last looked. */
   private readonly cpuSeen = new Map<string, { cpuSeconds: number; at: number }>()
+  private readonly watchdog: Watchdog
 
   constructor(
     private readonly config: AgentConfig,
@@ -79,7 +81,16 @@ export class Containers {
     readonly network: NetworkManager,
     private readonly guest: Pick<InstalledGuest, 'dir' | 'runtimeDir'>,
     private readonly log: (message: string) => void,
-  ) {}
+  ) {
+    this.watchdog = new Watchdog(
+      () => this.sandboxes.values(),
+      (sbx, message) => this.onGuestUnresponsive(sbx, message),
+      (sbx, message) => this.onWedged(sbx, message),
+      log,
+      { ...WATCHDOG_DEFAULTS, ...config.watchdog },
+    )
+    this.watchdog.start()
+  }
 
   get sandboxesDir(): string {
     return join(this.config.dataDir, 'sandboxes')
@@ -269,6 +280,7 @@ export class Containers {
     const conn = new GuestConnection(pipes.input, pipes.output, {
       resync: opts.resync,
       onProtocolError: (_err, detail) => this.onGuestBroken(sbx, detail),
+      onDeadline: () => this.watchdog.check(sbx),
       log: (m) => this.log(`${sbx.id}: ${m}`),
     })
     const sbx: LiveSandbox = {
@@ -285,6 +297,7 @@ export class Containers {
       stopping: false,
       starting: !opts.resync,
       frozen: false,
+      checkpointing: 0,
       exited: new Promise((r) => {
         exitedResolve = r
       }),
@@ -305,6 +318,24 @@ export class Containers {
       if (!proc) onGone(null, null)
     })
     return sbx
+  }
+
+  /** Processes the host's OOM killer left wedged would not end: the sandbox is errored (out of memory) and stopped. */
+  private onWedged(sbx: LiveSandbox, message: string): void {
+    if (sbx.stopping) return
+    this.log(`${sbx.id}: ${message}`)
+    sbx.conn.fail(new AppError('SANDBOX_ERRORED', message, { reason: 'out_of_memory' }))
+    this.report(sbx.id, 'out_of_memory', message)
+    void this.halt(sbx)
+  }
+
+  /** The guest stopped answering (the watchdog's ping went unanswered): errored and stopped. */
+  private onGuestUnresponsive(sbx: LiveSandbox, message: string): void {
+    if (sbx.stopping) return
+    this.log(`${sbx.id}: ${message}; the sandbox was stopped`)
+    sbx.conn.fail(new AppError('SANDBOX_ERRORED', message, { reason: 'guest_unresponsive' }))
+    this.report(sbx.id, 'guest_unresponsive', `${message}; the sandbox was stopped`)
+    void this.halt(sbx)
   }
 
   /**
@@ -427,6 +458,7 @@ export class Containers {
 
   /** Stops every sandbox and waits for all teardown to finish. */
   async close(): Promise<void> {
+    this.watchdog.stop()
     const all = [...this.sandboxes.values()]
     await Promise.all(all.map((s) => this.stop(s.id)))
     await Promise.all(all.map((s) => s.exited))

@@ -42,5 +42,7 @@ export interface LiveSandbox {
   starting: boolean
   /** Frozen through its freezer cgroup (idle): any access through `Containers.live` thaws it. */
   frozen: boolean
+  /** Checkpoints being written of it now (it is paused meanwhile: the watchdog leaves it be). */
+  checkpointing: number
   exited: Promise<void>
 }

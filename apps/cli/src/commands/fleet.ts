@@ -31,10 +31,20 @@ export function registerFleet(program: Command, ctx: CliContext): void {
     )
     .option('-p, --port <port>', 'port to listen on (default 7411)', parsePort)
     .option('--host <host>', 'address to listen on (default 127.0.0.1)')
-    .action(async (flags: ListenFlags) => {
+    .option(
+      '--tls-cert <file>',
+      'serve HTTPS with this PEM certificate chain (FORKBOX_TLS_CERT; reloaded when it changes)',
+    )
+    .option('--tls-key <file>', 'and this PEM key (FORKBOX_TLS_KEY)')
+    .action(async (flags: ListenFlags & { tlsCert?: string; tlsKey?: string }) => {
       const { startServerHost } = await ctx.loadHost()
       if (!startServerHost) throw new CliError('HOST_UNAVAILABLE', 'this install has no control-plane server')
-      const running = await startServerHost({ port: flags.port, host: flags.host })
+      const running = await startServerHost({
+        port: flags.port,
+        host: flags.host,
+        tlsCertFile: flags.tlsCert,
+        tlsKeyFile: flags.tlsKey,
+      })
       const lines = [`forkbox control plane is up at ${running.url}`]
       if (running.bootstrapKey) {
         const path = writeCredentials({ url: running.url, apiKey: running.bootstrapKey }, ctx.configSource)

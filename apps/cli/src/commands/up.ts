@@ -9,6 +9,8 @@ interface UpFlags {
   port?: number
   host?: string
   supervise: boolean
+  tlsCert?: string
+  tlsKey?: string
 }
 
 export function registerUp(program: Command, ctx: CliContext): void {
@@ -18,6 +20,11 @@ export function registerUp(program: Command, ctx: CliContext): void {
     .option('-p, --port <port>', 'port to listen on (default 7411; 0 picks a free one)', parsePort)
     .option('--host <host>', 'address to listen on (default 127.0.0.1)')
     .option('--no-supervise', 'run the host in this process, not restarted if it dies')
+    .option(
+      '--tls-cert <file>',
+      'serve HTTPS with this PEM certificate chain (FORKBOX_TLS_CERT; reloaded when it changes)',
+    )
+    .option('--tls-key <file>', 'and this PEM key (FORKBOX_TLS_KEY)')
     .action(async (flags: UpFlags) => {
       if (flags.supervise && ctx.supervisor && !ctx.supervisor.inChild) {
         ctx.exitCode = await ctx.supervisor.run()
@@ -31,6 +38,8 @@ export function registerUp(program: Command, ctx: CliContext): void {
         running = await startHost({
           port: flags.port,
           host: flags.host,
+          tlsCertFile: flags.tlsCert,
+          tlsKeyFile: flags.tlsKey,
           onTemplateProgress: (p) => progress.update(p),
         })
       } finally {

@@ -55,6 +55,8 @@ const connectCodeOf = {
   // not resource_exhausted: the clients turn that into "rate limit exceeded"
   NO_SPACE: 'internal',
   RATE_LIMITED: 'resource_exhausted',
+  QUOTA_EXCEEDED: 'resource_exhausted',
+  CONFLICT: 'failed_precondition',
   NO_CAPACITY: 'unavailable',
   HOST_UNREACHABLE: 'unavailable',
   STORE_UNAVAILABLE: 'unavailable',

@@ -14,6 +14,7 @@ import { registerDocs } from './docs.ts'
 import type { App, AppEnv, Services } from './env.ts'
 import { errorResponse, validationError } from './errors.ts'
 import { signedFileCors } from './signed-files.ts'
+import { auditLog } from './tenancy.ts'
 
 // the API's description holds no secrets: a client or a docs tool reads it without a key
 const PUBLIC: ReadonlySet<string> = new Set(['/healthz', '/openapi.json'])
@@ -50,6 +51,7 @@ export function createApp(services: Services): App {
       'request',
     )
   })
+  app.use('*', auditLog())
   for (const r of EDGE_ROUTES) r.register(app)
   // pages on the allow-listed origins may call the API (the SDK's browser build); none by default
   const { corsOrigins } = services.config

@@ -10,6 +10,7 @@ import type { Principal } from '../store/keys.ts'
 import { apiKeyIn, type TokenPurpose } from './auth.ts'
 import type { AppEnv } from './env.ts'
 import { signedFileCaller } from './signed-files.ts'
+import { admitCall } from './tenancy.ts'
 
 export type CredentialSource =
   /** `Authorization: Bearer <key>` or `X-API-Key` (what E2B's control-plane clients send). */
@@ -88,7 +89,10 @@ export function credentials(...sources: CredentialSource[]): MiddlewareHandler<A
   return async (c, next) => {
     const who = await authenticate(c, sources)
     c.set('caller', who)
-    if (who.kind === 'key') c.set('principal', who.principal)
+    if (who.kind === 'key') {
+      c.set('principal', who.principal)
+      await admitCall(c, who.principal)
+    }
     await next()
   }
 }

@@ -11,8 +11,11 @@ import type { CodeService } from '../services/code.ts'
 import type { ExecService } from '../services/exec.ts'
 import type { SandboxService } from '../services/sandboxes.ts'
 import type { TemplateService } from '../services/templates.ts'
+import type { AuditStore } from '../store/audit.ts'
 import type { KeyStore, Principal } from '../store/keys.ts'
+import type { RateLimiter } from '../store/rate-limits.ts'
 import type { RegistryCredentialStore } from '../store/registry-credentials.ts'
+import type { UsageStore } from '../store/usage.ts'
 import type { Authenticator } from './auth.ts'
 import type { Caller } from './credentials.ts'
 import type { ErrorFormat } from './errors.ts'
@@ -23,6 +26,9 @@ export interface Services {
   exec: ExecService
   metrics: Metrics
   keys: KeyStore
+  audit: AuditStore
+  usage: UsageStore
+  rateLimiter: RateLimiter
   auth: Authenticator
   config: ServerConfig
   log: Logger

@@ -95,6 +95,9 @@ export function errorOf<B extends object>(
 /** The error response, in the format the route group chose (`c.var.errorFormat`), forkbox's by default. */
 export function errorResponse(c: Context<AppEnv>, err: unknown): Response {
   const { status, body } = errorOf(c, err, c.var.errorFormat ?? forkboxErrors)
+  // a rate limit says when to come back; a quota (also 429) does not: waiting does not free it
+  const retryMs = err instanceof AppError && err.code === 'RATE_LIMITED' ? err.details?.retryAfterMs : undefined
+  if (typeof retryMs === 'number') c.header('Retry-After', String(Math.max(1, Math.ceil(retryMs / 1000))))
   return c.json(body, status as ContentfulStatusCode)
 }
 

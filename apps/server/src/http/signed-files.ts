@@ -35,7 +35,7 @@ export async function signedFileCaller(c: Context<AppEnv>) {
   const owner = await sandboxes.ownerOf(url.sandboxId)
   if (!owner || !(await auth.verifyFileSignature(url, owner, c.req.query('signature') ?? '')))
     throw new AppError('UNAUTHENTICATED', 'the signed URL is not valid for this request, or has expired')
-  return { kind: 'key' as const, principal: { keyId: owner, admin: false } }
+  return { kind: 'key' as const, principal: { keyId: owner, admin: false, scopes: {}, quotas: {}, rateLimits: {} } }
 }
 
 /** CORS for signed file URLs: any origin (the URL is the credential), and the preflight of a PUT. */

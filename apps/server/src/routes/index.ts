@@ -1,6 +1,7 @@
 // The route list: one module per operation, each documenting itself in the OpenAPI registry.
 // The edge routes come first and say their own credentials; the rest take the API key.
 import type { App } from '../http/env.ts'
+import * as auditList from './audit/list.ts'
 import * as codeContextCreate from './code/context-create.ts'
 import * as codeContextList from './code/context-list.ts'
 import * as codeContextRemove from './code/context-remove.ts'
@@ -23,8 +24,11 @@ import * as hostHeartbeat from './hosts/heartbeat.ts'
 import * as hostJoin from './hosts/join.ts'
 import * as hostList from './hosts/list.ts'
 import * as keysCreate from './keys/create.ts'
+import * as keysGet from './keys/get.ts'
 import * as keysList from './keys/list.ts'
 import * as keysRevoke from './keys/revoke.ts'
+import * as keysRotate from './keys/rotate.ts'
+import * as keysUpdate from './keys/update.ts'
 import * as metrics from './metrics.ts'
 import * as ports from './ports/proxy.ts'
 import * as processList from './processes/list.ts'
@@ -59,6 +63,7 @@ import * as templateGet from './templates/get.ts'
 import * as templateList from './templates/list.ts'
 import * as templatePrune from './templates/prune.ts'
 import * as templatePublish from './templates/publish.ts'
+import * as usageGet from './usage/get.ts'
 
 export interface RouteModule {
   register(app: App): void
@@ -123,7 +128,12 @@ export const ROUTES: readonly RouteModule[] = [
   filesUrl,
   keysCreate,
   keysList,
+  keysGet,
+  keysUpdate,
+  keysRotate,
   keysRevoke,
+  usageGet,
+  auditList,
   hostList,
   hostDrain,
   hostCordon,

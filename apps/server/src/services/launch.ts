@@ -14,6 +14,7 @@ import type { Logger } from 'pino'
 import type { Metrics } from '../metrics.ts'
 import type { SandboxRecord, SandboxStore } from '../store/sandboxes.ts'
 import { egressOf } from './network-policy.ts'
+import type { QuotaGuard } from './quotas.ts'
 
 export type LaunchInput = Required<Omit<CreateSandboxRequest, 'resources' | 'snapshot' | 'network'>> & {
   resources: ResolvedResources
@@ -41,14 +42,22 @@ export class Launcher {
     /** The API's view of a sandbox of `owner`. */
     private readonly view: (owner: string, id: string) => Promise<Sandbox>,
     private readonly metrics?: Metrics,
+    private readonly quotas: QuotaGuard | null = null,
   ) {}
+
+  /** Runs `record` once `count` sandboxes of `resources` are admitted for `owner` (its quotas). */
+  private admit<T>(owner: string, count: number, r: ResolvedResources, record: () => Promise<T>): Promise<T> {
+    if (!this.quotas) return record()
+    const ask = { sandboxes: count, vcpus: r.vcpus * count, memoryMB: r.memoryMB * count, diskMB: r.diskMB * count }
+    return this.quotas.admit(owner, ask, record)
+  }
 
   /** Records a new sandbox and has the agent start it; a failure leaves it `errored`, never half there. */
   async launch(owner: string, req: LaunchInput, signal?: AbortSignal): Promise<Sandbox> {
     if ((await this.store.countActive()) >= this.maxSandboxes)
       throw new AppError('NO_CAPACITY', `this host runs at most ${this.maxSandboxes} sandboxes`)
     const id = newSandboxId()
-    await this.insert(owner, id, req)
+    await this.admit(owner, 1, req.resources, () => this.insert(owner, id, req))
     const started = performance.now()
     try {
       await this.agent.start({ ...this.startSpec(id, req), snapshot: req.snapshot }, signal)
@@ -139,17 +148,20 @@ export class Launcher {
     let checkpointed: number | null = null
     let outcomes: ForkOutcome[]
     try {
-      outcomes = await this.agent.fork(
-        id,
-        ids.map((child) => this.startSpec(child, input)),
-        {
-          spread: req.spread,
-          // the forks are recorded once the source's checkpoint is written, as they start
-          onCheckpointed: async () => {
-            checkpointed = performance.now()
-            for (const child of ids) await this.insert(owner, child, input)
+      // admitted as a whole before the checkpoint; recorded as its forks start
+      outcomes = await this.admit(owner, req.count, src.resources, () =>
+        this.agent.fork(
+          id,
+          ids.map((child) => this.startSpec(child, input)),
+          {
+            spread: req.spread,
+            // the forks are recorded once the source's checkpoint is written, as they start
+            onCheckpointed: async () => {
+              checkpointed = performance.now()
+              for (const child of ids) await this.insert(owner, child, input)
+            },
           },
-        },
+        ),
       )
     } catch (err) {
       if (checkpointed === null) throw err

@@ -33,6 +33,7 @@ import { IdleTracker } from './idle.ts'
 import { type ForkInput, Launcher } from './launch.ts'
 import { egressOf, resolveNetwork } from './network-policy.ts'
 import { tunnelAgent } from './port-tunnel.ts'
+import type { QuotaGuard } from './quotas.ts'
 
 type CreateInput = Required<Omit<CreateSandboxRequest, 'resources' | 'snapshot' | 'network'>> & {
   resources: Resources
@@ -50,6 +51,7 @@ export class SandboxService {
   private readonly freezer: Freezer
   private readonly hibernating = new Map<string, Promise<void>>()
   private readonly launcher: Launcher
+  private readonly quotas: QuotaGuard | null
 
   constructor(
     private readonly store: SandboxStore,
@@ -70,6 +72,8 @@ export class SandboxService {
        * and other replicas serve them too (calls seen here are shared through the store).
        */
       fleet?: boolean
+      /** A key's scopes and quotas (none: no key has any). */
+      quotas?: QuotaGuard
     },
     private readonly snapshots: SnapshotStore,
     private readonly auth: Authenticator,
@@ -81,7 +85,16 @@ export class SandboxService {
   ) {
     this.idle = new IdleTracker(limits.fleet === true)
     this.freezer = new Freezer(agent, store, this.idle, log, limits.freezeAfterMs ?? 0)
-    this.launcher = new Launcher(store, agent, log, limits.maxSandboxes, (owner, id) => this.get(owner, id), metrics)
+    this.quotas = limits.quotas ?? null
+    this.launcher = new Launcher(
+      store,
+      agent,
+      log,
+      limits.maxSandboxes,
+      (owner, id) => this.get(owner, id),
+      metrics,
+      this.quotas,
+    )
     agent.onExit((id, reason, message) => {
       if (!reason) return
       const extra = { errorReason: reason, errorMessage: message ?? undefined }
@@ -240,7 +253,9 @@ export class SandboxService {
 
   async create(owner: string, req: CreateInput, signal?: AbortSignal): Promise<Sandbox> {
     const network = resolveNetwork(req.network)
+    await this.quotas?.checkScopes(owner, { network })
     if (!req.snapshot) {
+      await this.quotas?.checkScopes(owner, { template: req.template })
       const template = await this.resolveTemplate(owner, req.template)
       const info = await this.templateInfo(template)
       const resources = this.resolveResources(info, req.resources)
@@ -249,6 +264,7 @@ export class SandboxService {
       return this.launcher.launch(owner, { ...req, template, resources, snapshot: undefined, network }, signal)
     }
     const snap = await this.ownSnapshot(owner, req.snapshot)
+    await this.quotas?.checkScopes(owner, { template: await this.templateLabel(snap.template) })
     if (Object.keys(req.resources).length > 0)
       throw new AppError('VALIDATION_FAILED', 'a sandbox started from a snapshot has the resources of the snapshot')
     return this.launcher.launch(
@@ -276,9 +292,17 @@ export class SandboxService {
 
   /** Memory, processes and disk of a running sandbox, kept; the sandbox carries on. */
   async snapshot(owner: string, id: string, opts: { name?: string } = {}): Promise<Snapshot> {
+    await this.quotas?.checkSnapshotBytes(owner)
     const src = await this.awake(owner, id)
     const snapshotId = `snap-${randomBytes(10).toString('hex')}`
     const { sizeBytes } = await this.busyWith(id, () => this.agent.snapshot(id, snapshotId))
+    try {
+      await this.quotas?.checkSnapshotBytes(owner, sizeBytes)
+    } catch (err) {
+      // past the quota once taken: it is not kept
+      await this.agent.deleteSnapshot(snapshotId)
+      throw err
+    }
     const snap = await this.snapshots.insert({
       id: snapshotId,
       name: opts.name ?? null,
@@ -309,6 +333,7 @@ export class SandboxService {
    */
   async fork(owner: string, id: string, req: ForkInput): Promise<Sandbox[]> {
     const src = await this.awake(owner, id)
+    await this.quotas?.checkScopes(owner, { template: await this.templateLabel(src.template), network: src.network })
     return this.busyWith(id, () => this.launcher.fork(owner, src, req, (fork) => this.end(fork, 'killed')))
   }
 
@@ -540,8 +565,12 @@ export class SandboxService {
   private async wake(s: SandboxRecord): Promise<void> {
     const snapshotId = s.hibernateSnapshot
     if (!snapshotId) throw new AppError('INTERNAL', `hibernated sandbox ${s.id} has no image`)
-    // one replica wakes it: the others wait for the record to say running
-    if (!(await this.store.claim(s.id, 'hibernated', 'starting'))) {
+    // one replica wakes it: the others wait for the record to say running; it counts against its
+    // key's quotas again (its disk it held all along)
+    const r = s.resources
+    const ask = { sandboxes: 1, vcpus: r.vcpus, memoryMB: r.memoryMB }
+    const claim = () => this.store.claim(s.id, 'hibernated', 'starting')
+    if (!(await (this.quotas ? this.quotas.admit(s.owner, ask, claim) : claim()))) {
       await this.untilWoken(s.owner, s.id)
       return
     }
@@ -643,6 +672,7 @@ export class SandboxService {
     const s = await this.own(owner, id)
     if (s.state !== 'hibernated') this.mustRun(s)
     const next = resolveNetwork(asked, s.network)
+    await this.quotas?.checkScopes(owner, { network: next })
     const hibernating = this.hibernating.get(id)
     if (hibernating) await hibernating.catch(() => {})
     if ((await this.store.get(id))?.state === 'running') await this.agent.setNetwork(id, egressOf(next))

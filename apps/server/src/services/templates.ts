@@ -37,6 +37,8 @@ export interface TemplateLimits {
   contextsDir: string
   /** The built-in template whose maxima bound every user template's resources. */
   ceilingTemplate: string
+  /** Refuses a build its key may not start now (its quota of concurrent builds). */
+  admitBuild?: (owner: string) => Promise<void>
 }
 
 /** A replica's hold on a build it queues or runs: renewed every third of it. */
@@ -215,6 +217,7 @@ export class TemplateService {
 
   /** Starts a build of `req.name` (a new template, or its next version); it waits for its context if one is to come. */
   async create(owner: string, req: CreateTemplateRequest): Promise<{ template: UserTemplate; build: TemplateBuild }> {
+    await this.limits.admitBuild?.(owner)
     const builtIn = await this.builtIns()
     if (builtIn.some((t) => t.name === req.name))
       throw new AppError('VALIDATION_FAILED', `${req.name} is a built-in template: choose another name`)

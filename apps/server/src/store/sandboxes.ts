@@ -11,10 +11,11 @@ import {
   type SandboxEventType,
   type SandboxState,
 } from '@forkbox/protocol'
-import { sql } from 'kysely'
+import { sql, type Transaction } from 'kysely'
 import type { Db } from './db.ts'
 import type { PgSession } from './pg-session.ts'
-import type { Dialect } from './schema.ts'
+import type { Dialect, Schema } from './schema.ts'
+import { closePeriod, METERED_STATES, openSandboxPeriod } from './usage.ts'
 
 interface SandboxRow {
   id: string
@@ -133,24 +134,28 @@ export class SandboxStore {
     ttlSeconds?: number
     freeze?: boolean
   }): Promise<SandboxRecord> {
-    await this.db
-      .insertInto('sandboxes')
-      .values({
-        id: s.id,
-        owner: s.owner,
-        template: s.template,
-        state: 'starting',
-        metadata: JSON.stringify(s.metadata),
-        resources: JSON.stringify(s.resources),
-        created_at: new Date().toISOString(),
-        expires_at: s.expiresAt.toISOString(),
-        persistent: s.persistent ? 1 : 0,
-        network: JSON.stringify(s.network),
-        on_timeout: s.onTimeout ?? 'kill',
-        ttl_seconds: s.ttlSeconds ?? null,
-        freeze: s.freeze === false ? 0 : 1,
-      })
-      .execute()
+    const createdAt = new Date().toISOString()
+    await this.db.transaction().execute(async (trx) => {
+      await trx
+        .insertInto('sandboxes')
+        .values({
+          id: s.id,
+          owner: s.owner,
+          template: s.template,
+          state: 'starting',
+          metadata: JSON.stringify(s.metadata),
+          resources: JSON.stringify(s.resources),
+          created_at: createdAt,
+          expires_at: s.expiresAt.toISOString(),
+          persistent: s.persistent ? 1 : 0,
+          network: JSON.stringify(s.network),
+          on_timeout: s.onTimeout ?? 'kill',
+          ttl_seconds: s.ttlSeconds ?? null,
+          freeze: s.freeze === false ? 0 : 1,
+        })
+        .execute()
+      await openSandboxPeriod(trx, s, createdAt)
+    })
     await this.event(s.id, 'created')
     return (await this.get(s.id)) as SandboxRecord
   }
@@ -212,32 +217,49 @@ export class SandboxStore {
     event: SandboxEventType,
     extra: { errorReason?: SandboxErrorReason; errorMessage?: string } = {},
   ): Promise<boolean> {
-    const ended = to === 'killed' || to === 'errored' ? new Date().toISOString() : null
-    const r = await this.db
-      .updateTable('sandboxes')
-      .set((e) => ({
-        state: to,
-        ended_at: e.fn.coalesce(sql.val(ended), e.ref('ended_at')),
-        error_reason: e.fn.coalesce(sql.val(extra.errorReason ?? null), e.ref('error_reason')),
-        error_message: e.fn.coalesce(sql.val(extra.errorMessage ?? null), e.ref('error_message')),
-      }))
-      .where('id', '=', id)
-      .where('state', 'in', from)
-      .executeTakeFirst()
-    const changed = Number(r.numUpdatedRows) > 0
+    const now = new Date().toISOString()
+    const ended = to === 'killed' || to === 'errored' ? now : null
+    const changed = await this.db.transaction().execute(async (trx) => {
+      const r = await trx
+        .updateTable('sandboxes')
+        .set((e) => ({
+          state: to,
+          ended_at: e.fn.coalesce(sql.val(ended), e.ref('ended_at')),
+          error_reason: e.fn.coalesce(sql.val(extra.errorReason ?? null), e.ref('error_reason')),
+          error_message: e.fn.coalesce(sql.val(extra.errorMessage ?? null), e.ref('error_message')),
+        }))
+        .where('id', '=', id)
+        .where('state', 'in', from)
+        .executeTakeFirst()
+      if (Number(r.numUpdatedRows) === 0) return false
+      await this.meter(trx, id, to, now)
+      return true
+    })
     if (changed) await this.event(id, event, extra.errorReason)
     return changed
   }
 
   /** Moves a sandbox from `from` to `to` with no event (a wake claimed by one replica); false when it was not in `from`. */
   async claim(id: string, from: SandboxState, to: SandboxState): Promise<boolean> {
-    const r = await this.db
-      .updateTable('sandboxes')
-      .set({ state: to, active_at: new Date().toISOString() })
-      .where('id', '=', id)
-      .where('state', '=', from)
-      .executeTakeFirst()
-    return Number(r.numUpdatedRows) > 0
+    const now = new Date().toISOString()
+    return this.db.transaction().execute(async (trx) => {
+      const r = await trx
+        .updateTable('sandboxes')
+        .set({ state: to, active_at: now })
+        .where('id', '=', id)
+        .where('state', '=', from)
+        .executeTakeFirst()
+      if (Number(r.numUpdatedRows) === 0) return false
+      await this.meter(trx, id, to, now)
+      return true
+    })
+  }
+
+  /** A sandbox entered `to`: its usage period opens (starting, running) or closes (any other state). */
+  private async meter(trx: Transaction<Schema>, id: string, to: SandboxState, at: string): Promise<void> {
+    if (!(METERED_STATES as readonly string[]).includes(to)) return closePeriod(trx, id, at)
+    const row = await trx.selectFrom('sandboxes').select(['owner', 'resources']).where('id', '=', id).executeTakeFirst()
+    if (row) await openSandboxPeriod(trx, { id, owner: row.owner, resources: JSON.parse(row.resources) }, at)
   }
 
   async setHibernateSnapshot(id: string, snapshotId: string | null): Promise<void> {

@@ -10,6 +10,15 @@ export interface ApiKeysTable {
   admin: number
   created_at: string
   revoked_at: string | null
+  /** JSON `KeyLimits`: quotas and rate limits set by the admin (unset: the server's defaults). */
+  limits: Generated<string>
+  /** JSON `KeyScopes`: what the key may do (`{}`: everything a key may). */
+  scopes: Generated<string>
+  /** After this the key is refused (null: never). */
+  expires_at: string | null
+  /** A rotation's old secret, still accepted until `previous_expires_at`. */
+  previous_hash: string | null
+  previous_expires_at: string | null
 }
 
 export interface SandboxesTable {
@@ -125,6 +134,50 @@ export interface PlacementsTable {
   created_at: string
 }
 
+/** One token bucket (GCRA: its theoretical arrival time, epoch ms) per key and route class. */
+export interface RateLimitsTable {
+  bucket: string
+  tat: number
+}
+
+/** Who did what: append-only. */
+export interface AuditLogTable {
+  id: Generated<number>
+  at: string
+  /** The acting key (null: a request no key proved, e.g. a refused one). */
+  key_id: string | null
+  action: string
+  /** What it acted on (a sandbox, key, template, snapshot id). */
+  target: string | null
+  /** HTTP status it ended with. */
+  status: number
+  ip: string | null
+  user_agent: string | null
+  request_id: string | null
+  detail: string | null
+}
+
+/**
+ * What a key used, one row per stretch of a sandbox's life (from its record or wake until it
+ * stops, hibernates or is lost) or a snapshot's storage (until it is deleted). Opened and closed in
+ * the same transaction as the state change that causes it: counted once, whichever replica did it.
+ */
+export interface UsagePeriodsTable {
+  id: Generated<number>
+  owner: string
+  /** `sandbox` or `snapshot`. */
+  kind: string
+  subject_id: string
+  started_at: string
+  ended_at: string | null
+  vcpus: number
+  memory_mb: number
+  /** A snapshot's size. */
+  bytes: number
+  /** Bytes the sandbox sent out during this period (the agent's counter, read while it ran). */
+  egress_bytes: number
+}
+
 export interface Schema {
   api_keys: ApiKeysTable
   sandboxes: SandboxesTable
@@ -136,6 +189,9 @@ export interface Schema {
   registry_credentials: RegistryCredentialsTable
   hosts: HostsTable
   placements: PlacementsTable
+  rate_limits: RateLimitsTable
+  audit_log: AuditLogTable
+  usage_periods: UsagePeriodsTable
 }
 
 export type Dialect = 'sqlite' | 'postgres'
@@ -320,6 +376,68 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema
           .alterTable('sandboxes')
           .addColumn('freeze', 'integer', (c) => c.notNull().defaultTo(1))
+          .execute()
+      },
+    },
+    '0008-tenancy': {
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .alterTable('api_keys')
+          .addColumn('limits', 'text', (c) => c.notNull().defaultTo('{}'))
+          .execute()
+        await db.schema
+          .alterTable('api_keys')
+          .addColumn('scopes', 'text', (c) => c.notNull().defaultTo('{}'))
+          .execute()
+        await db.schema.alterTable('api_keys').addColumn('expires_at', 'text').execute()
+        await db.schema.alterTable('api_keys').addColumn('previous_hash', 'text').execute()
+        await db.schema.alterTable('api_keys').addColumn('previous_expires_at', 'text').execute()
+        await db.schema.createIndex('api_keys_previous_hash').on('api_keys').column('previous_hash').execute()
+        await db.schema
+          .createTable('rate_limits')
+          .addColumn('bucket', 'text', (c) => c.primaryKey())
+          .addColumn('tat', 'double precision', (c) => c.notNull())
+          .execute()
+        await db.schema
+          .createTable('audit_log')
+          .addColumn('id', serial, (c) => (dialect === 'sqlite' ? c.primaryKey().autoIncrement() : c.primaryKey()))
+          .addColumn('at', 'text', (c) => c.notNull())
+          .addColumn('key_id', 'text')
+          .addColumn('action', 'text', (c) => c.notNull())
+          .addColumn('target', 'text')
+          .addColumn('status', 'integer', (c) => c.notNull())
+          .addColumn('ip', 'text')
+          .addColumn('user_agent', 'text')
+          .addColumn('request_id', 'text')
+          .addColumn('detail', 'text')
+          .execute()
+        await db.schema.createIndex('audit_log_at').on('audit_log').column('at').execute()
+        await db.schema.createIndex('audit_log_key').on('audit_log').columns(['key_id', 'id']).execute()
+        await db.schema
+          .createTable('usage_periods')
+          .addColumn('id', serial, (c) => (dialect === 'sqlite' ? c.primaryKey().autoIncrement() : c.primaryKey()))
+          .addColumn('owner', 'text', (c) => c.notNull())
+          .addColumn('kind', 'text', (c) => c.notNull())
+          .addColumn('subject_id', 'text', (c) => c.notNull())
+          .addColumn('started_at', 'text', (c) => c.notNull())
+          .addColumn('ended_at', 'text')
+          .addColumn('vcpus', 'real', (c) => c.notNull().defaultTo(0))
+          .addColumn('memory_mb', 'integer', (c) => c.notNull().defaultTo(0))
+          .addColumn('bytes', 'bigint', (c) => c.notNull().defaultTo(0))
+          .addColumn('egress_bytes', 'bigint', (c) => c.notNull().defaultTo(0))
+          .execute()
+        await db.schema
+          .createIndex('usage_periods_owner')
+          .on('usage_periods')
+          .columns(['owner', 'started_at'])
+          .execute()
+        // at most one open period per subject
+        await db.schema
+          .createIndex('usage_periods_open')
+          .on('usage_periods')
+          .column('subject_id')
+          .unique()
+          .where(sql.ref('ended_at'), 'is', null)
           .execute()
       },
     },

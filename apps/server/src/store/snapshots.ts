@@ -3,6 +3,7 @@ import type { ResolvedResources, Snapshot } from '@forkbox/protocol'
 import type { Selectable } from 'kysely'
 import type { Db } from './db.ts'
 import type { SnapshotsTable } from './schema.ts'
+import { closePeriod, openSnapshotPeriod } from './usage.ts'
 
 type SnapshotRow = Selectable<SnapshotsTable>
 
@@ -36,19 +37,22 @@ export class SnapshotStore {
         .where('owner', '=', s.owner)
         .where('name', '=', s.name)
         .execute()
-    await this.db
-      .insertInto('snapshots')
-      .values({
-        id: s.id,
-        owner: s.owner,
-        sandbox_id: s.sandboxId,
-        template: s.template,
-        resources: JSON.stringify(s.resources),
-        size_bytes: s.sizeBytes,
-        created_at: createdAt,
-        name: s.name,
-      })
-      .execute()
+    await this.db.transaction().execute(async (trx) => {
+      await trx
+        .insertInto('snapshots')
+        .values({
+          id: s.id,
+          owner: s.owner,
+          sandbox_id: s.sandboxId,
+          template: s.template,
+          resources: JSON.stringify(s.resources),
+          size_bytes: s.sizeBytes,
+          created_at: createdAt,
+          name: s.name,
+        })
+        .execute()
+      await openSnapshotPeriod(trx, s, createdAt)
+    })
     return { ...s, createdAt }
   }
 
@@ -86,6 +90,19 @@ export class SnapshotStore {
   }
 
   async delete(id: string): Promise<void> {
-    await this.db.deleteFrom('snapshots').where('id', '=', id).execute()
+    await this.db.transaction().execute(async (trx) => {
+      await trx.deleteFrom('snapshots').where('id', '=', id).execute()
+      await closePeriod(trx, id, new Date().toISOString())
+    })
+  }
+
+  /** Bytes of the owner's snapshots. */
+  async bytesOf(owner: string): Promise<number> {
+    const r = await this.db
+      .selectFrom('snapshots')
+      .select((e) => e.fn.sum<number>('size_bytes').as('n'))
+      .where('owner', '=', owner)
+      .executeTakeFirst()
+    return Number(r?.n ?? 0)
   }
 }

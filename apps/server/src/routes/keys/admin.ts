@@ -14,3 +14,11 @@ export async function actingOwner(c: Context<AppEnv>, sandboxId: string): Promis
 export function requireAdmin(c: Context<AppEnv>, what = 'manage keys'): void {
   if (!c.var.principal.admin) throw new AppError('FORBIDDEN', `only an admin key can ${what}`)
 }
+
+/** The key a self-service route acts on: `me` is the caller's own; another key needs the admin key. */
+export function selfOrAdmin(c: Context<AppEnv>, id: string, what: string): string {
+  const { keyId, admin } = c.var.principal
+  const target = id === 'me' ? keyId : id
+  if (target !== keyId && !admin) throw new AppError('FORBIDDEN', `only an admin key can ${what} other keys`)
+  return target
+}

@@ -20,6 +20,8 @@ export function register(app: App): void {
   app.openapi(route, async (c) => {
     requireAdmin(c)
     const body = c.req.valid('json')
-    return c.json(await c.var.services.keys.create(body.name, false, body.format), 201)
+    const { ttlSeconds, ...rest } = body
+    const expiresAt = ttlSeconds ? new Date(Date.now() + ttlSeconds * 1000) : null
+    return c.json(await c.var.services.keys.create({ ...rest, admin: false, expiresAt }), 201)
   })
 }
