@@ -66,6 +66,14 @@ class RetryTests(unittest.TestCase):
             sync(r).send(Call("GET", "/v1/sandboxes"))
         self.assertEqual(len(r.requests), 3)
 
+    def test_never_retries_a_quota(self) -> None:
+        # a 429 without Retry-After is QUOTA_EXCEEDED: waiting does not free it
+        r = Recorder(error(429, "QUOTA_EXCEEDED", headers={}), error(429, "RATE_LIMITED"))
+        with self.assertRaises(errors.RateLimitError) as raised:
+            sync(r).send(Call("GET", "/v1/sandboxes"))
+        self.assertEqual(raised.exception.code, "QUOTA_EXCEEDED")
+        self.assertEqual(len(r.requests), 1)
+
     def test_honours_max_retries(self) -> None:
         r = Recorder(error(503, "NO_CAPACITY"))
         with self.assertRaises(errors.ServiceUnavailableError):

@@ -18,7 +18,7 @@ from forkbox_guest.procs import PROC_OPS
 GOLDEN = Path(__file__).resolve().parents[3] / "packages/protocol/test/fixtures/guest-frames.json"
 PACKAGE = Path(messages.__file__).parent
 # ops the dispatch handles itself, beside its tables
-DISPATCHED = {"exec", "signal", "resize", "ack", "write", "read", "abort", "watch", "unwatch", "end_processes"}
+DISPATCHED = {"exec", "signal", "resize", "ack", "write", "read", "abort", "watch", "unwatch", "end_processes", "oom_sweep"}
 
 
 def mismatches(value: object, tp: Any, where: str = "") -> list[str]:

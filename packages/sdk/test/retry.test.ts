@@ -28,6 +28,13 @@ describe('retries', () => {
     assert.equal(s.requests.length, 3)
   })
 
+  it('does not retry a quota (a 429 without Retry-After)', async () => {
+    const s = server()
+    s.faults.push({ status: 429, code: 'QUOTA_EXCEEDED' }, limited)
+    await assert.rejects(Sandbox.list(s.conn()), (e: RateLimitError) => e.code === 'QUOTA_EXCEEDED')
+    assert.equal(s.requests.length, 1)
+  })
+
   it('honours maxRetries', async () => {
     const s = server()
     s.faults.push(busy)

@@ -13,6 +13,18 @@ import type { Containers } from './containers.ts'
 import { type ExportedImage, exportImage, importImage } from './image-transfer.ts'
 import type { LiveSandbox } from './live-sandbox.ts'
 
+/** Below this free on an image's disk, a failed checkpoint is taken for a full disk. */
+const LOW_SPACE_BYTES = 16 * 1024 * 1024
+
+function freeBytes(dir: string): number {
+  try {
+    const fs = statfsSync(dir)
+    return fs.bavail * fs.bsize
+  } catch {
+    return Number.POSITIVE_INFINITY
+  }
+}
+
 /**
  * Writes `sbx`'s image beside `target` and renames it there: a half-written one is never restored.
  * A target that appeared meanwhile (a content-addressed bake by another process) is kept.
@@ -33,10 +45,11 @@ export async function checkpointTo(
     else renameSync(tmp, target)
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true })
-    throw new AppError(
-      'INTERNAL',
-      `checkpoint of ${sbx.id} failed: ${err instanceof Error ? err.message : String(err)}`,
-    )
+    const message = err instanceof Error ? err.message : String(err)
+    // the image's disk filled up: that, not an internal fault, is what the caller is told
+    if (/no space left|ENOSPC/i.test(message) || freeBytes(dirname(target)) < LOW_SPACE_BYTES)
+      throw new AppError('NO_SPACE', `no room for the image of ${sbx.id} on the host's data disk`)
+    throw new AppError('INTERNAL', `checkpoint of ${sbx.id} failed: ${message}`)
   } finally {
     sbx.checkpointing--
     if (!sbx.stopping) limitCpu(sbx.cgroup, sbx.vcpus)

@@ -585,17 +585,13 @@ export class SandboxService {
         network: egressOf(s.network),
       })
     } catch (err) {
-      // no host can take it now, or its image's host does not answer: it stays hibernated
-      if (err instanceof AppError && (err.code === 'NO_CAPACITY' || err.code === 'HOST_UNREACHABLE')) {
-        await this.store.claim(s.id, 'starting', 'hibernated')
-        throw err
-      }
+      // no host can take it now, its image's host does not answer, or its restore failed (its
+      // runsc killed, the host out of memory): it stays hibernated, its image kept, and a later
+      // call wakes it again; a sandbox is never lost to a failed wake
+      await this.store.claim(s.id, 'starting', 'hibernated')
       const message = err instanceof Error ? err.message : String(err)
-      await this.store.transition(s.id, ['starting'], 'errored', 'errored', {
-        errorReason: 'runtime_failed',
-        errorMessage: message,
-      })
-      throw err instanceof AppError ? err : new AppError('INTERNAL', 'the sandbox failed to wake')
+      this.log.warn({ sandboxId: s.id, err: message }, 'a wake failed; the sandbox stays hibernated')
+      throw err instanceof AppError ? err : new AppError('INTERNAL', `the sandbox failed to wake: ${message}`)
     }
     if (!(await this.store.transition(s.id, ['starting'], 'running', 'woke'))) {
       await this.agent.stop(s.id) // killed while waking
