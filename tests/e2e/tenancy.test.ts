@@ -235,7 +235,19 @@ describe('tenancy', () => {
     await sbx.hibernate()
     await fork?.kill()
     await sbx.kill()
-    await new ForkboxClient(as(key)).keys.rotate('me', { graceSeconds: 0 })
+    // a template it builds, the admin publishes, it deletes
+    const own = new ForkboxClient(as(key))
+    const name = `audited-${process.pid}`
+    const build = await own.templates.build({ name, dockerfile: 'FROM forkbox:base\n' })
+    assert.equal((await own.templates.waitForBuild(build.id)).status, 'ready')
+    const published = await fetch(`${host().conn.url}/v1/templates/by-id/${build.templateId}/public`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${host().conn.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ public: true }),
+    })
+    assert.equal(published.status, 200)
+    await own.templates.delete(name)
+    await own.keys.rotate('me', { graceSeconds: 0 })
     await admin().keys.revoke(key.id)
     const entries: AuditEntry[] = []
     for await (const e of admin().keys.audit({ from: since })) entries.push(e)
@@ -252,7 +264,10 @@ describe('tenancy', () => {
       ['sandbox.hibernate', sbx.id, key.id],
       ['sandbox.kill', fork?.id, key.id],
       ['sandbox.kill', sbx.id, key.id],
-      ['key.rotate', 'me', key.id],
+      ['template.create', build.templateId, key.id],
+      ['template.publish', build.templateId, adminId],
+      ['template.delete', name, key.id],
+      ['key.rotate', key.id, key.id],
       ['key.revoke', key.id, adminId],
     ] as const) {
       const e = of(action, target)

@@ -104,11 +104,13 @@ export function auditLog(): MiddlewareHandler<AppEnv> {
     const made = hit.target === null && c.res.status < 300 ? await created(c.res) : { target: hit.target }
     const forks = hit.action === 'sandbox.fork' && c.res.status < 300 ? (await created(c.res)).detail : undefined
     const principal = c.get('principal') as Principal | undefined
+    // `me` names the caller's own key
+    const target = made.target ?? hit.target
     try {
       await services.audit.append({
         keyId: principal?.keyId ?? null,
         action: hit.action,
-        target: made.target ?? hit.target,
+        target: target === 'me' && principal ? principal.keyId : target,
         status: c.res.status,
         ip: c.env?.incoming?.socket.remoteAddress ?? null,
         userAgent: c.req.header('user-agent') ?? null,
