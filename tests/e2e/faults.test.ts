@@ -66,35 +66,50 @@ function kill9(pids: number[]): number {
   return n
 }
 
-/** Kills -9 every runsc process of a container that was not there before, as they appear, until `done` settles. */
-async function killNewContainers(done: Promise<unknown>): Promise<number> {
+type Fault = 'runsc' | 'guest'
+
+/** Ends a container: its runsc processes killed -9, or its guest (the container's init) killed through runsc. */
+function strike(container: string, how: Fault): number {
+  const { stateDir } = host()
+  if (how === 'runsc')
+    return kill9(
+      runscProcs(stateDir)
+        .filter((p) => p.container === container)
+        .map((p) => p.pid),
+    )
+  try {
+    execFileSync('runsc', [`--root=${stateDir}`, 'kill', container, 'KILL'], { stdio: 'ignore', timeout: 5000 })
+    return 1
+  } catch {
+    // not created yet, or gone
+    return 0
+  }
+}
+
+/** Strikes every container that was not there before, as they appear, until `done` settles. */
+async function strikeNewContainers(done: Promise<unknown>, how: Fault): Promise<number> {
   const { stateDir } = host()
   const before = new Set(runscProcs(stateDir).map((p) => p.container))
   let settled = false
   void done.finally(() => {
     settled = true
   })
-  let killed = 0
+  let struck = 0
   while (!settled) {
-    killed += kill9(
-      runscProcs(stateDir)
-        .filter((p) => p.container && !before.has(p.container))
-        .map((p) => p.pid),
+    const fresh = new Set(
+      runscProcs(stateDir).flatMap((p) => (p.container && !before.has(p.container) ? [p.container] : [])),
     )
+    for (const c of fresh) struck += strike(c, how)
     await new Promise((r) => setTimeout(r, 5))
   }
-  return killed
+  return struck
 }
 
-/** Kills -9 the runsc processes of sandbox `id`'s container. */
-function killSandboxRunsc(id: string): number {
+/** Strikes sandbox `id`'s container. */
+function strikeSandbox(id: string, how: Fault = 'runsc'): number {
   const container = containerOf(host().dataDir, id)
   assert.ok(container, `no container of ${id}`)
-  return kill9(
-    runscProcs(host().stateDir)
-      .filter((p) => p.container === container)
-      .map((p) => p.pid),
-  )
+  return strike(container, how)
 }
 
 /** The call's outcome and how long it took. */
@@ -124,7 +139,7 @@ describe('faults', () => {
     const sbx = await Sandbox.create(conn())
     const call = timed(sbx.exec('sleep 30', { timeoutSeconds: 60 }))
     await new Promise((r) => setTimeout(r, 500))
-    assert.ok(killSandboxRunsc(sbx.id) > 0)
+    assert.ok(strikeSandbox(sbx.id) > 0)
     const r = await call
     assert.equal(r.error?.code, 'SANDBOX_ERRORED')
     assert.ok(r.ms < 10_000, `ended after ${r.ms} ms`)
@@ -149,76 +164,82 @@ describe('faults', () => {
     await assertConsistent()
   })
 
-  it('runsc killed -9 as a create starts it: the create fails with a code, and its record is errored, never starting', async () => {
-    // resources of its own: a boot of a container of its own, not a pooled one
-    const call = timed(Sandbox.create({ ...conn(), resources: { memoryMB: 640 } }))
-    const killed = await killNewContainers(call)
-    const r = await call
-    assert.ok(killed > 0, 'no runsc process was there to kill')
-    assert.ok(r.error, 'the create succeeded')
-    assert.ok(['INTERNAL', 'SANDBOX_ERRORED'].includes(r.error.code), r.error.code)
-    assert.ok(r.ms < 45_000, `ended after ${r.ms} ms`)
-    await assertConsistent()
-    const errored = (await Sandbox.list(conn())).filter((s) => s.state === 'errored' && s.resources.memoryMB === 640)
-    assert.equal(errored.length, 1)
-    assert.equal(errored[0]?.errorReason, 'runtime_failed')
-  })
+  for (const how of ['runsc', 'guest'] as const) {
+    const what = how === 'runsc' ? 'runsc killed -9' : 'the guest killed'
+    it(`${what} as a create starts it: the create fails with a code, and its record is errored, never starting`, async () => {
+      // resources of its own: a boot of a container of its own, not a pooled one
+      const memoryMB = how === 'runsc' ? 640 : 672
+      const call = timed(Sandbox.create({ ...conn(), resources: { memoryMB } }))
+      const killed = await strikeNewContainers(call, how)
+      const r = await call
+      assert.ok(killed > 0, 'no runsc process was there to kill')
+      assert.ok(r.error, 'the create succeeded')
+      assert.ok(['INTERNAL', 'SANDBOX_ERRORED'].includes(r.error.code), r.error.code)
+      assert.ok(r.ms < 45_000, `ended after ${r.ms} ms`)
+      await assertConsistent()
+      const errored = (await Sandbox.list(conn())).filter(
+        (s) => s.state === 'errored' && s.resources.memoryMB === memoryMB,
+      )
+      assert.equal(errored.length, 1)
+      assert.equal(errored[0]?.errorReason, 'runtime_failed')
+    })
 
-  it('runsc killed -9 as forks start: the fork fails as a whole, no fork is left half-made, the source runs on', async () => {
-    const src = await Sandbox.create(conn())
-    await src.files.write('/work/mark.txt', 'source')
-    const call = timed(src.fork({ count: 2 }))
-    const killed = await killNewContainers(call)
-    const r = await call
-    assert.ok(killed > 0)
-    assert.ok(r.error, 'the fork succeeded')
-    assert.ok(r.ms < 45_000, `ended after ${r.ms} ms`)
-    await assertConsistent()
-    const forks = (await Sandbox.list(conn())).filter(
-      (s) => s.metadata && s.id !== src.id && s.createdAt > src.info.createdAt,
-    )
-    for (const f of forks) assert.ok(['errored', 'killed'].includes(f.state), `fork ${f.id} is ${f.state}`)
-    assert.equal(await src.files.read('/work/mark.txt'), 'source')
-    await src.kill()
-  })
+    it(`${what} as forks start: the fork fails as a whole, no fork is left half-made, the source runs on`, async () => {
+      const src = await Sandbox.create(conn())
+      await src.files.write('/work/mark.txt', 'source')
+      const call = timed(src.fork({ count: 2 }))
+      const killed = await strikeNewContainers(call, how)
+      const r = await call
+      assert.ok(killed > 0)
+      assert.ok(r.error, 'the fork succeeded')
+      assert.ok(r.ms < 45_000, `ended after ${r.ms} ms`)
+      await assertConsistent()
+      const forks = (await Sandbox.list(conn())).filter(
+        (s) => s.metadata && s.id !== src.id && s.createdAt > src.info.createdAt,
+      )
+      for (const f of forks) assert.ok(['errored', 'killed'].includes(f.state), `fork ${f.id} is ${f.state}`)
+      assert.equal(await src.files.read('/work/mark.txt'), 'source')
+      await src.kill()
+    })
 
-  it('runsc killed -9 mid-hibernate: the call ends with a code, and the sandbox is either hibernated whole or errored, never lost', async () => {
-    const sbx = await Sandbox.create(conn())
-    await sbx.exec(
-      `setsid python3 -c "import time; d = b'x' * (80 * 1024 * 1024); time.sleep(600)" > /dev/null 2>&1 < /dev/null &`,
-    )
-    await new Promise((r) => setTimeout(r, 1000))
-    const call = timed(sbx.hibernate())
-    await new Promise((r) => setTimeout(r, 80))
-    killSandboxRunsc(sbx.id)
-    const r = await call
-    assert.ok(r.ms < 30_000, `ended after ${r.ms} ms`)
-    const info = await sbx.getInfo()
-    if (info.state === 'hibernated') assert.equal((await sbx.exec(['echo', 'woke'])).stdout, 'woke\n')
-    else {
-      assert.equal(info.state, 'errored')
-      assert.ok(r.error, 'hibernate answered success for a sandbox that died')
-    }
-    await assertConsistent()
-    await sbx.kill()
-  })
+    it(`${what} mid-hibernate: the call ends with a code, and the sandbox is either hibernated whole or errored, never lost`, async () => {
+      const sbx = await Sandbox.create(conn())
+      await sbx.exec(
+        `setsid python3 -c "import time; d = b'x' * (80 * 1024 * 1024); time.sleep(600)" > /dev/null 2>&1 < /dev/null &`,
+      )
+      await new Promise((r) => setTimeout(r, 1000))
+      const call = timed(sbx.hibernate())
+      await new Promise((r) => setTimeout(r, 80))
+      strikeSandbox(sbx.id, how)
+      const r = await call
+      assert.ok(r.ms < 30_000, `ended after ${r.ms} ms`)
+      const info = await sbx.getInfo()
+      if (info.state === 'hibernated') assert.equal((await sbx.exec(['echo', 'woke'])).stdout, 'woke\n')
+      else {
+        assert.equal(info.state, 'errored')
+        assert.ok(r.error, 'hibernate answered success for a sandbox that died')
+      }
+      await assertConsistent()
+      await sbx.kill()
+    })
 
-  it('runsc killed -9 as a wake restores: the call fails with a code, the sandbox stays hibernated, and the next call wakes it', async () => {
-    const sbx = await Sandbox.create(conn())
-    await sbx.files.write('/work/kept.txt', 'kept')
-    await sbx.hibernate()
-    const call = timed(sbx.exec(['echo', 'hi']))
-    const killed = await killNewContainers(call)
-    const r = await call
-    assert.ok(killed > 0)
-    assert.ok(r.error, 'the wake succeeded')
-    assert.ok(r.ms < 45_000, `ended after ${r.ms} ms`)
-    assert.equal((await sbx.getInfo()).state, 'hibernated')
-    assert.equal(await sbx.files.read('/work/kept.txt'), 'kept')
-    assert.equal((await sbx.getInfo()).state, 'running')
-    await assertConsistent()
-    await sbx.kill()
-  })
+    it(`${what} as a wake restores: the call fails with a code, the sandbox stays hibernated, and the next call wakes it`, async () => {
+      const sbx = await Sandbox.create(conn())
+      await sbx.files.write('/work/kept.txt', 'kept')
+      await sbx.hibernate()
+      const call = timed(sbx.exec(['echo', 'hi']))
+      const killed = await strikeNewContainers(call, how)
+      const r = await call
+      assert.ok(killed > 0)
+      assert.ok(r.error, 'the wake succeeded')
+      assert.ok(r.ms < 45_000, `ended after ${r.ms} ms`)
+      assert.equal((await sbx.getInfo()).state, 'hibernated')
+      assert.equal(await sbx.files.read('/work/kept.txt'), 'kept')
+      assert.equal((await sbx.getInfo()).state, 'running')
+      await assertConsistent()
+      await sbx.kill()
+    })
+  }
 
   it("the data dir's disk full: a snapshot fails NO_SPACE with nothing half-written; the sandbox and the store carry on", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'forkbox-full-'))
@@ -354,6 +375,49 @@ describe('faults', () => {
     }
     await assertNothingLeftOf(tag, h.dataDir)
   })
+
+  for (const during of ['create', 'wake'] as const) {
+    it(`the host process killed -9 during a ${during}: after a restart nothing is left starting or half-made, and the sandbox is not lost`, async () => {
+      const tag = `fbx-hostkill-${during}-${process.pid}`
+      const h = await childHost(tag, during === 'create' ? 19 : 23)
+      let id: string | undefined
+      if (during === 'wake') {
+        const sbx = await Sandbox.create(h.conn)
+        await sbx.files.write('/work/kept.txt', 'kept')
+        await sbx.hibernate()
+        id = sbx.id
+        void sbx.exec(['true']).catch(() => {})
+      } else void Sandbox.create({ ...h.conn, resources: { memoryMB: 704 } }).catch(() => {})
+      // the call is under way (a cold boot, a restore)
+      await new Promise((r) => setTimeout(r, during === 'create' ? 300 : 100))
+      await h.kill9()
+      const again = await childHost(tag, during === 'create' ? 19 : 23, h.dataDir)
+      const c = { ...again.conn, apiKey: h.conn.apiKey }
+      try {
+        const all = await Sandbox.list(c)
+        assert.ok(!all.some((s) => s.state === 'starting'), JSON.stringify(all.map((s) => s.state)))
+        assert.equal(new Set(all.map((s) => s.id)).size, all.length)
+        if (during === 'create') {
+          // made before the kill and re-attached, or cut short and errored; never half there
+          for (const s of all)
+            assert.ok(
+              s.state === 'running' || (s.state === 'errored' && s.errorReason === 'runtime_failed'),
+              `${s.id} is ${s.state}`,
+            )
+          for (const s of all.filter((s) => s.state === 'running')) await (await Sandbox.connect(s.id, c)).kill()
+        } else {
+          const s = all.find((s) => s.id === id)
+          assert.ok(s?.state === 'hibernated' || s?.state === 'running', `the sandbox is ${s?.state}`)
+          const sbx = await Sandbox.connect(id as string, c)
+          assert.equal(await sbx.files.read('/work/kept.txt'), 'kept')
+          await sbx.kill()
+        }
+      } finally {
+        await again.stop()
+      }
+      await assertNothingLeftOf(tag, h.dataDir)
+    })
+  }
 
   it('the host process killed -9 during an exec: the call fails with a code at once; after a restart the sandbox runs on', async () => {
     const tag = `fbx-hostkill-${process.pid}`

@@ -5,6 +5,7 @@
 import { AppError } from '@forkbox/protocol'
 import type { Context } from 'hono'
 import type { AppEnv } from '../http/env.ts'
+import { admitTokenCall } from '../http/tenancy.ts'
 
 /** The key id behind the `X-API-KEY` of a control-plane call. */
 export function requireApiKey(c: Context<AppEnv>): string {
@@ -32,5 +33,6 @@ export async function requireSandboxAccess(c: Context<AppEnv>, sandboxId: string
     throw new AppError('UNAUTHENTICATED', 'an access token is required (X-Access-Token header)')
   if (!owner || !(await auth.verify('envd', sandboxId, owner, who.token)))
     throw new AppError('UNAUTHENTICATED', `the access token is not valid for sandbox ${sandboxId}`)
+  await admitTokenCall(c, owner)
   return owner
 }

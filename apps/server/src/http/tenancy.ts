@@ -1,6 +1,6 @@
 // What every call of a key passes before its route runs (read-only scope, rate limits), and what
 // every key and admin action leaves in the audit log.
-import { AppError, type RateClass } from '@forkbox/protocol'
+import { AppError, type KeyRateLimits, type RateClass } from '@forkbox/protocol'
 import type { Context, MiddlewareHandler } from 'hono'
 import { rateOf } from '../config.ts'
 import type { Principal } from '../store/keys.ts'
@@ -24,13 +24,23 @@ export async function admitCall(c: Context<AppEnv>, principal: Principal): Promi
   const method = c.req.method
   if (principal.scopes.readOnly && ((method !== 'GET' && method !== 'HEAD') || c.req.header('upgrade')))
     throw new AppError('FORBIDDEN', 'this key is read-only', { scope: 'readOnly' })
+  await takeRate(c, principal.keyId, principal.rateLimits, rateClass(method, c.req.path))
+}
+
+/**
+ * A call made with a sandbox's access token (E2B's envd and interpreter calls) counts against its
+ * owner's `data` bucket, as the owner's key's own calls do.
+ */
+export async function admitTokenCall(c: Context<AppEnv>, owner: string): Promise<void> {
+  const key = await c.var.services.keys.get(owner).catch(() => null)
+  await takeRate(c, owner, key?.rateLimits ?? {}, 'data')
+}
+
+async function takeRate(c: Context<AppEnv>, keyId: string, own: KeyRateLimits, cls: RateClass): Promise<void> {
   const { services } = c.var
-  const cls = rateClass(method, c.req.path)
-  const limit =
-    principal.rateLimits[cls] ??
-    rateOf(cls === 'create' ? services.config.rateLimitCreate : services.config.rateLimitData)
+  const limit = own[cls] ?? rateOf(cls === 'create' ? services.config.rateLimitCreate : services.config.rateLimitData)
   if (!limit) return
-  const taken = await services.rateLimiter.take(`${principal.keyId}:${cls}`, limit)
+  const taken = await services.rateLimiter.take(`${keyId}:${cls}`, limit)
   if (!taken.ok)
     throw new AppError(
       'RATE_LIMITED',
