@@ -92,6 +92,32 @@ describe('tenancy', () => {
     await sbx.kill()
   })
 
+  it('quotas: template bytes refuse a build that would pass them (and keep none of it), concurrent builds refuse at once', async () => {
+    const key = await admin().keys.create('template-tenant', { quotas: { templateBytes: 1 } })
+    const own = new ForkboxClient(as(key))
+    const name = `quota-${process.pid}`
+    // nothing held yet: the build runs, and once its size is known it is over the quota
+    const failed = (await refused(
+      own.templates.build({ name, dockerfile: 'FROM forkbox:base\nENV A=1\n' }),
+    )) as ForkboxError & {
+      build: { id: string }
+    }
+    assert.equal(failed.code, 'QUOTA_EXCEEDED')
+    assert.equal((await own.templates.getBuild(failed.build.id)).status, 'failed')
+    // room for it: it is kept; then the quota is what it holds, and the next build is refused at once
+    await admin().keys.update(key.id, { quotas: { templateBytes: 10 * 1024 ** 3 } })
+    const second = await own.templates.build({ name, dockerfile: 'FROM forkbox:base\nENV A=2\n' })
+    assert.equal(second.status, 'ready')
+    await admin().keys.update(key.id, { quotas: { templateBytes: 1 } })
+    let err = await refused(own.templates.build({ name, dockerfile: 'FROM forkbox:base\nENV A=3\n' }))
+    assert.equal(err.code, 'QUOTA_EXCEEDED')
+    assert.equal(err.details?.quota, 'templateBytes')
+    await admin().keys.update(key.id, { quotas: { concurrentBuilds: 0 } })
+    err = await refused(own.templates.build({ name, dockerfile: 'FROM forkbox:base\nENV A=4\n' }))
+    assert.equal(err.details?.quota, 'concurrentBuilds')
+    await own.templates.delete(name)
+  })
+
   it('rate limits: the burst passes, the next call is 429 RATE_LIMITED with Retry-After, and the SDK waits it out', async () => {
     const key = await admin().keys.create('rate-tenant', { rateLimits: { data: { perSecond: 1, burst: 5 } } })
     const sbx = await Sandbox.create({ ...as(key) })

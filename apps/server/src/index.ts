@@ -99,6 +99,7 @@ export async function createControlPlane(opts: {
       contextsDir: join(dirname(config.dbPath), 'build-contexts'),
       ceilingTemplate: 'base',
       admitBuild: (owner) => quotas.checkBuilds(owner),
+      admitBuilt: (owner, sizeBytes) => quotas.checkTemplateBytes(owner, sizeBytes),
     },
     () => store.templatesInUse(),
     registries,

@@ -277,6 +277,8 @@ export interface BuildLogLine {
 export interface TemplateBuildResult {
   /** The spec to register from now on: an image reference pinned to the digest it resolved to. */
   pinned: TemplateBuildSpec
+  /** What the built template takes on the host's disk (its rootfs and baked snapshot). */
+  sizeBytes?: number
 }
 
 export type SandboxExitListener = (id: string, reason: SandboxErrorReason | null, message: string | null) => void

@@ -1,8 +1,10 @@
 // Template baking: builds a template's rootfs, boots it once, warms it up and checkpoints it into
 // the snapshot every create restores (each cached by content).
+import { execFile } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import { existsSync, readFileSync, rmSync } from 'node:fs'
 import { basename, join } from 'node:path'
+import { promisify } from 'node:util'
 import { AppError, type ProcessExit, type TemplateInfo, type TemplateProgress } from '@forkbox/protocol'
 import type { AgentConfig } from '../config.ts'
 import { RUNTIME_PYTHON } from '../guest/runtime.ts'
@@ -129,6 +131,9 @@ export async function startImage(def: TemplateDefinition, sbx: LiveSandbox): Pro
     `the start command ${JSON.stringify(def.startCmd)} was not ready within ${READY_TIMEOUT_MS / 1000} s${last ? `: ${last}` : ''}`,
   )
 }
+
+const runDu = (args: string[], opts: { timeout: number; killSignal: 'SIGKILL' }) =>
+  promisify(execFile)('du', args, opts)
 
 export class TemplateBaker {
   private readonly definitions: Map<string, TemplateDefinition>
@@ -265,6 +270,16 @@ export class TemplateBaker {
   }
 
   /** The baked snapshot: template rootfs, guest daemon and default resources address it. */
+  /** Bytes a built template takes on disk: its rootfs and its baked snapshot (hard links once, `du -sb`). */
+  async sizeOf(name: string): Promise<number> {
+    const def = this.definition(name)
+    const dirs = [this.rootfsOf(def), this.snapshotOf(def)].filter((d) => existsSync(d))
+    if (dirs.length === 0) return 0
+    const { stdout } = await runDu(['-scb', ...dirs], { timeout: 120_000, killSignal: 'SIGKILL' })
+    const total = /^(\d+)\s+total$/m.exec(stdout)?.[1]
+    return Number(total ?? 0)
+  }
+
   snapshotOf(def: TemplateDefinition): string {
     const key = createHash('sha256')
       .update(this.guestHash)

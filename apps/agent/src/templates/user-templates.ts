@@ -253,10 +253,11 @@ export async function buildUserTemplate(
     await baker.remove(spec.name)
     throw err
   }
+  const sizeBytes = await baker.sizeOf(spec.name)
   const digest = baker.digestOf(spec.name)
   if (source.kind === 'image' && digest) {
     const image = formatImageReference(parseImageReference(source.image), digest)
-    return { pinned: { ...spec, source: { kind: 'image', image } } }
+    return { pinned: { ...spec, source: { kind: 'image', image } }, sizeBytes }
   }
-  return { pinned }
+  return { pinned, sizeBytes }
 }

@@ -13,6 +13,7 @@ interface LimitFlags {
   memoryMb?: number
   diskMb?: number
   snapshotBytes?: number
+  templateBytes?: number
   builds?: number
   createRate?: { perSecond: number; burst: number }
   dataRate?: { perSecond: number; burst: number }
@@ -29,6 +30,7 @@ function limitOptions(cmd: Command): Command {
     .option('--memory-mb <n>', 'quota: memory of its live sandboxes together (MB)', parseCount)
     .option('--disk-mb <n>', 'quota: disk of its live and hibernated sandboxes together (MB)', parseCount)
     .option('--snapshot-bytes <n>', 'quota: bytes of its snapshots', parseCount)
+    .option('--template-bytes <n>', 'quota: bytes its templates take on disk', parseCount)
     .option('--builds <n>', 'quota: template builds at once', parseCount)
     .option('--create-rate <perSecond/burst>', 'rate limit of creates (sandboxes, forks, snapshots, builds)', parseRate)
     .option('--data-rate <perSecond/burst>', 'rate limit of every other call', parseRate)
@@ -44,6 +46,7 @@ function quotasOf(f: LimitFlags): KeyQuotas {
   if (f.memoryMb !== undefined) q.memoryMB = f.memoryMb
   if (f.diskMb !== undefined) q.diskMB = f.diskMb
   if (f.snapshotBytes !== undefined) q.snapshotBytes = f.snapshotBytes
+  if (f.templateBytes !== undefined) q.templateBytes = f.templateBytes
   if (f.builds !== undefined) q.concurrentBuilds = f.builds
   return q
 }

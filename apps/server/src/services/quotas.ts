@@ -13,6 +13,7 @@ import {
 import type { Db } from '../store/db.ts'
 import type { KeyStore } from '../store/keys.ts'
 import type { SnapshotStore } from '../store/snapshots.ts'
+import { TemplateStore } from '../store/templates.ts'
 
 /** What a call would add to what its key holds. */
 export interface Ask {
@@ -29,12 +30,15 @@ const NONE: Held = { sandboxes: 0, vcpus: 0, memoryMB: 0, diskMB: 0 }
 export class QuotaGuard {
   private readonly reserved = new Map<string, Held[]>()
   private readonly locks = new Map<string, Promise<unknown>>()
+  private readonly templates: TemplateStore
 
   constructor(
     private readonly db: Db,
     private readonly keys: KeyStore,
     private readonly snapshots: SnapshotStore,
-  ) {}
+  ) {
+    this.templates = new TemplateStore(db)
+  }
 
   /** The key's scopes and quotas (a key that is gone has none: its calls fail on auth first). */
   private async limitsOf(owner: string): Promise<{ scopes: KeyScopes; quotas: KeyQuotas }> {
@@ -86,8 +90,21 @@ export class QuotaGuard {
     if (used + adding > limit || (adding === 0 && used >= limit)) throw exceeded('snapshotBytes', limit, used, adding)
   }
 
-  /** Refuses a build when the key has its quota of builds queued or running. */
+  /**
+   * Refuses a build (`adding` 0: before it starts) when the key's templates already take its
+   * templateBytes quota, or would with the `adding` bytes of the build just made.
+   */
+  async checkTemplateBytes(owner: string, adding = 0): Promise<void> {
+    const { quotas } = await this.limitsOf(owner)
+    if (quotas.templateBytes === undefined) return
+    const used = await this.templates.bytesOf(owner)
+    const limit = quotas.templateBytes
+    if (used + adding > limit || (adding === 0 && used >= limit)) throw exceeded('templateBytes', limit, used, adding)
+  }
+
+  /** Refuses a build when the key has its quota of builds queued or running, or its templates take their bytes. */
   async checkBuilds(owner: string): Promise<void> {
+    await this.checkTemplateBytes(owner)
     const { quotas } = await this.limitsOf(owner)
     if (quotas.concurrentBuilds === undefined) return
     const r = await this.db
@@ -141,7 +158,12 @@ function add(into: Held, h: Held): void {
   into.diskMB += h.diskMB
 }
 
-const UNITS: Partial<Record<QuotaName, string>> = { memoryMB: ' MB', diskMB: ' MB', snapshotBytes: ' bytes' }
+const UNITS: Partial<Record<QuotaName, string>> = {
+  memoryMB: ' MB',
+  diskMB: ' MB',
+  snapshotBytes: ' bytes',
+  templateBytes: ' bytes',
+}
 
 function exceeded(quota: QuotaName, limit: number, used: number, asked: number): AppError {
   const u = UNITS[quota] ?? ''

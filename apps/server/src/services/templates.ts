@@ -37,8 +37,10 @@ export interface TemplateLimits {
   contextsDir: string
   /** The built-in template whose maxima bound every user template's resources. */
   ceilingTemplate: string
-  /** Refuses a build its key may not start now (its quota of concurrent builds). */
+  /** Refuses a build its key may not start now (its quota of concurrent builds, or of template bytes). */
   admitBuild?: (owner: string) => Promise<void>
+  /** Refuses a build once made when its bytes would pass its key's quota of template bytes. */
+  admitBuilt?: (owner: string, sizeBytes: number) => Promise<void>
 }
 
 /** A replica's hold on a build it queues or runs: renewed every third of it. */
@@ -487,7 +489,18 @@ export class TemplateService {
     try {
       const owner = (await this.store.get(b.templateId))?.owner
       const auth = owner && this.registries ? await this.registries.auth(owner) : {}
-      const { pinned } = await this.agent.buildTemplate(b.spec, (line) => this.append(id, line), signal, auth)
+      const { pinned, sizeBytes } = await this.agent.buildTemplate(
+        b.spec,
+        (line) => this.append(id, line),
+        signal,
+        auth,
+      )
+      if (owner && sizeBytes !== undefined)
+        await this.limits.admitBuilt?.(owner, sizeBytes).catch(async (err: unknown) => {
+          // past the key's quota once built: it is not kept
+          await this.agent.removeTemplate(b.spec.name)
+          throw err
+        })
       const seconds = ((performance.now() - started) / 1000).toFixed(1)
       this.append(id, { stream: 'system', message: `ready in ${seconds} s` })
       // the layer cache stays under its cap; a failed eviction is no failed build
@@ -495,7 +508,7 @@ export class TemplateService {
         .pruneTemplates({ layersOnly: true })
         .catch((err: unknown) => this.log.warn({ err }, 'pruning the template store failed'))
       await this.flush(id)
-      if (!(await this.store.transition(id, ['building'], 'ready', { spec: pinned }))) {
+      if (!(await this.store.transition(id, ['building'], 'ready', { spec: pinned, sizeBytes }))) {
         await this.agent.removeTemplate(b.spec.name) // deleted meanwhile
         await this.store.markRemoved(id)
       }

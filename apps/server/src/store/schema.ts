@@ -89,6 +89,8 @@ export interface TemplateBuildsTable {
   removed: Generated<number>
   /** Until when the replica queueing or running it owns it (it renews this while it does). */
   lease_until: string | null
+  /** What the ready build takes on its host's disk (null: built before this was kept). */
+  size_bytes: number | null
 }
 
 export interface BuildLogsTable {
@@ -439,6 +441,11 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .unique()
           .where(sql.ref('ended_at'), 'is', null)
           .execute()
+      },
+    },
+    '0009-template-sizes': {
+      async up(db: Kysely<unknown>) {
+        await db.schema.alterTable('template_builds').addColumn('size_bytes', 'bigint').execute()
       },
     },
   }

@@ -237,7 +237,7 @@ export class TemplateStore {
     id: string,
     from: TemplateBuildStatus[],
     to: TemplateBuildStatus,
-    extra: { error?: { code: string; message: string }; spec?: TemplateBuildSpec } = {},
+    extra: { error?: { code: string; message: string }; spec?: TemplateBuildSpec; sizeBytes?: number } = {},
   ): Promise<boolean> {
     const done = to === 'ready' || to === 'failed'
     const r = await this.db
@@ -247,12 +247,27 @@ export class TemplateStore {
         error_code: e.fn.coalesce(sql.val(extra.error?.code ?? null), e.ref('error_code')),
         error_message: e.fn.coalesce(sql.val(extra.error?.message ?? null), e.ref('error_message')),
         spec: extra.spec ? JSON.stringify(extra.spec) : e.ref('spec'),
+        size_bytes: extra.sizeBytes ?? e.ref('size_bytes'),
         ...(done ? { finished_at: new Date().toISOString() } : {}),
       }))
       .where('id', '=', id)
       .where('status', 'in', from)
       .executeTakeFirst()
     return Number(r.numUpdatedRows) > 0
+  }
+
+  /** Bytes the owner's ready builds take (those of deleted templates and removed builds are gone). */
+  async bytesOf(owner: string): Promise<number> {
+    const r = await this.db
+      .selectFrom('template_builds')
+      .innerJoin('templates', 'templates.id', 'template_builds.template_id')
+      .select((e) => e.fn.sum<number>('template_builds.size_bytes').as('n'))
+      .where('templates.owner', '=', owner)
+      .where('templates.deleted_at', 'is', null)
+      .where('template_builds.status', '=', 'ready')
+      .where('template_builds.removed', '=', 0)
+      .executeTakeFirst()
+    return Number(r?.n ?? 0)
   }
 
   /** This replica still queues or runs builds `ids`: they stay its own until `until`. */
