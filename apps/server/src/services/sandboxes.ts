@@ -253,7 +253,6 @@ export class SandboxService {
 
   async create(owner: string, req: CreateInput, signal?: AbortSignal): Promise<Sandbox> {
     const network = resolveNetwork(req.network)
-    await this.quotas?.checkScopes(owner, { network })
     if (!req.snapshot) {
       await this.quotas?.checkScopes(owner, { template: req.template })
       const template = await this.resolveTemplate(owner, req.template)
@@ -261,10 +260,11 @@ export class SandboxService {
       const resources = this.resolveResources(info, req.resources)
       // the image's EXPOSE, unless the create names its ports
       if (req.network.ports === undefined && info.exposedPorts) network.ports = [...info.exposedPorts]
+      await this.quotas?.checkScopes(owner, { network })
       return this.launcher.launch(owner, { ...req, template, resources, snapshot: undefined, network }, signal)
     }
     const snap = await this.ownSnapshot(owner, req.snapshot)
-    await this.quotas?.checkScopes(owner, { template: await this.templateLabel(snap.template) })
+    await this.quotas?.checkScopes(owner, { template: await this.templateLabel(snap.template), network })
     if (Object.keys(req.resources).length > 0)
       throw new AppError('VALIDATION_FAILED', 'a sandbox started from a snapshot has the resources of the snapshot')
     return this.launcher.launch(
