@@ -84,8 +84,8 @@ export class Containers {
   ) {
     this.watchdog = new Watchdog(
       () => this.sandboxes.values(),
-      (sbx, message) => this.onGuestUnresponsive(sbx, message),
-      (sbx, message) => this.onWedged(sbx, message),
+      (sbx, message) => this.errorAndStop(sbx, 'guest_unresponsive', `${message}; the sandbox was stopped`),
+      (sbx, message) => this.errorAndStop(sbx, 'out_of_memory', message),
       log,
       { ...WATCHDOG_DEFAULTS, ...config.watchdog },
     )
@@ -320,21 +320,15 @@ export class Containers {
     return sbx
   }
 
-  /** Processes the host's OOM killer left wedged would not end: the sandbox is errored (out of memory) and stopped. */
-  private onWedged(sbx: LiveSandbox, message: string): void {
+  /**
+   * The sandbox cannot go on (processes the host's OOM killer left wedged past ending, a guest
+   * that stopped answering): its calls fail with `reason`, it is reported errored, and stopped.
+   */
+  private errorAndStop(sbx: LiveSandbox, reason: SandboxErrorReason, message: string): void {
     if (sbx.stopping) return
     this.log(`${sbx.id}: ${message}`)
-    sbx.conn.fail(new AppError('SANDBOX_ERRORED', message, { reason: 'out_of_memory' }))
-    this.report(sbx.id, 'out_of_memory', message)
-    void this.halt(sbx)
-  }
-
-  /** The guest stopped answering (the watchdog's ping went unanswered): errored and stopped. */
-  private onGuestUnresponsive(sbx: LiveSandbox, message: string): void {
-    if (sbx.stopping) return
-    this.log(`${sbx.id}: ${message}; the sandbox was stopped`)
-    sbx.conn.fail(new AppError('SANDBOX_ERRORED', message, { reason: 'guest_unresponsive' }))
-    this.report(sbx.id, 'guest_unresponsive', `${message}; the sandbox was stopped`)
+    sbx.conn.fail(new AppError('SANDBOX_ERRORED', message, { reason }))
+    this.report(sbx.id, reason, message)
     void this.halt(sbx)
   }
 
