@@ -41,8 +41,6 @@ const REAPER_LOCK = 0x66627872
 
 /** An ended sandbox still placed this long after its end had its stop fail: the leader stops it again. */
 const ENDED_STOP_RETRY_MS = 15_000
-/** How often the running sandboxes' egress counters are read into their usage periods. */
-const EGRESS_SAMPLE_MS = 10_000
 
 export interface ControlPlane {
   app: App
@@ -88,9 +86,10 @@ export async function createControlPlane(opts: {
   const registries = new RegistryCredentialStore(db, secret)
   const store = new SandboxStore(db, dialect, session)
   const snapshots = new SnapshotStore(db)
-  const quotas = new QuotaGuard(db, keys, snapshots)
+  const templateStore = new TemplateStore(db)
+  const quotas = new QuotaGuard(db, keys, snapshots, templateStore)
   const templates = new TemplateService(
-    new TemplateStore(db),
+    templateStore,
     agent,
     log,
     {
@@ -164,6 +163,7 @@ export async function createControlPlane(opts: {
   const audit = new AuditStore(db)
   const usage = new UsageStore(db, dialect)
   metrics.meterUsage(usage)
+  const rateLimiter = new RateLimiter(db, dialect)
   const app = createApp({
     sandboxes,
     code,
@@ -172,7 +172,7 @@ export async function createControlPlane(opts: {
     keys,
     audit,
     usage,
-    rateLimiter: new RateLimiter(db, dialect),
+    rateLimiter,
     auth,
     config,
     log,
@@ -181,9 +181,13 @@ export async function createControlPlane(opts: {
     e2bTemplates,
     hosts,
   })
+  // the agents' usage, read once a sample: the metrics' rings, and (the leader) the usage periods' egress
   const sampler = setInterval(() => {
     metrics
       .sample()
+      .then((live) =>
+        leading ? usage.recordEgress(live.map((u) => ({ id: u.id, txBytes: u.networkTxBytes }))) : undefined,
+      )
       .catch((err: unknown) =>
         storeDown(err)
           ? log.debug({ err: String(err) }, 'metrics sampling: the store is unavailable')
@@ -192,7 +196,6 @@ export async function createControlPlane(opts: {
   }, SAMPLE_INTERVAL_MS)
   sampler.unref()
   let lastPrune = 0
-  let lastEgress = 0
   let lastStoreFailure = 0
   // one pass at a time: a slow store never stacks passes up
   let reaping: Promise<void> | null = null
@@ -239,16 +242,11 @@ export async function createControlPlane(opts: {
         await templates.failLapsed()
       }
       await sandboxes.reap()
-      if (Date.now() - lastEgress > EGRESS_SAMPLE_MS) {
-        lastEgress = Date.now()
-        const live = await agent.usage()
-        await usage.recordEgress(live.map((u) => ({ id: u.id, txBytes: u.networkTxBytes })))
-      }
       if (Date.now() - lastPrune > 60_000) {
         lastPrune = Date.now()
         await sandboxes.pruneEvents(new Date(Date.now() - config.eventRetentionHours * 3600_000))
         await audit.prune(new Date(Date.now() - config.auditRetentionDays * 24 * 3600_000))
-        await new RateLimiter(db, dialect).prune(3600_000)
+        await rateLimiter.prune(3600_000)
         await templates.collect().catch((err: unknown) => log.error({ err }, 'removing deleted templates failed'))
         e2bTemplates.sweep()
       }

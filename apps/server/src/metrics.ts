@@ -179,8 +179,8 @@ export class Metrics {
 
   private readonly sampleFrom: () => Promise<SandboxUsage[]>
 
-  /** Adds one sample per running sandbox; forgets sandboxes that are gone. */
-  async sample(): Promise<void> {
+  /** Adds one sample per running sandbox; forgets sandboxes that are gone. Returns what it read. */
+  async sample(): Promise<SandboxUsage[]> {
     const usage = await this.sampleFrom()
     const at = new Date().toISOString()
     const seen = new Set<string>()
@@ -201,6 +201,7 @@ export class Metrics {
       if (ring.length > SAMPLES) ring.shift()
     }
     for (const id of this.samples.keys()) if (!seen.has(id)) this.samples.delete(id)
+    return usage
   }
 
   samplesOf(id: string): UsageSample[] {

@@ -97,17 +97,12 @@ function counter(text: string, key: string): number {
 export function limitHit(path: string): SandboxErrorReason | null {
   if (cgroupV2()) {
     const d = join(ROOT, path)
-    if (counter(read(join(d, 'memory.events')), 'oom_kill') > 0 || counter(read(join(d, 'memory.events')), 'max') > 0)
-      return 'out_of_memory'
+    if (oomKills(path) > 0 || counter(read(join(d, 'memory.events')), 'max') > 0) return 'out_of_memory'
     if (counter(read(join(d, 'pids.events')), 'max') > 0) return 'pids_limit'
     return null
   }
   const mem = join(ROOT, 'memory', path)
-  if (
-    Number(read(join(mem, 'memory.failcnt')) || 0) > 0 ||
-    counter(read(join(mem, 'memory.oom_control')), 'oom_kill') > 0
-  )
-    return 'out_of_memory'
+  if (Number(read(join(mem, 'memory.failcnt')) || 0) > 0 || oomKills(path) > 0) return 'out_of_memory'
   if (counter(read(join(ROOT, 'pids', path, 'pids.events')), 'max') > 0) return 'pids_limit'
   return null
 }

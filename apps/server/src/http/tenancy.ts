@@ -111,11 +111,12 @@ export function auditLog(): MiddlewareHandler<AppEnv> {
     if (!hit) return next()
     await next()
     const { services } = c.var
-    const made = hit.target === null && c.res.status < 300 ? await created(c.res) : { target: hit.target }
-    const forks = hit.action === 'sandbox.fork' && c.res.status < 300 ? (await created(c.res)).detail : undefined
+    // a create's target (and a fork's children) are in its answer
+    const answer =
+      c.res.status < 300 && (hit.target === null || hit.action === 'sandbox.fork') ? await created(c.res) : null
     const principal = c.get('principal') as Principal | undefined
     // `me` names the caller's own key
-    const target = made.target ?? hit.target
+    const target = hit.target ?? answer?.target ?? null
     try {
       await services.audit.append({
         keyId: principal?.keyId ?? null,
@@ -125,7 +126,7 @@ export function auditLog(): MiddlewareHandler<AppEnv> {
         ip: c.env?.incoming?.socket.remoteAddress ?? null,
         userAgent: c.req.header('user-agent') ?? null,
         requestId: c.var.requestId,
-        detail: forks,
+        detail: answer?.detail,
       })
     } catch (err) {
       // the action is done: a failed record is logged loudly, never undone

@@ -13,7 +13,7 @@ import {
 import type { Db } from '../store/db.ts'
 import type { KeyStore } from '../store/keys.ts'
 import type { SnapshotStore } from '../store/snapshots.ts'
-import { TemplateStore } from '../store/templates.ts'
+import type { TemplateStore } from '../store/templates.ts'
 
 /** What a call would add to what its key holds. */
 export interface Ask {
@@ -30,15 +30,13 @@ const NONE: Held = { sandboxes: 0, vcpus: 0, memoryMB: 0, diskMB: 0 }
 export class QuotaGuard {
   private readonly reserved = new Map<string, Held[]>()
   private readonly locks = new Map<string, Promise<unknown>>()
-  private readonly templates: TemplateStore
 
   constructor(
     private readonly db: Db,
     private readonly keys: KeyStore,
     private readonly snapshots: SnapshotStore,
-  ) {
-    this.templates = new TemplateStore(db)
-  }
+    private readonly templates: TemplateStore,
+  ) {}
 
   /** The key's scopes and quotas (a key that is gone has none: its calls fail on auth first). */
   private async limitsOf(owner: string): Promise<{ scopes: KeyScopes; quotas: KeyQuotas }> {
@@ -82,24 +80,29 @@ export class QuotaGuard {
   }
 
   /** Refuses a snapshot when the key's snapshots already take its quota, or would with `adding`. */
-  async checkSnapshotBytes(owner: string, adding = 0): Promise<void> {
-    const { quotas } = await this.limitsOf(owner)
-    if (quotas.snapshotBytes === undefined) return
-    const used = await this.snapshots.bytesOf(owner)
-    const limit = quotas.snapshotBytes
-    if (used + adding > limit || (adding === 0 && used >= limit)) throw exceeded('snapshotBytes', limit, used, adding)
+  checkSnapshotBytes(owner: string, adding = 0): Promise<void> {
+    return this.checkBytes(owner, 'snapshotBytes', () => this.snapshots.bytesOf(owner), adding)
   }
 
   /**
    * Refuses a build (`adding` 0: before it starts) when the key's templates already take its
    * templateBytes quota, or would with the `adding` bytes of the build just made.
    */
-  async checkTemplateBytes(owner: string, adding = 0): Promise<void> {
-    const { quotas } = await this.limitsOf(owner)
-    if (quotas.templateBytes === undefined) return
-    const used = await this.templates.bytesOf(owner)
-    const limit = quotas.templateBytes
-    if (used + adding > limit || (adding === 0 && used >= limit)) throw exceeded('templateBytes', limit, used, adding)
+  checkTemplateBytes(owner: string, adding = 0): Promise<void> {
+    return this.checkBytes(owner, 'templateBytes', () => this.templates.bytesOf(owner), adding)
+  }
+
+  /** A bytes quota: refused when what the key holds takes it (`adding` 0), or would with `adding` more. */
+  private async checkBytes(
+    owner: string,
+    quota: 'snapshotBytes' | 'templateBytes',
+    held: () => Promise<number>,
+    adding: number,
+  ): Promise<void> {
+    const limit = (await this.limitsOf(owner)).quotas[quota]
+    if (limit === undefined) return
+    const used = await held()
+    if (used + adding > limit || (adding === 0 && used >= limit)) throw exceeded(quota, limit, used, adding)
   }
 
   /** Refuses a build when the key has its quota of builds queued or running, or its templates take their bytes. */
