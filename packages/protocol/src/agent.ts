@@ -220,6 +220,12 @@ export interface TemplateBuildSpec {
   /** Shell lines replacing the image's start command and ready check. */
   startCmd?: string
   readyCmd?: string
+  /**
+   * What the build's steps may reach: the internet (the default, with a sandbox's always-blocked
+   * sets), or nothing at all (a `noNetwork` key's builds). Registry pulls are the platform's, not a
+   * step's: they go through the pull namespace's rules either way.
+   */
+  buildNetwork?: 'internet' | 'none'
 }
 
 /** The uploaded file a build reads (its context tarball or image archive), if any. */
