@@ -163,7 +163,29 @@ export interface SnapshotOptions {
    * filesystem-only pause: the sandbox comes back as if booted, its disk kept).
    */
   freshStart?: { template: string }
+  /**
+   * Also hash the image as it would be sent to another host (`sha256`): the record a receiver is
+   * checked against later. A fleet asks for it; one host, whose images never move, does not.
+   */
+  digest?: boolean
 }
+
+/** What `AgentApi.snapshot` made. */
+export interface SnapshotResult {
+  sizeBytes: number
+  /** With `SnapshotOptions.digest`: the SHA-256 (hex) of the image's export stream. */
+  sha256?: string
+}
+
+/**
+ * Where a pulled image comes from, and the SHA-256 (hex) the control plane recorded when its holder
+ * made it: the receiver keeps the bytes only if they hash to that, whatever the sender says. Null
+ * only for an image made before records were kept (then the sender's own hash is all there is).
+ */
+export type ImageSource = ({ url: string } | { store: true }) & { sha256: string | null }
+
+/** A SHA-256 as images' records hold it. */
+export const SHA256_HEX = /^[0-9a-f]{64}$/
 
 /** A connection `AgentApi.connectPort` opened. */
 export interface PortConnection {
@@ -226,6 +248,21 @@ export interface TemplateBuildSpec {
    * step's: they go through the pull namespace's rules either way.
    */
   buildNetwork?: 'internet' | 'none'
+  /**
+   * Bounds of this one run of the build, set by the control plane when it starts it and never
+   * pinned: whose key the build's layers count against, and how many bytes the build may still
+   * write (the key's templateBytes quota less what its templates take) and keep in the layer cache.
+   */
+  limits?: BuildLimits
+}
+
+export interface BuildLimits {
+  /** The key the build runs for: its layers in the cache are counted and evicted as its own. */
+  owner: string
+  /** Most bytes the whole build may write (layers, unpacked images); unset: only the per-step bound. */
+  maxBytes?: number
+  /** Most bytes of build layers the key keeps cached; its least recently used go past it. */
+  cacheBytes?: number
 }
 
 /** The uploaded file a build reads (its context tarball or image archive), if any. */
@@ -285,6 +322,11 @@ export interface TemplateBuildResult {
   pinned: TemplateBuildSpec
   /** What the built template takes on the host's disk (its rootfs and baked snapshot). */
   sizeBytes?: number
+  /**
+   * The built rootfs (a Dockerfile or archive build) as other hosts pull it: its `built-…` name and
+   * the SHA-256 (hex) of its export stream, recorded by the control plane for their pulls.
+   */
+  rootfs?: { name: string; sha256: string }
 }
 
 export type SandboxExitListener = (id: string, reason: SandboxErrorReason | null, message: string | null) => void
@@ -367,7 +409,7 @@ export interface AgentApi {
   ): Promise<GuestRunCodeOutput>
   codeContext<R extends GuestContextOp>(id: string, req: R): Promise<GuestContextOps[R['op']]['res']>
   /** Checkpoints a running sandbox (memory, processes and disk) into snapshot `snapshotId`; it keeps running. */
-  snapshot(id: string, snapshotId: string, opts?: SnapshotOptions): Promise<{ sizeBytes: number }>
+  snapshot(id: string, snapshotId: string, opts?: SnapshotOptions): Promise<SnapshotResult>
   /**
    * New sandboxes from the live state of `sourceId` (which keeps running): one checkpoint, then
    * every child restored from it in parallel; the checkpoint is deleted once they have settled.
@@ -380,17 +422,21 @@ export interface AgentApi {
   ): Promise<{ sizeBytes: number; stream: ReadableStream<Uint8Array>; sha256: Promise<string> }>
   /**
    * Fetches a snapshot's image straight from the agent holding it (`from.url`, signed by the
-   * control plane with that agent's credential), or from the shared image store; hash-checked
-   * like an import.
+   * control plane with that agent's credential), or from the shared image store; kept only if its
+   * bytes hash to `from.sha256` (the control plane's record), else nothing is kept.
    */
-  pullSnapshot(snapshotId: string, from: { url: string } | { store: true }): Promise<void>
+  pullSnapshot(snapshotId: string, from: ImageSource): Promise<void>
   /**
    * Fetches the rootfs a template build made on another host (`rootfs`, the `built-…` name a
    * `TEMPLATE_UNAVAILABLE` error's details give) straight from an agent that has it (`from.url`,
-   * signed like a snapshot's), owners and modes kept, hash-checked; kept until the template goes.
+   * signed like a snapshot's), owners and modes kept; unpacked only once the whole stream hashed to
+   * `from.sha256` and every entry stays inside it; kept until the template goes.
    */
-  pullRootfs(rootfs: string, from: { url: string }): Promise<void>
-  /** Takes in a snapshot another host exported; rejects (keeping nothing) unless the bytes match `sha256`. */
+  pullRootfs(rootfs: string, from: { url: string; sha256: string | null }): Promise<void>
+  /**
+   * Takes in a snapshot another host exported (relayed by the control plane); rejects (keeping
+   * nothing) unless the bytes match `sha256` (the control plane's record when it has one).
+   */
   importSnapshot(snapshotId: string, body: AsyncIterable<Uint8Array>, sha256: Promise<string>): Promise<void>
   /**
    * Copies a snapshot's image into the shared image store (`FORKBOX_IMAGE_STORE`), from where any

@@ -59,6 +59,11 @@ export const errorStatus = {
   REGISTRY_UNREACHABLE: 502,
   /** A template's registry refused the pull: credentials missing or wrong. */
   REGISTRY_AUTH_FAILED: 502,
+  /**
+   * A template's image names a registry on an address pulls may not reach (loopback, private,
+   * link-local, the host's own) and the operator has not allow-listed it (FORKBOX_REGISTRY_ALLOW).
+   */
+  REGISTRY_NOT_ALLOWED: 403,
   /** A call of a foreign API forkbox speaks (the E2B compatibility layer) that it does not serve. */
   NOT_IMPLEMENTED: 501,
   /** A template build's RUN (or COPY) step exited non-zero; details carry the step, exit code and output tail. */

@@ -1,5 +1,6 @@
 export type {
   AgentApi,
+  BuildLimits,
   BuildLogLine,
   BuiltImage,
   EgressPolicy,
@@ -9,6 +10,7 @@ export type {
   GuestExecRequest,
   GuestRunCodeOutput,
   GuestRunCodeRequest,
+  ImageSource,
   PortConnection,
   ProcessExit,
   PruneOptions,
@@ -19,6 +21,7 @@ export type {
   SandboxExitListener,
   SandboxUsage,
   SnapshotOptions,
+  SnapshotResult,
   StartSandboxSpec,
   StreamHandlers,
   TemplateBuildResult,
@@ -28,7 +31,7 @@ export type {
   WatchHandlers,
   WriteOptions,
 } from './agent.ts'
-export { agentRemoteMethods, uploadOf, withUpload } from './agent.ts'
+export { agentRemoteMethods, SHA256_HEX, uploadOf, withUpload } from './agent.ts'
 export { BuildLogEvent, BuildPhase, BuildStepFinished, BuildStepOutput, BuildStepStarted } from './builds.ts'
 export {
   AppError,

@@ -74,6 +74,7 @@ const expected = {
   IMAGE_NOT_FOUND: NotFoundError,
   REGISTRY_UNREACHABLE: InternalServerError,
   REGISTRY_AUTH_FAILED: InternalServerError,
+  REGISTRY_NOT_ALLOWED: PermissionDeniedError,
   NOT_IMPLEMENTED: InternalServerError,
   BUILD_STEP_FAILED: ForkboxError,
   BUILD_TIMEOUT: TimeoutError,

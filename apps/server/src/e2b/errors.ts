@@ -69,6 +69,7 @@ const connectCodeOf = {
   IMAGE_NOT_FOUND: 'not_found',
   REGISTRY_UNREACHABLE: 'unavailable',
   REGISTRY_AUTH_FAILED: 'permission_denied',
+  REGISTRY_NOT_ALLOWED: 'permission_denied',
   NOT_IMPLEMENTED: 'unimplemented',
   BUILD_STEP_FAILED: 'failed_precondition',
   BUILD_TIMEOUT: 'deadline_exceeded',
