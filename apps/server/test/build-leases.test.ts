@@ -35,12 +35,12 @@ describe('build leases', () => {
     const owner = (await new KeyStore(store.db).create({ name: 'builder' })).id
     try {
       const { build } = await a.create(owner, { name: 'leased', image: 'registry.local/x:1' })
-      for (let i = 0; i < 100 && (await a.getBuild(owner, build.id)).status !== 'building'; i++)
+      for (let i = 0; i < 100 && (await a.getBuild({ keyId: owner }, build.id)).status !== 'building'; i++)
         await new Promise((r) => setTimeout(r, 10))
-      assert.equal((await a.getBuild(owner, build.id)).status, 'building')
+      assert.equal((await a.getBuild({ keyId: owner }, build.id)).status, 'building')
       // replica `a` lives (its lease is fresh): the leader leaves its build alone
       await leader.failLapsed()
-      assert.equal((await a.getBuild(owner, build.id)).status, 'building')
+      assert.equal((await a.getBuild({ keyId: owner }, build.id)).status, 'building')
       // `a` goes quiet past its lease, as a replica killed mid-build does
       await store.db
         .updateTable('template_builds')
@@ -48,7 +48,7 @@ describe('build leases', () => {
         .where('id', '=', build.id)
         .execute()
       await leader.failLapsed()
-      const failed = await leader.getBuild(owner, build.id)
+      const failed = await leader.getBuild({ keyId: owner }, build.id)
       assert.equal(failed.status, 'failed')
       assert.match(failed.error?.message ?? '', /replica .* went away/)
     } finally {

@@ -64,9 +64,15 @@ export const UserTemplate = z.object({
   name: z.string(),
   description: z.string(),
   public: z.boolean(),
-  /** The newest ready version (what `name` alone creates from); null before the first build is ready. */
+  /**
+   * What `name` alone creates from: for the owner the newest ready version (null before the first
+   * is ready), for every other key the published one.
+   */
   version: z.number().int().nullable(),
+  /** The version the admin published (the only one other keys get); null while private. */
+  publishedVersion: z.number().int().nullable(),
   createdAt: z.string(),
+  /** Newest first; only the owner and the admin see them (other keys get none). */
   builds: z.array(TemplateBuild),
 })
 export type UserTemplate = z.infer<typeof UserTemplate>

@@ -161,11 +161,11 @@ export class E2bTemplateBuilds {
     const b = this.get(owner, templateID, buildID)
     const head = { templateID: b.name, buildID, logs: [] as string[] }
     if (!b.build) return { ...head, status: 'waiting' as const, logEntries: [] }
-    const build = await this.templates.getBuild(owner, b.build)
-    const logEntries = (await this.templates.logs(owner, b.build, offset)).map((e) => this.entry(b, e))
+    const build = await this.templates.getBuild({ keyId: owner }, b.build)
+    const logEntries = (await this.templates.logs({ keyId: owner }, b.build, offset)).map((e) => this.entry(b, e))
     const status = b.lost ? 'error' : statusOf[build.status]
     if (status !== 'error') return { ...head, status, logEntries }
-    const all = await this.templates.logs(owner, b.build, 0)
+    const all = await this.templates.logs({ keyId: owner }, b.build, 0)
     const step = [...all].reverse().find((e) => e.step !== null)
     return {
       ...head,
@@ -181,7 +181,7 @@ export class E2bTemplateBuilds {
 
   /** GET /templates/aliases/{alias}: whether the caller has (or sees) a template of that name. */
   async alias(owner: string, name: string): Promise<{ templateID: string; public: boolean }> {
-    const t = await this.templates.get(owner, name)
+    const t = await this.templates.get({ keyId: owner }, name)
     return { templateID: t.name, public: t.public }
   }
 

@@ -14,6 +14,7 @@ import {
   type BuildLogLine,
   type CreateTemplateRequest,
   isErrorCode,
+  type KeyScopes,
   type PruneOptions,
   type ResolvedResources,
   type TemplateBuild,
@@ -27,6 +28,7 @@ import {
 import type { Logger } from 'pino'
 import type { RegistryCredentialStore } from '../store/registry-credentials.ts'
 import { agentName, type BuildRecord, type TemplateRecord, type TemplateStore } from '../store/templates.ts'
+import { buildNetworkOf, checkBuildScopes, inTemplateScope } from './template-scopes.ts'
 
 export interface TemplateLimits {
   /** Builds running at once; more wait their turn. */
@@ -41,6 +43,14 @@ export interface TemplateLimits {
   admitBuild?: (owner: string) => Promise<void>
   /** Refuses a build once made when its bytes would pass its key's quota of template bytes. */
   admitBuilt?: (owner: string, sizeBytes: number) => Promise<void>
+  /** The key's scopes as they are now (unset: none, everything a key may). */
+  scopesOf?: (owner: string) => Promise<KeyScopes>
+}
+
+/** Who reads a template or build: its owner sees all of it, the admin key too, other keys only what was published. */
+export interface TemplateReader {
+  keyId: string
+  admin?: boolean
 }
 
 /** A replica's hold on a build it queues or runs: renewed every third of it. */
@@ -131,11 +141,27 @@ export class TemplateService {
     return t
   }
 
-  private async ownBuild(owner: string, id: string): Promise<BuildRecord> {
+  /**
+   * A build its owner (or the admin key) may read. Not other keys, even of a public template: a
+   * build's log holds whatever its steps echoed (build args, tokens), and its versions were never
+   * approved.
+   */
+  private async ownBuild(who: TemplateReader, id: string): Promise<BuildRecord> {
     const b = await this.store.getBuild(id)
     const t = b && (await this.store.get(b.templateId))
-    if (!b || !t || (t.owner !== owner && !t.public)) throw new AppError('NOT_FOUND', `no build ${id}`)
+    if (!b || !t || (t.owner !== who.keyId && !who.admin)) throw new AppError('NOT_FOUND', `no build ${id}`)
     return b
+  }
+
+  /**
+   * The ready build `owner` gets of `t`: the owner its newest (or `version`); every other key only
+   * the one the admin published, whatever the owner built since.
+   */
+  private async buildFor(owner: string, t: TemplateRecord, version?: number): Promise<BuildRecord | null> {
+    if (t.owner === owner) return this.store.readyBuild(t, version)
+    const b = t.publishedBuild ? await this.store.getBuild(t.publishedBuild) : null
+    if (!b || b.templateId !== t.id || b.status !== 'ready') return null
+    return version === undefined || version === b.version ? b : null
   }
 
   private async builtIns(): Promise<TemplateInfo[]> {
@@ -146,7 +172,7 @@ export class TemplateService {
 
   /**
    * What the agent calls the template a create names: the caller's own template (newest ready
-   * version, or `name@version`), else a public one, else a built-in.
+   * version, or `name@version`), else a public one (its published version only), else a built-in.
    */
   async resolve(owner: string, ref: string): Promise<string> {
     const at = ref.lastIndexOf('@')
@@ -156,7 +182,7 @@ export class TemplateService {
       throw new AppError('VALIDATION_FAILED', `${ref}: a version is a positive integer (name@3)`)
     const t = (await this.store.byName(owner, name)) ?? (await this.store.publicByName(name))
     if (t) {
-      const b = await this.store.readyBuild(t, version)
+      const b = await this.buildFor(owner, t, version)
       if (!b)
         throw new AppError(
           'TEMPLATE_NOT_FOUND',
@@ -180,7 +206,7 @@ export class TemplateService {
     const builtIn = (await this.builtIns()).map((t) => ({ ...t, id: null, version: null, public: true }))
     const users: TemplateListing[] = []
     for (const t of await this.store.visible(owner)) {
-      const b = await this.store.readyBuild(t)
+      const b = await this.buildFor(owner, t)
       const info = b && agentInfo.get(b.spec.name)
       if (!b || !info) continue
       users.push({ ...info, name: t.name, description: t.description, id: t.id, version: b.version, public: t.public })
@@ -188,37 +214,46 @@ export class TemplateService {
     return [...builtIn, ...users]
   }
 
-  /** The templates `FROM forkbox:NAME` may name in this key's builds: its own and public ones, at their newest ready version. */
-  private async ownTemplates(owner: string): Promise<Record<string, string>> {
+  /**
+   * The templates `FROM forkbox:NAME` may name in this key's builds: its own at their newest ready
+   * version, public ones at their published version; only those its `templates` scope lists.
+   */
+  private async ownTemplates(owner: string, scope: readonly string[] | undefined): Promise<Record<string, string>> {
     const out: Record<string, string> = {}
     for (const t of await this.store.visible(owner)) {
-      const b = await this.store.readyBuild(t)
+      if (scope && !inTemplateScope(scope, t.name)) continue
+      const b = await this.buildFor(owner, t)
       // its own name wins over a public one of the same name
       if (b && (t.owner === owner || !(t.name in out))) out[t.name] = b.spec.name
     }
     return out
   }
 
-  async get(owner: string, name: string): Promise<UserTemplate> {
-    const t = (await this.store.byName(owner, name)) ?? (await this.store.publicByName(name))
+  async get(who: TemplateReader, name: string): Promise<UserTemplate> {
+    const t = (await this.store.byName(who.keyId, name)) ?? (await this.store.publicByName(name))
     if (!t) throw new AppError('TEMPLATE_NOT_FOUND', `no template named ${name}`)
-    return this.view(t)
+    return this.view(t, who)
   }
 
-  private async view(t: TemplateRecord): Promise<UserTemplate> {
+  /** The template as `who` sees it: its builds for the owner and the admin key only. */
+  private async view(t: TemplateRecord, who: TemplateReader): Promise<UserTemplate> {
+    const published = t.publishedBuild ? await this.store.getBuild(t.publishedBuild) : null
     return {
       id: t.id,
       name: t.name,
       description: t.description,
       public: t.public,
-      version: (await this.store.readyBuild(t))?.version ?? null,
+      version: (await this.buildFor(who.keyId, t))?.version ?? null,
+      publishedVersion: published?.version ?? null,
       createdAt: t.createdAt,
-      builds: (await this.store.builds(t)).map(publicBuild),
+      builds: t.owner === who.keyId || who.admin ? (await this.store.builds(t)).map(publicBuild) : [],
     }
   }
 
   /** Starts a build of `req.name` (a new template, or its next version); it waits for its context if one is to come. */
   async create(owner: string, req: CreateTemplateRequest): Promise<{ template: UserTemplate; build: TemplateBuild }> {
+    const scopes = (await this.limits.scopesOf?.(owner)) ?? {}
+    checkBuildScopes(scopes, req)
     await this.limits.admitBuild?.(owner)
     const builtIn = await this.builtIns()
     if (builtIn.some((t) => t.name === req.name))
@@ -257,7 +292,7 @@ export class TemplateService {
             kind: 'dockerfile',
             dockerfile: req.dockerfile ?? '',
             buildArgs: req.buildArgs ?? {},
-            templates: await this.ownTemplates(owner),
+            templates: await this.ownTemplates(owner, scopes.templates),
           }
     const build = await this.store.insertBuild(
       t,
@@ -270,10 +305,11 @@ export class TemplateService {
         resources: { defaults, maxima: ceiling.maxima },
         ...(req.startCmd ? { startCmd: req.startCmd } : {}),
         ...(req.readyCmd ? { readyCmd: req.readyCmd } : {}),
+        ...buildNetworkOf(scopes),
       }),
     )
     if (build.status === 'queued') this.enqueue(build.id)
-    return { template: await this.view(t), build: publicBuild(build) }
+    return { template: await this.view(t, { keyId: owner }), build: publicBuild(build) }
   }
 
   /** Keeps `login` (sealed) as the key's for the registry `image` pulls from. */
@@ -284,8 +320,8 @@ export class TemplateService {
 
   /** Takes a waiting build's context tarball or image archive (capped), then queues the build. */
   async uploadContext(owner: string, buildId: string, body: Readable): Promise<TemplateBuild> {
-    const b = await this.ownBuild(owner, buildId)
-    if ((await this.store.get(b.templateId))?.owner !== owner) throw new AppError('NOT_FOUND', `no build ${buildId}`)
+    // its owner's alone (not the admin's either): the context is what gets built
+    const b = await this.ownBuild({ keyId: owner }, buildId)
     const { source } = b.spec
     if (b.status !== 'waiting' || source.kind === 'image')
       throw new AppError('TEMPLATE_CONFLICT', `build ${buildId} is ${b.status}: it takes no context`)
@@ -316,12 +352,12 @@ export class TemplateService {
     return publicBuild((await this.store.getBuild(buildId)) as BuildRecord)
   }
 
-  async getBuild(owner: string, id: string): Promise<TemplateBuild> {
-    return publicBuild(await this.ownBuild(owner, id))
+  async getBuild(who: TemplateReader, id: string): Promise<TemplateBuild> {
+    return publicBuild(await this.ownBuild(who, id))
   }
 
-  async logs(owner: string, id: string, from = 0): Promise<BuildLogEntry[]> {
-    await this.ownBuild(owner, id)
+  async logs(who: TemplateReader, id: string, from = 0): Promise<BuildLogEntry[]> {
+    await this.ownBuild(who, id)
     return this.store.logs(id, from)
   }
 
@@ -330,13 +366,13 @@ export class TemplateService {
    * aborts); resolves with the build as it ended.
    */
   async follow(
-    owner: string,
+    who: TemplateReader,
     id: string,
     from: number,
     onEntry: (e: BuildLogEntry) => Promise<void>,
     signal: AbortSignal,
   ): Promise<TemplateBuild> {
-    await this.ownBuild(owner, id)
+    await this.ownBuild(who, id)
     const pending: BuildLogEntry[] = []
     let wake: (() => void) | null = null
     let ended = false
@@ -401,17 +437,28 @@ export class TemplateService {
     await this.collect()
   }
 
-  /** The admin key's switch: a public template is listed for, and creatable by, every key. */
-  async setPublic(id: string, value: boolean): Promise<UserTemplate> {
+  /**
+   * The admin key's switch: publishing approves one ready build (`version`, else the newest ready
+   * now), which every key can then list and create from; the owner's later builds stay its own
+   * until the admin publishes again. Unpublishing makes the template private.
+   */
+  async setPublic(admin: TemplateReader, id: string, value: boolean, version?: number): Promise<UserTemplate> {
     const t = await this.store.get(id)
     if (!t) throw new AppError('TEMPLATE_NOT_FOUND', `no template ${id}`)
-    if (value) {
-      const other = await this.store.publicByName(t.name)
-      if (other && other.id !== t.id)
-        throw new AppError('TEMPLATE_CONFLICT', `another public template is named ${t.name}`)
+    if (!value) {
+      await this.store.setPublished(t.id, null)
+      return this.view({ ...t, public: false, publishedBuild: null }, admin)
     }
-    await this.store.setPublic(t.id, value)
-    return this.view({ ...t, public: value })
+    const other = await this.store.publicByName(t.name)
+    if (other && other.id !== t.id)
+      throw new AppError('TEMPLATE_CONFLICT', `another public template is named ${t.name}`)
+    const b = await this.store.readyBuild(t, version)
+    if (!b)
+      throw version === undefined
+        ? new AppError('TEMPLATE_CONFLICT', `template ${t.name} has no ready build to publish yet`)
+        : new AppError('TEMPLATE_NOT_FOUND', `template ${t.name} has no ready version ${version}`)
+    await this.store.setPublished(t.id, b.id)
+    return this.view({ ...t, public: true, publishedBuild: b.id }, admin)
   }
 
   private enqueue(id: string): void {

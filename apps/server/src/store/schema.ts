@@ -74,6 +74,8 @@ export interface TemplatesTable {
   public: Generated<number>
   created_at: string
   deleted_at: string | null
+  /** The build the admin approved when publishing (other keys create from it alone); null: not public. */
+  published_build: string | null
 }
 
 export interface TemplateBuildsTable {
@@ -446,6 +448,21 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
     '0009-template-sizes': {
       async up(db: Kysely<unknown>) {
         await db.schema.alterTable('template_builds').addColumn('size_bytes', 'bigint').execute()
+      },
+    },
+    '0010-published-builds': {
+      async up(db: Kysely<unknown>) {
+        await db.schema.alterTable('templates').addColumn('published_build', 'text').execute()
+        // a template public before this approved, in effect, its newest ready build: that one stays
+        // what other keys get, so an upgrade changes nothing for them
+        await sql`
+          update templates set published_build = (
+            select b.id from template_builds b
+            where b.template_id = templates.id and b.status = 'ready' and b.removed = 0
+            order by b.version desc limit 1)
+          where public = 1`.execute(db)
+        // public with nothing ready to approve: others could create nothing from it anyway
+        await sql`update templates set public = 0 where public = 1 and published_build is null`.execute(db)
       },
     },
   }

@@ -18,6 +18,7 @@ interface TemplateRow {
   public: number
   created_at: string
   deleted_at: string | null
+  published_build: string | null
 }
 
 interface BuildRow {
@@ -38,6 +39,8 @@ export interface TemplateRecord {
   name: string
   description: string
   public: boolean
+  /** The build the admin approved: what every other key gets of it (null: not public). */
+  publishedBuild: string | null
   createdAt: string
 }
 
@@ -51,7 +54,8 @@ function toTemplate(r: TemplateRow): TemplateRecord {
     owner: r.owner,
     name: r.name,
     description: r.description,
-    public: Number(r.public) === 1,
+    public: Number(r.public) === 1 && r.published_build !== null,
+    publishedBuild: Number(r.public) === 1 ? r.published_build : null,
     createdAt: r.created_at,
   }
 }
@@ -86,7 +90,11 @@ export class TemplateStore {
 
   /** A public live template named `name` (names of public templates are unique), or null. */
   async publicByName(name: string): Promise<TemplateRecord | null> {
-    const row = await this.live().where('name', '=', name).where('public', '=', 1).executeTakeFirst()
+    const row = await this.live()
+      .where('name', '=', name)
+      .where('public', '=', 1)
+      .where('published_build', 'is not', null)
+      .executeTakeFirst()
     return row ? toTemplate(row) : null
   }
 
@@ -98,7 +106,7 @@ export class TemplateStore {
   /** The owner's live templates and every public one. */
   async visible(owner: string): Promise<TemplateRecord[]> {
     const rows = await this.live()
-      .where((e) => e.or([e('owner', '=', owner), e('public', '=', 1)]))
+      .where((e) => e.or([e('owner', '=', owner), e.and([e('public', '=', 1), e('published_build', 'is not', null)])]))
       .orderBy('name')
       .orderBy('id')
       .execute()
@@ -109,19 +117,20 @@ export class TemplateStore {
     return this.db.selectFrom('templates').selectAll().where('deleted_at', 'is', null)
   }
 
-  async insertTemplate(t: Omit<TemplateRecord, 'createdAt' | 'public'>): Promise<TemplateRecord> {
+  async insertTemplate(t: Omit<TemplateRecord, 'createdAt' | 'public' | 'publishedBuild'>): Promise<TemplateRecord> {
     const createdAt = new Date().toISOString()
     await this.db
       .insertInto('templates')
       .values({ id: t.id, owner: t.owner, name: t.name, description: t.description, created_at: createdAt })
       .execute()
-    return { ...t, public: false, createdAt }
+    return { ...t, public: false, publishedBuild: null, createdAt }
   }
 
-  async setPublic(id: string, value: boolean): Promise<void> {
+  /** Publishes build `buildId` of template `id` (the one other keys get), or makes it private (null). */
+  async setPublished(id: string, buildId: string | null): Promise<void> {
     await this.db
       .updateTable('templates')
-      .set({ public: value ? 1 : 0 })
+      .set({ public: buildId ? 1 : 0, published_build: buildId })
       .where('id', '=', id)
       .execute()
   }

@@ -8,7 +8,8 @@ export const BuildIdParam = z.object({ id: z.string().regex(/^bld-[0-9a-f]{20}$/
 const route = createRoute({
   method: 'get',
   path: '/v1/builds/{id}',
-  summary: 'A template build: its status, and its log from `logsOffset` on (poll with the next offset)',
+  summary:
+    "A template build: its status, and its log from `logsOffset` on (poll with the next offset); its template's owner and the admin key only",
   security,
   request: {
     params: BuildIdParam,
@@ -25,10 +26,10 @@ const route = createRoute({
 
 export function register(app: App): void {
   app.openapi(route, async (c) => {
-    const owner = c.var.principal.keyId
+    const who = c.var.principal
     const { id } = c.req.valid('param')
-    const build = await c.var.services.templates.getBuild(owner, id)
-    const logs = await c.var.services.templates.logs(owner, id, c.req.valid('query').logsOffset ?? 0)
+    const build = await c.var.services.templates.getBuild(who, id)
+    const logs = await c.var.services.templates.logs(who, id, c.req.valid('query').logsOffset ?? 0)
     return c.json({ ...build, logs }, 200)
   })
 }

@@ -7,7 +7,8 @@ import { BuildIdParam } from './build-get.ts'
 const route = createRoute({
   method: 'get',
   path: '/v1/builds/{id}/logs',
-  summary: "A template build's log as Server-Sent Events, live until the build ends",
+  summary:
+    "A template build's log as Server-Sent Events, live until the build ends; its template's owner and the admin key only",
   description:
     'One `log` event per line ({seq, at, step, stream, message}; the event id is its seq), then one `end` ' +
     '(the build as it ended: status ready or failed, with its error). Resumable: `Last-Event-ID` (or `?offset=`) ' +
@@ -25,14 +26,14 @@ const route = createRoute({
 
 export function register(app: App): void {
   app.openapi(route, async (c) => {
-    const owner = c.var.principal.keyId
+    const who = c.var.principal
     const { id } = c.req.valid('param')
     const templates = c.var.services.templates
     const lastId = Number(c.req.header('last-event-id'))
     const from = Number.isInteger(lastId) && lastId >= 0 ? lastId + 1 : (c.req.valid('query').offset ?? 0)
-    await templates.getBuild(owner, id)
+    await templates.getBuild(who, id)
     return sseResponse(c, async (emit, signal) => {
-      const end = await templates.follow(owner, id, from, (e) => emit('log', e, String(e.seq)), signal)
+      const end = await templates.follow(who, id, from, (e) => emit('log', e, String(e.seq)), signal)
       return { event: 'end', data: end }
     })
   })

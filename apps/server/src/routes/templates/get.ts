@@ -6,7 +6,8 @@ import { errorResponses, security } from '../../http/schemas.ts'
 const route = createRoute({
   method: 'get',
   path: '/v1/templates/{name}',
-  summary: 'A template of this key (or a public one) with its builds, newest first',
+  summary:
+    'A template of this key (or a public one, at its published version); its builds, newest first, for its owner and the admin key only',
   security,
   request: { params: z.object({ name: TemplateName }) },
   responses: {
@@ -17,6 +18,6 @@ const route = createRoute({
 
 export function register(app: App): void {
   app.openapi(route, async (c) =>
-    c.json(await c.var.services.templates.get(c.var.principal.keyId, c.req.valid('param').name), 200),
+    c.json(await c.var.services.templates.get(c.var.principal, c.req.valid('param').name), 200),
   )
 }

@@ -4,14 +4,24 @@ import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
 import { requireAdmin } from '../keys/admin.ts'
 
+const PublishRequest = z.object({
+  public: z.boolean(),
+  /** The ready version to approve (default: the newest ready one now); ignored when unpublishing. */
+  version: z.number().int().positive().optional(),
+})
+
 const route = createRoute({
   method: 'put',
   path: '/v1/templates/by-id/{id}/public',
-  summary: "Admin key only: make a key's template public (every key can list and create from it) or private again",
+  summary:
+    "Admin key only: publish a key's template at one ready version (every key can list and create from that version, not the owner's later builds) or make it private again",
+  description:
+    'Publishing approves `version`, else the newest ready build now; a build the owner makes afterwards stays ' +
+    'private until the admin publishes again. `public: false` unpublishes.',
   security,
   request: {
     params: z.object({ id: z.string().regex(/^tpl-[0-9a-f]{12}$/) }),
-    body: { content: { 'application/json': { schema: z.object({ public: z.boolean() }) } }, required: true },
+    body: { content: { 'application/json': { schema: PublishRequest } }, required: true },
   },
   responses: {
     200: { description: 'Template', content: { 'application/json': { schema: UserTemplate } } },
@@ -22,6 +32,10 @@ const route = createRoute({
 export function register(app: App): void {
   app.openapi(route, async (c) => {
     requireAdmin(c, 'make a template public')
-    return c.json(await c.var.services.templates.setPublic(c.req.valid('param').id, c.req.valid('json').public), 200)
+    const { public: value, version } = c.req.valid('json')
+    return c.json(
+      await c.var.services.templates.setPublic(c.var.principal, c.req.valid('param').id, value, version),
+      200,
+    )
   })
 }
