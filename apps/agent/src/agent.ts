@@ -24,6 +24,7 @@ import type {
   GuestProcessOps,
   GuestRunCodeOutput,
   GuestRunCodeRequest,
+  ImageSource,
   PortConnection,
   ProcessExit,
   PruneOptions,
@@ -35,6 +36,7 @@ import type {
   SandboxExitListener,
   SandboxUsage,
   SnapshotOptions,
+  SnapshotResult,
   StartSandboxSpec,
   StreamHandlers,
   TemplateBuildResult,
@@ -46,7 +48,7 @@ import type {
   WatchHandlers,
   WriteOptions,
 } from '@forkbox/protocol'
-import { AppError, GuestEnded, withUpload } from '@forkbox/protocol'
+import { AppError, GuestEnded, SHA256_HEX, withUpload } from '@forkbox/protocol'
 import type { AgentConfig } from './config.ts'
 import { readGuestBundle } from './guest/bundle.ts'
 import type { GuestClient } from './guest/client.ts'
@@ -58,12 +60,14 @@ import { CallGate } from './sandboxes/call-gate.ts'
 import { Checkpoints } from './sandboxes/checkpoints.ts'
 import { Containers } from './sandboxes/containers.ts'
 import { ImageStore } from './sandboxes/image-store.ts'
+import { digestOf, expectedDigest } from './sandboxes/image-transfer.ts'
 import { reconcile } from './sandboxes/recovery.ts'
 import { WarmPool } from './sandboxes/warm-pool.ts'
 import { imageDefaults as imageDefaultsOf, startImage, TemplateBaker } from './templates/baker.ts'
 import type { BuildLogSink } from './templates/build-log.ts'
 import {
   type TemplateBuildResult as BuiltRootfs,
+  builtRootfsPath,
   TemplateBuilder,
   type TemplateBuildInput,
 } from './templates/builder.ts'
@@ -71,7 +75,7 @@ import type { TemplateDefinition } from './templates/definition.ts'
 import { LayerStore, tempName } from './templates/layers.ts'
 import type { OciOptions } from './templates/oci.ts'
 import { pruneTemplatesDir, rootfsInUse } from './templates/prune.ts'
-import { BUILT_ROOTFS, exportRootfs, importRootfs } from './templates/rootfs-transfer.ts'
+import { BUILT_ROOTFS, exportRootfs, importRootfs, rootfsDigest } from './templates/rootfs-transfer.ts'
 import { buildUserTemplate, builtDefinition, builtImage, registerUserTemplate } from './templates/user-templates.ts'
 
 const REFILL_DELAY_MS = 250
@@ -193,16 +197,25 @@ export class LocalAgent implements AgentApi {
     upload?: AsyncIterable<Uint8Array>,
   ): Promise<TemplateBuildResult> {
     const deps = { baker: this.baker, templatesDir: this.config.templatesDir, dockerfiles: this, oci: this.oci }
-    if (!upload) return buildUserTemplate(deps, spec, onLog, signal, registryAuth)
+    if (!upload) return this.withRootfsDigest(await buildUserTemplate(deps, spec, onLog, signal, registryAuth))
     const dir = join(this.config.dataDir, 'uploads')
     mkdirSync(dir, { recursive: true, mode: 0o700 })
     const path = join(dir, `${randomBytes(8).toString('hex')}.tar`)
     try {
       await pipeline(Readable.from(upload), createWriteStream(path, { mode: 0o600 }), { signal })
-      return await buildUserTemplate(deps, withUpload(spec, path), onLog, signal, registryAuth)
+      return this.withRootfsDigest(await buildUserTemplate(deps, withUpload(spec, path), onLog, signal, registryAuth))
     } finally {
       rmSync(path, { force: true })
     }
+  }
+
+  /** A build's result with its rootfs's name and hash: the record other hosts' pulls of it are checked against. */
+  private async withRootfsDigest(result: TemplateBuildResult): Promise<TemplateBuildResult> {
+    const { source } = result.pinned
+    if (source.kind !== 'dockerfile' || !source.built) return result
+    const dir = builtRootfsPath(this.config.templatesDir, source.built.key)
+    if (!existsSync(dir)) return result
+    return { ...result, rootfs: { name: basename(dir), sha256: await rootfsDigest(dir) } }
   }
 
   async registerTemplates(specs: TemplateBuildSpec[]): Promise<void> {
@@ -381,7 +394,14 @@ export class LocalAgent implements AgentApi {
     return this.gate.run(id, () => this.guest(id).codeContext(req))
   }
 
-  async snapshot(id: string, snapshotId: string, opts: SnapshotOptions = {}): Promise<{ sizeBytes: number }> {
+  async snapshot(id: string, snapshotId: string, opts: SnapshotOptions = {}): Promise<SnapshotResult> {
+    const made = await this.checkpoint(id, snapshotId, opts)
+    if (!opts.digest) return made
+    // hashed after the sandbox carries on: the stream another host would get, read once here
+    return { ...made, sha256: await digestOf(this.checkpoints.exportSnapshot(snapshotId)) }
+  }
+
+  private async checkpoint(id: string, snapshotId: string, opts: SnapshotOptions): Promise<{ sizeBytes: number }> {
     if (!opts.final) return this.gate.run(id, () => this.checkpoints.snapshot(id, snapshotId))
     // the last image before the sandbox leaves: what runs finishes (a while), nothing new starts
     await this.gate.close(id, this.containers.live(id).exited, FINAL_CHECKPOINT_WAIT_MS)
@@ -417,25 +437,34 @@ export class LocalAgent implements AgentApi {
   }
 
   importSnapshot(snapshotId: string, body: AsyncIterable<Uint8Array>, sha256: Promise<string>): Promise<void> {
-    return this.checkpoints.importSnapshot(snapshotId, body, sha256)
+    // relayed by the control plane, with its record of the image (the exporter's hash for an older one)
+    return this.checkpoints.importSnapshot(snapshotId, body, { sha256, source: 'sender' })
   }
 
-  async pullSnapshot(snapshotId: string, from: { url: string } | { store: true }): Promise<void> {
+  async pullSnapshot(snapshotId: string, from: ImageSource): Promise<void> {
+    const recorded = recordedDigest(from.sha256)
     if ('url' in from) {
       const { body, sha256 } = await fetchImage(from.url)
-      return this.checkpoints.importSnapshot(snapshotId, body, sha256)
+      return this.checkpoints.importSnapshot(snapshotId, body, expectedDigest(recorded, sha256))
     }
     if (!this.imageStore) throw new AppError('SNAPSHOT_NOT_FOUND', 'this host mounts no image store')
+    // the store is written by every host mounting it: its own hash file proves nothing
     const { body, sha256 } = await this.imageStore.get(snapshotId)
-    await this.checkpoints.importSnapshot(snapshotId, body, sha256)
+    await this.checkpoints.importSnapshot(snapshotId, body, expectedDigest(recorded, sha256))
   }
 
   /** Pulls of built templates' rootfs under way, by name: a second caller waits for the first. */
   private readonly rootfsPulls = new Map<string, Promise<void>>()
 
-  pullRootfs(rootfs: string, from: { url: string }): Promise<void> {
+  pullRootfs(rootfs: string, from: { url: string; sha256: string | null }): Promise<void> {
     if (!BUILT_ROOTFS.test(rootfs))
       return Promise.reject(new AppError('VALIDATION_FAILED', `not a template image name: ${rootfs}`))
+    let recorded: string | null
+    try {
+      recorded = recordedDigest(from.sha256)
+    } catch (err) {
+      return Promise.reject(err)
+    }
     let pull = this.rootfsPulls.get(rootfs)
     if (!pull) {
       pull = (async () => {
@@ -443,7 +472,8 @@ export class LocalAgent implements AgentApi {
         const { body, sha256 } = await fetchImage(from.url)
         const dir = join(this.config.templatesDir, rootfs)
         // unpacked under the layer store's root: a pull cut by a crash is removed at the next start
-        const bytes = await importRootfs(dir, join(this.layers.root, tempName()), body, sha256)
+        const expected = expectedDigest(recorded, sha256)
+        const bytes = await importRootfs(dir, join(this.layers.root, tempName()), body, expected)
         log(
           `template image ${rootfs} pulled from a peer: ${bytes} bytes in ${Math.round(performance.now() - started)} ms`,
         )
@@ -530,4 +560,12 @@ export class LocalAgent implements AgentApi {
     await this.containers.close()
     this.checkpoints.close()
   }
+}
+
+/** The control plane's record of an image's hash, as a pull names it (null: an image older than records). */
+function recordedDigest(sha256: unknown): string | null {
+  if (sha256 === null || sha256 === undefined) return null
+  if (typeof sha256 !== 'string' || !SHA256_HEX.test(sha256))
+    throw new AppError('VALIDATION_FAILED', 'an image pull names a malformed sha256')
+  return sha256
 }

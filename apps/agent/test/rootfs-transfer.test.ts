@@ -1,6 +1,7 @@
 // A built template's rootfs from agent to agent over HTTP (real GNU tar both ways): owners, modes,
 // times, symlinks and hardlinks arrive as they were; a cut pull resumes; the rootfs signature
-// reads no snapshot; a hostile archive writes nothing outside the dir it is unpacked in.
+// reads no snapshot; the bytes are checked against the control plane's record (not the sender's
+// hash) before anything is unpacked; an archive with an entry that leads out is refused whole.
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
 import {
@@ -25,8 +26,8 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import { pack } from 'tar-stream'
 import { fetchImage, imageSignature, serveImage } from '../src/remote/images.ts'
-import { exportImage } from '../src/sandboxes/image-transfer.ts'
-import { exportRootfs, importRootfs } from '../src/templates/rootfs-transfer.ts'
+import { type ExpectedDigest, expectedDigest, exportImage } from '../src/sandboxes/image-transfer.ts'
+import { exportRootfs, importRootfs, rootfsDigest } from '../src/templates/rootfs-transfer.ts'
 import { cutFirstResponse } from './cut-response.ts'
 
 const CREDENTIAL = 'host-credential-for-tests'
@@ -113,15 +114,36 @@ function rootfsUrl(name: string, kind: 'image' | 'rootfs' = 'rootfs'): string {
   return `${base}/v1/agent/rootfs/${name}?expires=${expires}&sig=${imageSignature(CREDENTIAL, name, expires, kind)}`
 }
 
-async function pull(url: string, into: string): Promise<number> {
+/** Pulls `url` into `into`, checked against `recorded` (the control plane's record; null: the sender's hash). */
+async function pull(url: string, into: string, recorded: string | null = null): Promise<number> {
   const { body, sha256 } = await fetchImage(url)
-  return importRootfs(into, join(dir, 'scratch', `pull-${Math.random()}`), body, sha256)
+  return importRootfs(into, join(dir, 'scratch', `pull-${Math.random()}`), body, expectedDigest(recorded, sha256))
+}
+
+/** A tar made with tar-stream from `entries`, and a record that matches its bytes. */
+async function archive(
+  entries: { header: Parameters<ReturnType<typeof pack>['entry']>[0]; body?: string }[],
+): Promise<{ body: () => AsyncIterable<Uint8Array>; expected: ExpectedDigest }> {
+  const tar = pack()
+  for (const e of entries) tar.entry(e.header, e.body ?? '')
+  tar.finalize()
+  const chunks: Buffer[] = []
+  for await (const c of tar as AsyncIterable<Buffer>) chunks.push(c)
+  const bytes = Buffer.concat(chunks)
+  const sha = createHash('sha256').update(bytes).digest('hex')
+  return {
+    body: async function* () {
+      yield bytes
+    },
+    expected: expectedDigest(sha, Promise.resolve(sha)),
+  }
 }
 
 describe('template images between agents', () => {
   it('a signed pull copies the rootfs whole: owners, modes, times, symlinks and hardlinks as they were', async () => {
     const into = join(dir, 'copy-1')
-    assert.ok((await pull(rootfsUrl(NAME), into)) > 2 * 1024 * 1024)
+    // the record: the hash the builder reported
+    assert.ok((await pull(rootfsUrl(NAME), into, await rootfsDigest(join(dir, NAME)))) > 2 * 1024 * 1024)
     assert.deepEqual(describeTree(into), describeTree(join(dir, NAME)))
     assert.equal(lstatSync(join(into, 'usr/bin/python3')).ino, lstatSync(join(into, 'usr/bin/python3-hard')).ino)
     assert.equal((lstatSync(into).mode & 0o7777).toString(8), (lstatSync(join(dir, NAME)).mode & 0o7777).toString(8))
@@ -157,31 +179,45 @@ describe('template images between agents', () => {
     for (const d of ['no-1', 'no-2', 'no-3']) assert.equal(existsSync(join(dir, d)), false)
   })
 
-  it('a hostile archive writes nothing outside its dir: no `..`, no absolute names, no writes through its own symlinks', async () => {
-    const outside = join(dir, 'outside')
-    mkdirSync(outside)
-    const tar = pack()
-    tar.entry({ name: './', type: 'directory', mode: 0o755 })
-    tar.entry({ name: './../escaped', mode: 0o644 }, 'x')
-    tar.entry({ name: '/abs-escaped', mode: 0o644 }, 'x')
-    tar.entry({ name: './link', type: 'symlink', linkname: outside })
-    tar.entry({ name: './link/through', mode: 0o644 }, 'x')
-    tar.entry({ name: './rel', type: 'symlink', linkname: '../outside' })
-    tar.entry({ name: './rel/through', mode: 0o644 }, 'x')
-    tar.finalize()
-    const chunks: Buffer[] = []
-    for await (const c of tar as AsyncIterable<Buffer>) chunks.push(c)
-    const bytes = Buffer.concat(chunks)
-    const sha = createHash('sha256').update(bytes).digest('hex')
-    async function* body() {
-      yield bytes
-    }
-    const into = join(dir, 'hostile')
-    await importRootfs(into, join(dir, 'scratch', 'hostile'), body(), Promise.resolve(sha)).catch(() => {})
-    assert.deepEqual(readdirSync(outside), [])
-    assert.equal(existsSync(join(dir, 'escaped')), false)
-    assert.equal(existsSync('/abs-escaped'), false)
+  it('a copy exports the very bytes of the original: the record holds for every later hop', async () => {
+    const copy = join(dir, 'hop', NAME)
+    mkdirSync(join(dir, 'hop'))
+    await pull(rootfsUrl(NAME), copy, await rootfsDigest(join(dir, NAME)))
+    assert.equal(await rootfsDigest(copy), await rootfsDigest(join(dir, NAME)))
+  })
+
+  it("a sender whose bytes differ from the control plane's record is refused, though its own hash matches them; nothing is unpacked", async () => {
+    const record = await rootfsDigest(join(dir, NAME))
+    // the holder's tree changed after its build was recorded (a compromised agent, a swapped disk)
+    const tampered = 'built-00000000000000aa'
+    makeTree(join(dir, tampered))
+    writeFileSync(join(dir, tampered, 'usr/bin/sudo'), 'evil')
+    chmodSync(join(dir, tampered, 'usr/bin/sudo'), 0o4755)
+    const into = join(dir, 'tampered-copy')
+    // the sender's trailer is the true hash of what it sends: only the record tells
+    await assert.rejects(pull(rootfsUrl(tampered), into, record), (err: Error) => {
+      assert.match(
+        err.message,
+        /template image transfer refused: its bytes hash to sha256 [0-9a-f]{64}, but the control plane recorded/,
+      )
+      assert.ok(err.message.includes(record))
+      return true
+    })
+    assert.equal(existsSync(into), false)
     assert.deepEqual(readdirSync(join(dir, 'scratch')), [])
+    // the same pull checked against the sender alone would have taken it: the record is what refuses
+    await pull(rootfsUrl(tampered), join(dir, 'tampered-unchecked'))
+    assert.equal(readFileSync(join(dir, 'tampered-unchecked', 'usr/bin/sudo'), 'utf8'), 'evil')
+  })
+
+  it('a malformed record in a pull request is refused before anything is fetched', async () => {
+    const { LocalAgent, defaultAgentConfig } = await import('../src/index.ts')
+    const agent = new LocalAgent(defaultAgentConfig({ dataDir: join(dir, 'agent-data') }))
+    requests.length = 0
+    await assert.rejects(agent.pullRootfs(NAME, { url: rootfsUrl(NAME), sha256: 'not-a-hash' }), {
+      code: 'VALIDATION_FAILED',
+    })
+    assert.deepEqual(requests, [])
   })
 
   it('a transfer whose bytes do not match their hash leaves nothing', async () => {
@@ -192,11 +228,101 @@ describe('template images between agents', () => {
         into,
         join(dir, 'scratch', 'corrupt'),
         image.stream as unknown as AsyncIterable<Uint8Array>,
-        Promise.resolve('0'.repeat(64)),
+        expectedDigest(null, Promise.resolve('0'.repeat(64))),
       ),
-      /corrupted/,
+      /refused: its bytes hash to sha256 [0-9a-f]{64}, but its sender says 0{64}/,
     )
     assert.equal(existsSync(into), false)
+    assert.deepEqual(readdirSync(join(dir, 'scratch')), [])
+  })
+})
+
+describe('template image entries, checked before anything is unpacked as root', () => {
+  const outside = () => join(dir, 'outside')
+  const root = { header: { name: './', type: 'directory' as const, mode: 0o755 } }
+  const hostile: [string, Parameters<typeof archive>[0]][] = [
+    ['a `..` name', [root, { header: { name: './../escaped', mode: 0o644 }, body: 'x' }]],
+    ['an absolute name', [root, { header: { name: '/abs-escaped', mode: 0o644 }, body: 'x' }]],
+    [
+      'a file through an absolute symlink',
+      [
+        root,
+        { header: { name: './link', type: 'symlink', linkname: '/tmp' } },
+        { header: { name: './link/through', mode: 0o644 }, body: 'x' },
+      ],
+    ],
+    [
+      'a file through a relative symlink',
+      [
+        root,
+        { header: { name: './rel', type: 'symlink', linkname: '../outside' } },
+        { header: { name: './rel/through', mode: 0o644 }, body: 'x' },
+      ],
+    ],
+    [
+      'a hardlink out of the image',
+      [root, { header: { name: './shadow', type: 'link', linkname: '../../../../etc/shadow' } }],
+    ],
+    ['a hardlink to an absolute path', [root, { header: { name: './shadow', type: 'link', linkname: '/etc/shadow' } }]],
+    [
+      'a hardlink to nothing the image made before it',
+      [root, { header: { name: './later', type: 'link', linkname: './not-yet' } }],
+    ],
+    [
+      'a device node',
+      [root, { header: { name: './sda', type: 'block-device', devmajor: 8, devminor: 0, mode: 0o666 } }],
+    ],
+    [
+      'a character device other than a whiteout',
+      [root, { header: { name: './mem', type: 'character-device', devmajor: 1, devminor: 1, mode: 0o666 } }],
+    ],
+    ['a fifo', [root, { header: { name: './pipe', type: 'fifo', mode: 0o666 } }]],
+    [
+      'a name twice (a symlink replaced by a dir)',
+      [
+        root,
+        { header: { name: './d', type: 'symlink', linkname: '/etc' } },
+        { header: { name: './d', type: 'directory', mode: 0o755 } },
+        { header: { name: './d/passwd', mode: 0o644 }, body: 'x' },
+      ],
+    ],
+  ]
+  for (const [what, entries] of hostile)
+    it(`refuses ${what}, though the record matches; nothing is unpacked`, async () => {
+      if (!existsSync(outside())) mkdirSync(outside())
+      const { body, expected } = await archive([
+        ...entries,
+        { header: { name: './innocent', mode: 0o644 }, body: 'before the bad entry was seen' },
+      ])
+      const into = join(dir, 'hostile')
+      await assert.rejects(importRootfs(into, join(dir, 'scratch', 'hostile'), body(), expected), {
+        code: 'VALIDATION_FAILED',
+        message: /template image refused: entry/,
+      })
+      assert.equal(existsSync(into), false)
+      assert.deepEqual(readdirSync(outside()), [])
+      assert.equal(existsSync(join(dir, 'escaped')), false)
+      assert.equal(existsSync('/abs-escaped'), false)
+      assert.deepEqual(readdirSync(join(dir, 'scratch')), [])
+    })
+
+  it('takes what a rootfs holds: dirs, files, absolute and relative symlinks, hardlinks, an overlay whiteout', async () => {
+    const { body, expected } = await archive([
+      root,
+      { header: { name: './etc/', type: 'directory', mode: 0o755 } },
+      { header: { name: './etc/hosts', mode: 0o644 }, body: '127.0.0.1 localhost\n' },
+      { header: { name: './etc/hosts-hard', type: 'link', linkname: './etc/hosts' } },
+      { header: { name: './etc/localtime', type: 'symlink', linkname: '/usr/share/zoneinfo/UTC' } },
+      { header: { name: './etc/up', type: 'symlink', linkname: '../../..' } },
+      { header: { name: './gone', type: 'character-device', devmajor: 0, devminor: 0, mode: 0 } },
+    ])
+    const into = join(dir, 'plain')
+    await importRootfs(into, join(dir, 'scratch', 'plain'), body(), expected)
+    assert.equal(readFileSync(join(into, 'etc/hosts'), 'utf8'), '127.0.0.1 localhost\n')
+    assert.equal(lstatSync(join(into, 'etc/hosts')).ino, lstatSync(join(into, 'etc/hosts-hard')).ino)
+    assert.equal(readlinkSync(join(into, 'etc/localtime')), '/usr/share/zoneinfo/UTC')
+    assert.equal(readlinkSync(join(into, 'etc/up')), '../../..')
+    assert.ok(lstatSync(join(into, 'gone')).isCharacterDevice())
     assert.deepEqual(readdirSync(join(dir, 'scratch')), [])
   })
 })

@@ -10,7 +10,7 @@ import { processAlive } from '../runtime/process.ts'
 import { type RunscOptions, runscCheckpoint } from '../runtime/runsc.ts'
 import type { TemplateBaker } from '../templates/baker.ts'
 import type { Containers } from './containers.ts'
-import { type ExportedImage, exportImage, importImage } from './image-transfer.ts'
+import { type ExpectedDigest, type ExportedImage, exportImage, importImage } from './image-transfer.ts'
 import type { LiveSandbox } from './live-sandbox.ts'
 
 /** Below this free on an image's disk, a failed checkpoint is taken for a full disk. */
@@ -178,11 +178,11 @@ export class Checkpoints {
     return exportImage(this.image(snapshotId), skip)
   }
 
-  /** A snapshot copied from another host; known once its bytes match their hash. */
-  async importSnapshot(snapshotId: string, body: AsyncIterable<Uint8Array>, sha256: Promise<string>): Promise<void> {
+  /** A snapshot copied from another host; known once its bytes match the hash `expected` says. */
+  async importSnapshot(snapshotId: string, body: AsyncIterable<Uint8Array>, expected: ExpectedDigest): Promise<void> {
     const image = this.image(snapshotId)
     mkdirSync(dirname(image), { recursive: true })
-    await importImage(image, body, sha256)
+    await importImage(image, body, expected)
   }
 
   async deleteSnapshot(snapshotId: string): Promise<void> {

@@ -1,6 +1,7 @@
 // A snapshot's image as one stream (a tar of its files) with its SHA-256, and back: how images
 // move between hosts. An import is written beside its place and renamed there only once its bytes
-// match the hash the sender computed, so a cut or corrupted transfer never becomes an image.
+// match the hash the control plane recorded when the image was made (the sender's own only for an
+// image older than such records), so a cut, corrupted or forged transfer never becomes an image.
 import { createHash } from 'node:crypto'
 import {
   createReadStream,
@@ -97,15 +98,52 @@ export function hashedStream(
   return { stream: Readable.toWeb(Readable.from(hashed())) as ReadableStream<Uint8Array>, sha256 }
 }
 
-/** Writes the image from `body` to `dir` once its bytes hash to what `sha256` resolves to. */
+/** The SHA-256 of an exported image's whole stream (read to its end for it). */
+export async function digestOf(image: ExportedImage): Promise<string> {
+  const reader = image.stream.getReader()
+  try {
+    while (!(await reader.read()).done) {}
+  } finally {
+    reader.releaseLock()
+  }
+  return image.sha256
+}
+
+/**
+ * The hash an import must match: the control plane's record of the image (made when its holder
+ * made it) when there is one, else the hash its sender sends. `source` names it in a refusal.
+ */
+export interface ExpectedDigest {
+  sha256: Promise<string>
+  source: 'record' | 'sender'
+}
+
+export function expectedDigest(recorded: string | null | undefined, sent: Promise<string>): ExpectedDigest {
+  return recorded ? { sha256: Promise.resolve(recorded), source: 'record' } : { sha256: sent, source: 'sender' }
+}
+
+/** The refusal of a transfer whose bytes hash to `got`, not `want`. */
+export function digestMismatch(what: string, got: string, want: string, source: ExpectedDigest['source']): AppError {
+  const whose =
+    source === 'record'
+      ? `the control plane recorded ${want} when its holder made it`
+      : `its sender says ${want} (corrupted on the way)`
+  return new AppError('INTERNAL', `${what} transfer refused: its bytes hash to sha256 ${got}, but ${whose}`, {
+    expected: want,
+    got,
+    source,
+  })
+}
+
+/** Writes the image from `body` to `dir` once its bytes hash to what `expected` says. */
 export async function importImage(
   dir: string,
   body: AsyncIterable<Uint8Array>,
-  sha256: Promise<string>,
+  expected: ExpectedDigest,
 ): Promise<number> {
   const tmp = `${dir}.tmp-${process.pid}`
   rmSync(tmp, { recursive: true, force: true })
-  return importChecked(dir, tmp, body, sha256, 'image', async (bytes) => {
+  return importChecked(dir, tmp, body, expected, 'image', async (bytes) => {
     const untar = extract()
     untar.on('entry', (header, stream, next) => {
       if (header.type !== 'file' || !FILE_NAME.test(header.name)) {
@@ -121,15 +159,16 @@ export async function importImage(
 
 /**
  * Unpacks `body` into the new dir `tmp` with `unpack` (each chunk hashed on its way there), then
- * renames `tmp` to `dir` once the bytes hash to what `sha256` resolves to; on any failure `tmp`
- * goes. Resolves with the bytes read (0: `dir` was there already). `what` names the transfer in
- * the error a corrupted one gets.
+ * renames `tmp` to `dir` once the bytes hash to what `expected` says; on any failure `tmp` goes.
+ * Resolves with the bytes read (0: `dir` was there already). `what` names the transfer in the
+ * error a refused one gets. Only for what is safe to write before the check: flat files in a dir
+ * only this process reads.
  */
-export async function importChecked(
+async function importChecked(
   dir: string,
   tmp: string,
   body: AsyncIterable<Uint8Array>,
-  sha256: Promise<string>,
+  expected: ExpectedDigest,
   what: string,
   unpack: (bytes: AsyncIterable<Uint8Array>) => Promise<void>,
 ): Promise<number> {
@@ -147,9 +186,9 @@ export async function importChecked(
         }
       })(),
     )
-    const want = await sha256
+    const want = await expected.sha256
     const got = hash.digest('hex')
-    if (got !== want) throw new AppError('INTERNAL', `${what} transfer corrupted: sha256 ${got}, sent ${want}`)
+    if (got !== want) throw digestMismatch(what, got, want, expected.source)
     if (existsSync(dir)) rmSync(tmp, { recursive: true, force: true })
     else renameSync(tmp, dir)
     return bytes

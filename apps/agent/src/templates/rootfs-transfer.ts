@@ -1,15 +1,24 @@
 // A built template's rootfs between hosts: the whole tree as one tar stream (GNU tar: owners by
 // number, modes, times, symlinks and hardlinks kept) with its SHA-256, and back. The stream is the
 // same bytes every time (names in order; the tree never changes once built), so a cut transfer
-// resumes from the byte it reached. An import is unpacked beside its place and renamed there only
-// once its bytes match the sender's hash.
+// resumes from the byte it reached, and its hash, taken once on the host that built it, is the
+// record every later copy is checked against. An import is unpacked as root only after its bytes
+// matched that record and its entries were checked, and renamed to its place only once whole.
 import { spawn } from 'node:child_process'
-import { existsSync } from 'node:fs'
-import { basename } from 'node:path'
+import { createHash } from 'node:crypto'
+import { createReadStream, createWriteStream, existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs'
+import { basename, join } from 'node:path'
 import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { AppError } from '@forkbox/protocol'
-import { type ExportedImage, hashedStream, importChecked } from '../sandboxes/image-transfer.ts'
+import { extract } from 'tar-stream'
+import {
+  digestMismatch,
+  digestOf,
+  type ExpectedDigest,
+  type ExportedImage,
+  hashedStream,
+} from '../sandboxes/image-transfer.ts'
 import { diskUsage } from './layers.ts'
 
 /** The only names a pulled rootfs may have: what `builtRootfsPath` makes. */
@@ -53,31 +62,127 @@ export async function exportRootfs(dir: string, skip = 0): Promise<ExportedImage
   return { sizeBytes, ...hashedStream(tar, skip) }
 }
 
+/** Digests of rootfs dirs this process hashed, by dir and inode: a built rootfs never changes once made. */
+const digests = new Map<string, Promise<string>>()
+
 /**
- * Unpacks the rootfs from `body` at `tmp` (a scratch dir on the same filesystem, removed if it is
- * left after a crash) and renames it to `dir` once its bytes hash to what `sha256` resolves to.
- * GNU tar refuses names with `..` and absolute names, and writes nothing through a symlink the
- * archive made (such links are made last), so nothing lands outside `tmp`.
+ * The SHA-256 of the rootfs at `dir` as `exportRootfs` streams it (the same bytes every time): what
+ * a build reports for the control plane to record and check other hosts' pulls against.
  */
-export function importRootfs(
+export function rootfsDigest(dir: string): Promise<string> {
+  const key = `${dir}\0${statSync(dir).ino}`
+  let digest = digests.get(key)
+  if (!digest) {
+    digest = exportRootfs(dir).then(digestOf)
+    digest.catch(() => digests.delete(key))
+    digests.set(key, digest)
+  }
+  return digest
+}
+
+/** Where an entry's name leads, as parts under the root ('' for the root itself); null: out of it. */
+function insideParts(name: string): string[] | null {
+  if (name.startsWith('/')) return null
+  const parts = name.split('/').filter((p) => p !== '' && p !== '.')
+  return parts.includes('..') ? null : parts
+}
+
+/**
+ * Checks every entry of the rootfs tar at `file` before anything of it is unpacked as root: each
+ * stays inside the root (no absolute name, no `..`, nothing under a symlink or a file the archive
+ * made, no name twice), a hardlink names an earlier non-directory of the archive, and only files,
+ * dirs, symlinks and hardlinks are made (a device node only as an overlay whiteout, 0/0). A
+ * symlink's target is not checked: it is read inside the sandbox, whose root this is.
+ */
+export async function checkRootfsEntries(file: string): Promise<void> {
+  const seen = new Map<string, 'dir' | 'other'>()
+  const refuse = (name: string, why: string) =>
+    new AppError('VALIDATION_FAILED', `template image refused: entry ${JSON.stringify(name)} ${why}`)
+  const untar = extract()
+  untar.on('entry', (header, stream, next) => {
+    const fail = (err: AppError) => {
+      // the entry's stream goes down with the archive's: its error is the archive's, reported once
+      stream.on('error', () => {})
+      stream.resume()
+      untar.destroy(err)
+    }
+    const parts = insideParts(header.name)
+    if (!parts) return fail(refuse(header.name, 'leads outside the image'))
+    const path = parts.join('/')
+    for (let i = 1; i < parts.length; i++) {
+      if (seen.get(parts.slice(0, i).join('/')) === 'other')
+        return fail(refuse(header.name, 'goes through a link or file of the image'))
+    }
+    if (seen.has(path)) return fail(refuse(header.name, 'is in the image twice'))
+    const type = header.type
+    if (type === 'link') {
+      const target = insideParts(header.linkname ?? '')
+      if (!target || seen.get(target.join('/')) !== 'other')
+        return fail(refuse(header.name, `is a hardlink to ${JSON.stringify(header.linkname)}, not to a file before it`))
+    } else if (type === 'character-device') {
+      if (header.devmajor !== 0 || header.devminor !== 0)
+        return fail(refuse(header.name, `is a device node (${header.devmajor}:${header.devminor})`))
+    } else if (type === 'directory') {
+      if (path === '' && seen.size > 0) return fail(refuse(header.name, 'is the root after other entries'))
+    } else if (type !== 'file' && type !== 'symlink') {
+      return fail(refuse(header.name, `is a ${type}`))
+    }
+    seen.set(path, type === 'directory' ? 'dir' : 'other')
+    stream.on('end', () => next())
+    stream.resume()
+  })
+  await pipeline(createReadStream(file, { highWaterMark: 1024 * 1024 }), untar)
+}
+
+/**
+ * Takes in the rootfs from `body`, renamed to `dir` once whole. Nothing is unpacked before the
+ * check: the stream goes to a file in `tmp` (a new scratch dir on the same filesystem, removed if it
+ * is left after a crash), hashed as it goes; only when its hash is what `expected` says (the
+ * control plane's record of the holder's build) and every entry passes `checkRootfsEntries` is it
+ * unpacked (owners and modes kept: a rootfs has setuid binaries and users' homes). On any failure
+ * `tmp` goes and `dir` is not made. Resolves with the bytes read (0: `dir` was there already).
+ */
+export async function importRootfs(
   dir: string,
   tmp: string,
   body: AsyncIterable<Uint8Array>,
-  sha256: Promise<string>,
+  expected: ExpectedDigest,
 ): Promise<number> {
-  return importChecked(dir, tmp, body, sha256, 'template image', async (bytes) => {
-    const args = ['--extract', '--file=-', '--numeric-owner', '--same-owner', '--same-permissions', '-C', tmp]
+  if (existsSync(dir)) return 0
+  mkdirSync(tmp, { recursive: true, mode: 0o700 })
+  const file = join(tmp, 'rootfs.tar')
+  const root = join(tmp, 'root')
+  try {
+    const hash = createHash('sha256')
+    let bytes = 0
+    await pipeline(
+      Readable.from(
+        (async function* () {
+          for await (const c of body) {
+            hash.update(c)
+            bytes += c.length
+            yield c
+          }
+        })(),
+      ),
+      createWriteStream(file, { mode: 0o600 }),
+    )
+    const got = hash.digest('hex')
+    const want = await expected.sha256
+    if (got !== want) throw digestMismatch('template image', got, want, expected.source)
+    await checkRootfsEntries(file)
+    mkdirSync(root, { mode: 0o700 })
+    const args = ['--extract', `--file=${file}`, '--numeric-owner', '--same-owner', '--same-permissions', '-C', root]
     // tar -x writes nothing to its stdout
     const { child, exited, stderr } = runTar(args)
-    try {
-      await pipeline(Readable.from(bytes), child.stdin)
-    } catch (err) {
-      child.kill('SIGKILL')
-      await exited.catch(() => {})
-      throw err
-    }
+    child.stdin.end()
     const code = await exited
     if (code !== 0)
       throw new AppError('INTERNAL', `unpacking the template image failed (tar exit ${code}): ${stderr()}`)
-  })
+    rmSync(file, { force: true })
+    if (!existsSync(dir)) renameSync(root, dir)
+    return bytes
+  } finally {
+    rmSync(tmp, { recursive: true, force: true })
+  }
 }

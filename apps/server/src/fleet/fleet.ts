@@ -40,7 +40,7 @@ import type {
   WatchHandlers,
   WriteOptions,
 } from '@forkbox/protocol'
-import { AppError, uploadOf, withUpload } from '@forkbox/protocol'
+import { AppError, SHA256_HEX, uploadOf, withUpload } from '@forkbox/protocol'
 import type { Logger } from 'pino'
 import type { HostRow, HostStore } from './hosts-store.ts'
 import { Images, missingTemplateImage } from './images.ts'
@@ -190,6 +190,9 @@ export class Fleet implements AgentApi {
         ),
       (template) => onLog({ stream: 'system', message: `copying template ${template} from the host that built it` }),
     )
+    // the hash its builder reports now is what every other host's copy of its rootfs is checked against
+    if (result.rootfs && SHA256_HEX.test(result.rootfs.sha256))
+      await this.hosts.placeRootfs(result.rootfs.name, host, result.rootfs.sha256)
     // the others know it from its pinned spec, and copy its image when a sandbox of it lands there
     await this.links.each('registering a template', (a, h) =>
       h === host ? Promise.resolve() : a.registerTemplates([result.pinned]),
@@ -346,7 +349,10 @@ export class Fleet implements AgentApi {
     if (!host) throw new AppError('SANDBOX_NOT_RUNNING', `sandbox ${id} is not running`)
     await this.hosts.place(snapshotId, 'snapshot', host, { vcpus: 0, memoryMB: 0 })
     try {
-      return { host, ...(await (await this.agentOf(host)).snapshot(id, snapshotId, opts)) }
+      // its hash, taken by the holder as it makes it, is what every copy to another host must match
+      const { sizeBytes, sha256 } = await (await this.agentOf(host)).snapshot(id, snapshotId, { ...opts, digest: true })
+      if (sha256 && SHA256_HEX.test(sha256)) await this.hosts.setDigest(snapshotId, sha256)
+      return { host, sizeBytes }
     } catch (err) {
       await this.hosts.unplace(snapshotId)
       throw err

@@ -77,6 +77,37 @@ export class HostStore {
     await this.db.deleteFrom('placements').where('id', '=', id).execute()
   }
 
+  /** Records the hash of snapshot `id`'s image, as its holder reported it when it made it. */
+  async setDigest(id: string, sha256: string): Promise<void> {
+    await this.db.updateTable('placements').set({ sha256 }).where('id', '=', id).execute()
+  }
+
+  /** The recorded hash of snapshot `id`'s image (null: none, an image made before records were kept). */
+  async digestOf(id: string): Promise<string | null> {
+    const row = await this.db.selectFrom('placements').select('sha256').where('id', '=', id).executeTakeFirst()
+    return row?.sha256 ?? null
+  }
+
+  /** Records that `host` has built template image `rootfs` whose export stream hashes to `sha256`. */
+  async placeRootfs(rootfs: string, host: string, sha256: string): Promise<void> {
+    const row = { sha256, created_at: new Date().toISOString() }
+    await this.db
+      .insertInto('rootfs_copies')
+      .values({ rootfs, host, ...row })
+      .onConflict((oc) => oc.columns(['rootfs', 'host']).doUpdateSet(row))
+      .execute()
+  }
+
+  /** The hosts recorded to have template image `rootfs`, each with the hash recorded for its copy. */
+  async rootfsCopies(rootfs: string): Promise<Map<string, string>> {
+    const rows = await this.db
+      .selectFrom('rootfs_copies')
+      .select(['host', 'sha256'])
+      .where('rootfs', '=', rootfs)
+      .execute()
+    return new Map(rows.map((r) => [r.host, r.sha256]))
+  }
+
   async hostOf(id: string): Promise<string | undefined> {
     return (await this.db.selectFrom('placements').select('host').where('id', '=', id).executeTakeFirst())?.host
   }

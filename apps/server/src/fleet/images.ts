@@ -1,6 +1,9 @@
 // Images between hosts: copied from the holder (pulled straight by the receiver, else relayed
 // through this replica), or from the shared image store when the holder is gone; written to the
-// store in the background after a snapshot or a hibernation.
+// store in the background after a snapshot or a hibernation. Every copy is checked by its receiver
+// against the hash recorded when the image was made (`HostStore.digestOf`, `rootfsCopies`), never
+// against what the sender says, so a host (or anyone on the agents' network) cannot feed another a
+// changed image.
 import { createHmac } from 'node:crypto'
 import { AppError, type HostCapacity } from '@forkbox/protocol'
 import type { Logger } from 'pino'
@@ -87,9 +90,18 @@ export class Images {
     }
   }
 
+  /** The recorded hash a copy of `snapshotId` must match (null, with a warning: an image older than records). */
+  private async recorded(snapshotId: string): Promise<string | null> {
+    const sha256 = await this.hosts.digestOf(snapshotId)
+    if (!sha256)
+      this.log.warn({ snapshotId }, 'no hash was recorded for this image: its copy is checked against its sender alone')
+    return sha256
+  }
+
   private async pullStored(snapshotId: string, to: string): Promise<void> {
     const started = performance.now()
-    await (await this.links.agentOf(to)).pullSnapshot(snapshotId, { store: true })
+    const sha256 = await this.recorded(snapshotId)
+    await (await this.links.agentOf(to)).pullSnapshot(snapshotId, { store: true, sha256 })
     this.log.info({ snapshotId, to, ms: Math.round(performance.now() - started) }, 'image pulled from the image store')
   }
 
@@ -106,26 +118,38 @@ export class Images {
   /**
    * Copies a built template's rootfs to host `to` from a host that has it: those that list the
    * template as ready first, then any other reachable one (a build a moment ago is in no
-   * heartbeat yet). Pulled straight by `to`, hash-checked; never relayed.
+   * heartbeat yet). Pulled straight by `to` and checked there against the hash recorded for that
+   * holder's copy (its build's, or the copy it pulled); a holder with no record is not asked while
+   * any host has one. Never relayed.
    */
   async copyRootfs(missing: { rootfs: string; template: string }, to: string): Promise<void> {
     const started = performance.now()
     const lists = (r: HostRow) => (JSON.parse(r.capacity) as HostCapacity).templates.includes(missing.template)
+    const copies = await this.hosts.rootfsCopies(missing.rootfs)
+    if (copies.size === 0)
+      this.log.warn(
+        missing,
+        'no hash was recorded for this template image: its copy is checked against its sender alone',
+      )
     const holders = (await this.links.reachable())
-      .filter((r) => r.id !== to)
+      .filter((r) => r.id !== to && (copies.size === 0 || copies.has(r.id)))
       .sort((a, b) => Number(lists(b)) - Number(lists(a)))
       .slice(0, ROOTFS_HOLDERS_TRIED)
     const agent = await this.links.agentOf(to)
     let last: unknown = null
     for (const holder of holders) {
+      const sha256 = copies.get(holder.id) ?? null
       try {
-        await agent.pullRootfs(missing.rootfs, { url: this.signedUrl(holder, 'rootfs', missing.rootfs) })
+        await agent.pullRootfs(missing.rootfs, { url: this.signedUrl(holder, 'rootfs', missing.rootfs), sha256 })
+        // `to` serves the same bytes from now on (the stream is made the same from the same tree)
+        if (sha256) await this.hosts.placeRootfs(missing.rootfs, to, sha256)
         this.log.info(
           { ...missing, from: holder.id, to, ms: Math.round(performance.now() - started) },
           'template image pulled between hosts',
         )
         return
       } catch (err) {
+        this.log.warn({ ...missing, from: holder.id, to, err: String(err) }, 'template image pull failed')
         last = err
       }
     }
@@ -143,10 +167,12 @@ export class Images {
     to: string,
   ): Promise<void> {
     const started = performance.now()
+    const sha256 = await this.recorded(snapshotId)
     if (holder) {
       try {
         await (await this.links.agentOf(to)).pullSnapshot(snapshotId, {
           url: this.signedUrl(holder, 'image', snapshotId),
+          sha256,
         })
         this.log.info(
           { snapshotId, from, to, ms: Math.round(performance.now() - started) },
@@ -158,7 +184,10 @@ export class Images {
       }
     }
     const image = await (await this.links.agentOf(from)).exportSnapshot(snapshotId)
-    await (await this.links.agentOf(to)).importSnapshot(snapshotId, chunksOf(image.stream), image.sha256)
+    // the receiver checks the relayed bytes against the record, not the exporter's hash
+    image.sha256.catch(() => {})
+    const expected = sha256 ? Promise.resolve(sha256) : image.sha256
+    await (await this.links.agentOf(to)).importSnapshot(snapshotId, chunksOf(image.stream), expected)
     this.log.info(
       { snapshotId, from, to, bytes: image.sizeBytes, ms: Math.round(performance.now() - started) },
       'image copied between hosts',

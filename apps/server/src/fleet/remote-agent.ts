@@ -17,6 +17,7 @@ import type {
   GuestProcessOps,
   GuestRunCodeOutput,
   GuestRunCodeRequest,
+  ImageSource,
   PortConnection,
   ProcessExit,
   PruneOptions,
@@ -28,6 +29,7 @@ import type {
   SandboxExitListener,
   SandboxUsage,
   SnapshotOptions,
+  SnapshotResult,
   StartSandboxSpec,
   StreamHandlers,
   TemplateBuildResult,
@@ -221,7 +223,7 @@ export class RemoteAgent implements AgentApi {
     return this.call<GuestContextOps[R['op']]['res']>('codeContext', id, req)
   }
   snapshot(id: string, snapshotId: string, opts?: SnapshotOptions) {
-    return this.call<{ sizeBytes: number }>('snapshot', id, snapshotId, opts)
+    return this.call<SnapshotResult>('snapshot', id, snapshotId, opts)
   }
   fork(sourceId: string, children: Omit<StartSandboxSpec, 'snapshot'>[], opts?: ForkOptions) {
     return this.call<ForkOutcome[]>('fork', sourceId, children, opts)
@@ -235,10 +237,10 @@ export class RemoteAgent implements AgentApi {
   importSnapshot(snapshotId: string, body: AsyncIterable<Uint8Array>, sha256: Promise<string>) {
     return this.call<void>('importSnapshot', snapshotId, body, sha256)
   }
-  pullSnapshot(snapshotId: string, from: { url: string } | { store: true }) {
+  pullSnapshot(snapshotId: string, from: ImageSource) {
     return this.call<void>('pullSnapshot', snapshotId, from)
   }
-  pullRootfs(rootfs: string, from: { url: string }) {
+  pullRootfs(rootfs: string, from: { url: string; sha256: string | null }) {
     return this.call<void>('pullRootfs', rootfs, from)
   }
   storeSnapshot(snapshotId: string) {

@@ -136,6 +136,19 @@ export interface PlacementsTable {
   vcpus: number
   memory_mb: number
   created_at: string
+  /**
+   * A snapshot's image: the SHA-256 of its export stream, as its holder reported when it made it
+   * (the record every copy to another host is checked against); null before such records were kept.
+   */
+  sha256: Generated<string | null>
+}
+
+/** A built template's rootfs on a host, and the SHA-256 of its export stream as recorded when it got there. */
+export interface RootfsCopiesTable {
+  rootfs: string
+  host: string
+  sha256: string
+  created_at: string
 }
 
 /** One token bucket (GCRA: its theoretical arrival time, epoch ms) per key and route class. */
@@ -193,6 +206,7 @@ export interface Schema {
   registry_credentials: RegistryCredentialsTable
   hosts: HostsTable
   placements: PlacementsTable
+  rootfs_copies: RootfsCopiesTable
   rate_limits: RateLimitsTable
   audit_log: AuditLogTable
   usage_periods: UsagePeriodsTable
@@ -463,6 +477,19 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           where public = 1`.execute(db)
         // public with nothing ready to approve: others could create nothing from it anyway
         await sql`update templates set public = 0 where public = 1 and published_build is null`.execute(db)
+      },
+    },
+    '0011-image-digests': {
+      async up(db: Kysely<unknown>) {
+        await db.schema.alterTable('placements').addColumn('sha256', 'text').execute()
+        await db.schema
+          .createTable('rootfs_copies')
+          .addColumn('rootfs', 'text', (c) => c.notNull())
+          .addColumn('host', 'text', (c) => c.notNull())
+          .addColumn('sha256', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addPrimaryKeyConstraint('rootfs_copies_pk', ['rootfs', 'host'])
+          .execute()
       },
     },
   }
