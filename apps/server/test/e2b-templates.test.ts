@@ -239,6 +239,25 @@ describe('E2B Template builder', () => {
     assert.ok(logs.some((l) => l.level === 'error' && l.message.startsWith('failed: ')))
   })
 
+  it("reaches the key's scopes: a templates scope's names and FROM, a noNetwork key's offline steps", async () => {
+    const scoped = (await cp.keys.create({ name: 'scoped', format: 'e2b', scopes: { templates: ['ok'] } })).key
+    const as = (k: string, t: TemplateClass, name: string) => Template.build(t, name, { apiKey: k, apiUrl })
+    await assert.rejects(
+      as(scoped, Template().fromImage('img:1').runCmd('true'), 'nope'),
+      /only build the templates ok/,
+    )
+    await assert.rejects(
+      as(scoped, Template().fromTemplate('code-interpreter-v1').runCmd('true'), 'ok'),
+      /FROM forkbox:code-interpreter: this key may only use the templates ok/,
+    )
+    assert.equal(agent.builds.length, 0)
+    await as(scoped, Template().fromImage('img:1').runCmd('true'), 'ok')
+    assert.equal(agent.builds.at(-1)?.spec.buildNetwork, undefined)
+    const offline = (await cp.keys.create({ name: 'offline', format: 'e2b', scopes: { noNetwork: true } })).key
+    await as(offline, Template().fromImage('img:1').runCmd('true'), 'offline')
+    assert.equal(agent.builds.at(-1)?.spec.buildNetwork, 'none')
+  })
+
   it('keeps hostile step arguments data: no instruction is added, swallowed or broken', async () => {
     const evil = [
       'echo a\nUSER root\nRUN evil',

@@ -6,11 +6,13 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 import Database from 'better-sqlite3'
-import { sql } from 'kysely'
+import { Kysely, type Migration, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely'
+import pg from 'pg'
 import { type ControlPlane, createControlPlane } from '../src/index.ts'
 import { LEGACY_SQLITE_MIGRATIONS, openStore } from '../src/store/db.ts'
 import { hashKey, KeyStore } from '../src/store/keys.ts'
-import { migrations } from '../src/store/schema.ts'
+import { type Dialect, migrations } from '../src/store/schema.ts'
+import { TemplateStore } from '../src/store/templates.ts'
 import { FakeAgent } from './fake-agent.ts'
 import { startPostgres, type TestPostgres } from './postgres.ts'
 
@@ -156,4 +158,71 @@ describe('the store', () => {
     const again = await openStore({ path })
     await again.close()
   })
+
+  for (const dialect of ['sqlite', 'postgres'] as const)
+    it(`on ${dialect}, a template public before publishing approved builds is published at its newest ready build`, async () => {
+      const path = join(dir, `publish-${dialect}.sqlite`)
+      const url = dialect === 'postgres' ? await pgsrv().database('publishing') : undefined
+      await migrateBefore(dialect, '0010-published-builds', path, url)
+      const store = await openStore({ path, ...(url ? { url } : {}) })
+      try {
+        const templates = new TemplateStore(store.db)
+        const shared = await templates.publicByName('shared')
+        assert.deepEqual([shared?.public, shared?.publishedBuild], [true, 'bld-shared-2'])
+        // public with nothing ready: private now (nothing to approve)
+        assert.equal(await templates.publicByName('unbuilt'), null)
+        assert.deepEqual(
+          [(await templates.get('tpl-unbuilt'))?.public, (await templates.get('tpl-unbuilt'))?.publishedBuild],
+          [false, null],
+        )
+        const own = await templates.get('tpl-own')
+        assert.deepEqual([own?.public, own?.publishedBuild], [false, null])
+      } finally {
+        await store.close()
+      }
+    })
 })
+
+/**
+ * A database migrated up to (not including) `name`, holding templates as releases before it left
+ * them: a public one with two ready builds and a newer failed one, a public one with no ready
+ * build, a private one.
+ */
+async function migrateBefore(dialect: Dialect, name: string, path: string, url?: string): Promise<void> {
+  const db = new Kysely<unknown>({
+    dialect:
+      dialect === 'postgres'
+        ? new PostgresDialect({ pool: new pg.Pool({ connectionString: url }) })
+        : new SqliteDialect({ database: new Database(path) }),
+  })
+  try {
+    const earlier = Object.entries(migrations(dialect)).filter(([n]) => n < name)
+    const all: Record<string, Migration> = Object.fromEntries(earlier)
+    const { error } = await new Migrator({ db, provider: { getMigrations: async () => all } }).migrateToLatest()
+    if (error) throw error
+    const at = new Date().toISOString()
+    await sql`insert into api_keys (id, name, prefix, hash, admin, created_at) values ('key_a', 'a', 'fbx_a', 'h', 0, ${at})`.execute(
+      db,
+    )
+    for (const [id, tpl, pub] of [
+      ['tpl-shared', 'shared', 1],
+      ['tpl-unbuilt', 'unbuilt', 1],
+      ['tpl-own', 'own', 0],
+    ] as const)
+      await sql`insert into templates (id, owner, name, description, public, created_at) values (${id}, 'key_a', ${tpl}, '', ${pub}, ${at})`.execute(
+        db,
+      )
+    for (const [id, tpl, version, status] of [
+      ['bld-shared-1', 'tpl-shared', 1, 'ready'],
+      ['bld-shared-2', 'tpl-shared', 2, 'ready'],
+      ['bld-shared-3', 'tpl-shared', 3, 'failed'],
+      ['bld-unbuilt-1', 'tpl-unbuilt', 1, 'failed'],
+      ['bld-own-1', 'tpl-own', 1, 'ready'],
+    ] as const)
+      await sql`insert into template_builds (id, template_id, version, status, spec, created_at) values (${id}, ${tpl}, ${version}, ${status}, '{}', ${at})`.execute(
+        db,
+      )
+  } finally {
+    await db.destroy()
+  }
+}

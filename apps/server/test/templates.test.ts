@@ -7,6 +7,7 @@ import { join } from 'node:path'
 import { afterEach, beforeEach, describe, it } from 'node:test'
 import { AppError } from '@forkbox/protocol'
 import { type ControlPlane, createControlPlane } from '../src/index.ts'
+import { agentName } from '../src/store/templates.ts'
 import { FakeAgent } from './fake-agent.ts'
 
 let dir: string
@@ -328,5 +329,175 @@ describe('templates users build', () => {
     assert.equal((await call('GET', '/v1/templates/gone')).status, 404)
     const again = await call('POST', '/v1/templates', { name: 'gone', image: 'img:2' })
     assert.equal(again.body.build.version, 1)
+  })
+})
+
+describe('publishing approves a version', () => {
+  /** Two tenants (plain keys) and the admin (the bootstrap key). */
+  async function tenants() {
+    const a = (await call('POST', '/v1/keys', { name: 'tenant-a' })).body.key as string
+    const b = (await call('POST', '/v1/keys', { name: 'tenant-b' })).body.key as string
+    return { a, b }
+  }
+  async function built(name: string, image: string, k: string) {
+    const r = await call('POST', '/v1/templates', { name, image }, k)
+    assert.equal(r.status, 202, JSON.stringify(r.body))
+    assert.equal((await settled(r.body.build.id, k)).status, 'ready')
+    return r.body as { template: { id: string }; build: { id: string; version: number } }
+  }
+  const publish = (id: string, body: Record<string, unknown> = { public: true }, k = key) =>
+    call('PUT', `/v1/templates/by-id/${id}/public`, body, k)
+  /** The agent name a create from `template` by key `k` started (or the error code it met). */
+  async function startedFrom(template: string, k: string): Promise<string> {
+    const r = await call('POST', '/v1/sandboxes', { template }, k)
+    if (r.status !== 201) return r.body.error.code
+    return agent.started.at(-1)?.template as string
+  }
+
+  it("the owner's rebuild of a public template stays its own; other keys get the published build until the admin publishes again", async () => {
+    const { a, b } = await tenants()
+    const v1 = await built('tool', 'img:1', a)
+    const id = v1.template.id
+    const published = await publish(id)
+    assert.equal(published.status, 200, JSON.stringify(published.body))
+    assert.deepEqual([published.body.public, published.body.publishedVersion], [true, 1])
+    await built('tool', 'img:2', a)
+    const [n1, n2] = [agentName(id, 1), agentName(id, 2)]
+
+    // the owner gets its newest; every other key (the admin too) the approved build only
+    assert.equal(await startedFrom('tool', a), n2)
+    assert.equal(await startedFrom('tool', b), n1)
+    assert.equal(await startedFrom('tool', key), n1)
+    assert.equal(await startedFrom('tool@1', b), n1)
+    assert.equal(await startedFrom('tool@2', b), 'TEMPLATE_NOT_FOUND')
+    // listing and get show the others the published version
+    const listed = (await call('GET', '/v1/templates', undefined, b)).body.templates
+    assert.equal(listed.find((t: { name: string }) => t.name === 'tool')?.version, 1)
+    const theirs = (await call('GET', '/v1/templates/tool', undefined, b)).body
+    assert.deepEqual([theirs.version, theirs.publishedVersion, theirs.builds], [1, 1, []])
+    const own = (await call('GET', '/v1/templates/tool', undefined, a)).body
+    assert.deepEqual([own.version, own.publishedVersion, own.builds.length], [2, 1, 2])
+    // FROM forkbox:tool in another key's build starts from the published build
+    const df = await call('POST', '/v1/templates', { name: 'child', dockerfile: 'FROM forkbox:tool' }, b)
+    await settled(df.body.build.id, b)
+    const spec = agent.builds.at(-1)?.spec
+    assert.ok(spec?.source.kind === 'dockerfile')
+    assert.equal(spec.source.templates?.tool, n1)
+    // ... the owner's from its newest
+    const mine = await call('POST', '/v1/templates', { name: 'mine', dockerfile: 'FROM forkbox:tool' }, a)
+    await settled(mine.body.build.id, a)
+    const ownSpec = agent.builds.at(-1)?.spec
+    assert.ok(ownSpec?.source.kind === 'dockerfile')
+    assert.equal(ownSpec.source.templates?.tool, n2)
+
+    // published again: the newest ready build is approved
+    assert.equal((await publish(id)).body.publishedVersion, 2)
+    assert.equal(await startedFrom('tool', b), n2)
+    // or a version the admin names
+    assert.equal((await publish(id, { public: true, version: 1 })).body.publishedVersion, 1)
+    assert.equal(await startedFrom('tool', b), n1)
+    assert.equal((await publish(id, { public: true, version: 7 })).body.error.code, 'TEMPLATE_NOT_FOUND')
+    // unpublished: private again, for every version
+    const un = await publish(id, { public: false })
+    assert.deepEqual([un.body.public, un.body.publishedVersion], [false, null])
+    assert.equal(await startedFrom('tool', b), 'TEMPLATE_NOT_FOUND')
+    assert.equal(await startedFrom('tool@1', b), 'TEMPLATE_NOT_FOUND')
+    assert.equal((await call('GET', '/v1/templates/tool', undefined, b)).status, 404)
+  })
+
+  it('a template with no ready build cannot be published; a failed rebuild changes nothing for others', async () => {
+    const { a, b } = await tenants()
+    const waiting = await call('POST', '/v1/templates', { name: 'later', dockerfile: 'FROM scratch', context: true }, a)
+    const refused = await publish(waiting.body.template.id)
+    assert.equal(refused.body.error.code, 'TEMPLATE_CONFLICT')
+    assert.equal(await startedFrom('later', b), 'TEMPLATE_NOT_FOUND')
+    const v1 = await built('steady', 'img:1', a)
+    await publish(v1.template.id)
+    agent.buildError = new AppError('IMAGE_NOT_FOUND', 'gone')
+    const bad = await call('POST', '/v1/templates', { name: 'steady', image: 'img:nope' }, a)
+    await settled(bad.body.build.id, a)
+    assert.equal(await startedFrom('steady', b), agentName(v1.template.id, 1))
+  })
+
+  it("a public template's builds and build logs are its owner's and the admin's only", async () => {
+    const { a, b } = await tenants()
+    const v1 = await built('logged', 'img:1', a)
+    await publish(v1.template.id)
+    const id = v1.build.id
+    const status = async (path: string, k: string) => {
+      const res = await cp.app.request(path, { headers: { authorization: `Bearer ${k}` } })
+      await res.body?.cancel()
+      return res.status
+    }
+    for (const path of [`/v1/builds/${id}`, `/v1/builds/${id}/logs`]) {
+      assert.equal(await status(path, b), 404, path)
+      assert.equal(await status(path, a), 200, path)
+      assert.equal(await status(path, key), 200, `${path} (admin)`)
+    }
+    assert.deepEqual((await call('GET', '/v1/templates/logged', undefined, b)).body.builds, [])
+    assert.equal((await call('GET', '/v1/templates/logged', undefined, key)).body.builds.length, 1)
+    // the context of a waiting build is its owner's to send: not the admin's either
+    const w = await call('POST', '/v1/templates', { name: 'logged', dockerfile: 'FROM scratch', context: true }, a)
+    assert.equal((await call('PUT', `/v1/builds/${w.body.build.id}/context`, new Uint8Array(10), key)).status, 404)
+  })
+})
+
+describe("a key's scopes in its template builds", () => {
+  it('a templates scope: only the names it lists are built, and a Dockerfile starts only from them', async () => {
+    const r = await call('POST', '/v1/keys', { name: 'scoped', scopes: { templates: ['app', 'tools'] } })
+    assert.equal(r.status, 201, JSON.stringify(r.body))
+    const scoped = r.body.key as string
+    const refused = async (body: Record<string, unknown>) => {
+      const res = await call('POST', '/v1/templates', body, scoped)
+      assert.equal(res.status, 403, JSON.stringify(body))
+      assert.deepEqual([res.body.error.code, res.body.error.details], ['FORBIDDEN', { scope: 'templates' }])
+      return res.body.error.message as string
+    }
+    assert.match(await refused({ name: 'other', image: 'img:1' }), /only build the templates app, tools, not other/)
+    assert.match(await refused({ name: 'app', dockerfile: 'FROM forkbox:base' }), /FROM forkbox:base/)
+    for (const dockerfile of [
+      'from  "forkbox:base"',
+      'FROM \\\n  forkbox:base AS b',
+      'FROM forkbox:tools\nCOPY --from=forkbox:base /etc/hostname /x',
+      'ARG B=forkbox:base\nFROM $B',
+      'FROM forkbox:tools\nCOPY --from=$X /a /b',
+    ])
+      await refused({ name: 'app', dockerfile })
+    // another key's public template it does not list is not reachable either
+    const shared = await call('POST', '/v1/templates', { name: 'shared', image: 'img:1' })
+    await settled(shared.body.build.id)
+    await call('PUT', `/v1/templates/by-id/${shared.body.template.id}/public`, { public: true })
+    await refused({ name: 'app', dockerfile: 'FROM forkbox:shared' })
+    // what it lists builds: images from registries, and FROM its own listed templates
+    const tools = await call('POST', '/v1/templates', { name: 'tools', image: 'img:1' }, scoped)
+    assert.equal(tools.status, 202, JSON.stringify(tools.body))
+    await settled(tools.body.build.id, scoped)
+    const app = await call(
+      'POST',
+      '/v1/templates',
+      { name: 'app', dockerfile: 'FROM forkbox:tools\nRUN echo $HOME\nFROM python:3\nCOPY --from=0 /a /b' },
+      scoped,
+    )
+    assert.equal(app.status, 202, JSON.stringify(app.body))
+    await settled(app.body.build.id, scoped)
+    const spec = agent.builds.at(-1)?.spec
+    assert.ok(spec?.source.kind === 'dockerfile')
+    assert.deepEqual(Object.keys(spec.source.templates ?? {}), ['tools'])
+  })
+
+  it("a noNetwork key's builds run their steps with no network; other keys' builds keep theirs", async () => {
+    const offline = (await call('POST', '/v1/keys', { name: 'offline', scopes: { noNetwork: true } })).body.key
+    for (const body of [
+      { name: 'off-img', image: 'registry.local/x:1' },
+      { name: 'off-df', dockerfile: 'FROM python:3\nRUN pip install requests' },
+    ]) {
+      const r = await call('POST', '/v1/templates', body, offline)
+      assert.equal(r.status, 202, JSON.stringify(r.body))
+      await settled(r.body.build.id, offline)
+      assert.equal(agent.builds.at(-1)?.spec.buildNetwork, 'none', body.name)
+    }
+    const r = await call('POST', '/v1/templates', { name: 'on-df', dockerfile: 'FROM python:3' })
+    await settled(r.body.build.id)
+    assert.equal(agent.builds.at(-1)?.spec.buildNetwork, undefined)
   })
 })
