@@ -25,6 +25,8 @@ const AGENT_FIELDS = {
   dnsUpstreams: true,
   definitionsDir: true,
   insecureRegistries: true,
+  registryAllow: true,
+  maxImageMB: true,
   buildCaBundle: true,
   layerCacheMB: true,
 } as const
@@ -72,6 +74,7 @@ export const HostConfig = z
       rateLimitCreate: true,
       rateLimitData: true,
       auditRetentionDays: true,
+      e2bSignedUrlMaxSeconds: true,
     }).shape,
     ...TLS_FIELDS,
   })
@@ -128,6 +131,7 @@ export const ServerHostConfig = z
       rateLimitCreate: true,
       rateLimitData: true,
       auditRetentionDays: true,
+      e2bSignedUrlMaxSeconds: true,
     }).shape,
     ...TLS_FIELDS,
   })
@@ -164,6 +168,8 @@ const ENV: Record<string, [AnyKey, EnvKind]> = {
   FORKBOX_NETWORK_ALLOW_PRIVATE: ['networkAllowPrivate', 'list'],
   FORKBOX_DNS_UPSTREAMS: ['dnsUpstreams', 'list'],
   FORKBOX_INSECURE_REGISTRIES: ['insecureRegistries', 'list'],
+  FORKBOX_REGISTRY_ALLOW: ['registryAllow', 'list'],
+  FORKBOX_MAX_IMAGE_MB: ['maxImageMB', 'number'],
   FORKBOX_BUILD_CA_BUNDLE: ['buildCaBundle', 'text'],
   FORKBOX_LAYER_CACHE_MB: ['layerCacheMB', 'number'],
   // its name before the E2B data plane was served on it too (the later entry wins when both are set)
@@ -185,6 +191,7 @@ const ENV: Record<string, [AnyKey, EnvKind]> = {
   FORKBOX_RATE_LIMIT_CREATE: ['rateLimitCreate', 'text'],
   FORKBOX_RATE_LIMIT_DATA: ['rateLimitData', 'text'],
   FORKBOX_AUDIT_RETENTION_DAYS: ['auditRetentionDays', 'number'],
+  FORKBOX_E2B_SIGNED_URL_MAX_SECONDS: ['e2bSignedUrlMaxSeconds', 'number'],
 }
 
 /**

@@ -12,6 +12,9 @@ export function rateOf(setting: string): RateLimit | null {
   return perSecond && burst ? { perSecond, burst } : null
 }
 
+/** A year: past that a capped URL is as good as never-expiring (say `off`). */
+const MAX_SIGNED_URL_SECONDS = 365 * 24 * 3600
+
 export const ServerConfig = z.object({
   /** The SQLite file (one box); the server secret and build scratch dirs live beside it either way. */
   dbPath: z.string(),
@@ -90,6 +93,14 @@ export const ServerConfig = z.object({
    */
   rateLimitCreate: RateSetting.default('10/50'),
   rateLimitData: RateSetting.default('1000/2000'),
+  /**
+   * How long an E2B signed file URL made without `signature_expiration` (the E2B clients' default)
+   * keeps working: at most this long after the envd token it was signed with was handed out, and
+   * at least half of it (e2b/envd-token.ts). `off`: forever, as on E2B (an operator's choice).
+   */
+  e2bSignedUrlMaxSeconds: z
+    .union([z.literal('off'), z.number().int().min(60).max(MAX_SIGNED_URL_SECONDS)])
+    .default(3600),
   /** Audit entries older than this are deleted. */
   auditRetentionDays: z.number().positive().default(90),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

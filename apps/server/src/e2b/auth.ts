@@ -5,7 +5,8 @@
 import { AppError } from '@forkbox/protocol'
 import type { Context } from 'hono'
 import type { AppEnv } from '../http/env.ts'
-import { admitTokenCall } from '../http/tenancy.ts'
+import { admitCall } from '../http/tenancy.ts'
+import { envdToken } from './envd-token.ts'
 
 /** The key id behind the `X-API-KEY` of a control-plane call. */
 export function requireApiKey(c: Context<AppEnv>): string {
@@ -14,9 +15,12 @@ export function requireApiKey(c: Context<AppEnv>): string {
   return who.principal.keyId
 }
 
-/** The envd access token of a sandbox (valid while its owner's key is). */
+/**
+ * The envd access token of a sandbox (valid while its owner's key is), handed out to its owner's
+ * key whatever its scopes: the token carries the key's scopes as they stand at each call.
+ */
 export function accessToken(c: Context<AppEnv>, sandboxId: string): string {
-  return c.var.services.auth.token('envd', sandboxId)
+  return envdToken(c.var.services, sandboxId)
 }
 
 /** The owner of `sandboxId` if the call carries its access token, or its owner's API key. */
@@ -31,8 +35,10 @@ export async function requireSandboxAccess(c: Context<AppEnv>, sandboxId: string
   }
   if (who?.kind !== 'token' || who.purpose !== 'envd')
     throw new AppError('UNAUTHENTICATED', 'an access token is required (X-Access-Token header)')
-  if (!owner || !(await auth.verify('envd', sandboxId, owner, who.token)))
+  const principal = owner ? await auth.tokenPrincipal('envd', sandboxId, owner, who.token) : null
+  if (!owner || !principal)
     throw new AppError('UNAUTHENTICATED', `the access token is not valid for sandbox ${sandboxId}`)
-  await admitTokenCall(c, owner)
+  // the token may do what its owner's key may do now: a key made read-only since stops its writes
+  await admitCall(c, principal)
   return owner
 }

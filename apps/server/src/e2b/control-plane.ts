@@ -16,6 +16,7 @@ import type { Context, Hono } from 'hono'
 import { z } from 'zod'
 import type { AppEnv } from '../http/env.ts'
 import { validationError } from '../http/errors.ts'
+import { readOnlyRefusal } from '../http/tenancy.ts'
 import { accessToken, requireApiKey } from './auth.ts'
 import { jsonBody } from './json-body.ts'
 import { E2bNetwork, toE2b, toForkbox } from './network.ts'
@@ -153,8 +154,11 @@ const connect: Handler = async (c, owner) => {
   const before = await live(c, owner, id)
   if (before.state === 'hibernated') await sandboxes.onSandbox(owner, id, async () => {})
   let s = await sandboxes.get(owner, id)
-  if (req.timeout && Date.now() + req.timeout * 1000 > Date.parse(s.expiresAt))
+  if (req.timeout && Date.now() + req.timeout * 1000 > Date.parse(s.expiresAt)) {
+    // connect is a read (e2b/scopes.ts) up to here: lengthening the sandbox's life is a write
+    if (c.var.principal.scopes.readOnly) throw readOnlyRefusal()
     s = await sandboxes.setTimeout(owner, id, req.timeout)
+  }
   return c.json(connection(c, s), before.state === 'hibernated' ? 201 : 200)
 }
 

@@ -14,6 +14,7 @@ import { registerFiles } from './files.ts'
 import { registerFilesystem } from './filesystem.ts'
 import { registerInterpreter } from './interpreter.ts'
 import { registerProcess } from './process.ts'
+import { e2bWrites } from './scopes.ts'
 import { registerTemplates, UPLOAD_PATH } from './templates.ts'
 
 /** The control plane (api.e2b.app): the API key, E2B's REST error shape. */
@@ -30,6 +31,8 @@ const errorFormat =
   (format: ErrorFormat): MiddlewareHandler<AppEnv> =>
   async (c, next) => {
     c.set('errorFormat', format)
+    // what a read-only key (and its sandboxes' tokens) may call: Connect methods by name
+    c.set('writes', e2bWrites)
     await next()
   }
 

@@ -59,9 +59,36 @@ export class Authenticator {
     return TOKEN_PREFIX[purpose] + this.mac(purpose, sandboxId)
   }
 
+  /**
+   * The token for one sandbox and purpose stamped with `startSeconds` (unix seconds, 8 hex digits
+   * ahead of the MAC): it works as the plain token does, and what it signs can be dated by it (E2B's
+   * envd token: e2b/envd-token.ts).
+   */
+  stampedToken(purpose: TokenPurpose, sandboxId: string, startSeconds: number): string {
+    const stamp = startSeconds.toString(16).padStart(8, '0')
+    return TOKEN_PREFIX[purpose] + stamp + this.mac(purpose, `${sandboxId}:${stamp}`)
+  }
+
   /** Whether `given` is the sandbox's token for `purpose` and its owner's key is still active. */
   async verify(purpose: TokenPurpose, sandboxId: string, owner: string, given: string): Promise<boolean> {
-    return sameSecret(this.token(purpose, sandboxId), given) && (await this.keys.active(owner))
+    return this.genuine(purpose, sandboxId, given) && (await this.keys.active(owner))
+  }
+
+  /**
+   * The owner's key as it stands now if `given` is the sandbox's token for `purpose` (plain or
+   * stamped): a token call may do what its owner's key may do today, not what it could when the
+   * token was handed out.
+   */
+  async tokenPrincipal(purpose: TokenPurpose, sandboxId: string, owner: string, given: string) {
+    return this.genuine(purpose, sandboxId, given) ? this.keys.principalOf(owner) : null
+  }
+
+  private genuine(purpose: TokenPurpose, sandboxId: string, given: string): boolean {
+    if (sameSecret(this.token(purpose, sandboxId), given)) return true
+    const prefix = TOKEN_PREFIX[purpose]
+    const stamp = given.slice(prefix.length, prefix.length + 8)
+    if (!given.startsWith(prefix) || !/^[0-9a-f]{8}$/.test(stamp)) return false
+    return sameSecret(this.stampedToken(purpose, sandboxId, Number.parseInt(stamp, 16)), given)
   }
 
   /**
@@ -72,13 +99,14 @@ export class Authenticator {
     return createHmac('sha256', this.secret).update(signedFileText(url)).digest('base64url')
   }
 
-  async verifyFileSignature(url: SignedFile, owner: string, given: string, now = Date.now()): Promise<boolean> {
-    if (url.expires * 1000 < now) return false
-    return sameSecret(this.fileSignature(url), given) && (await this.keys.active(owner))
+  /** The owner's key as it stands now if `given` signs `url` and it has not expired; else null. */
+  async verifyFileSignature(url: SignedFile, owner: string, given: string, now = Date.now()) {
+    if (url.expires * 1000 < now || !sameSecret(this.fileSignature(url), given)) return null
+    return this.keys.principalOf(owner)
   }
 
-  private mac(purpose: TokenPurpose, sandboxId: string): string {
+  private mac(purpose: TokenPurpose, subject: string): string {
     // 160 bits, like an API key's secret
-    return createHmac('sha256', this.secret).update(`${purpose}:${sandboxId}`).digest().subarray(0, 20).toString('hex')
+    return createHmac('sha256', this.secret).update(`${purpose}:${subject}`).digest().subarray(0, 20).toString('hex')
   }
 }

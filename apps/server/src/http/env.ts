@@ -2,6 +2,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { OpenAPIHono } from '@hono/zod-openapi'
+import type { Context } from 'hono'
 import type { Logger } from 'pino'
 import type { ServerConfig } from '../config.ts'
 import type { E2bTemplateBuilds } from '../e2b/template-builds.ts'
@@ -60,6 +61,8 @@ export interface AppEnv {
     services: Services
     /** How this route group's errors go out (forkbox's own unless set). */
     errorFormat?: ErrorFormat
+    /** What counts as a write on this route group (http/tenancy.ts `writes`): the HTTP method unless set. */
+    writes?: (c: Context<AppEnv>) => boolean
     /** The cookie an exposed port's token may come in (set by the port route for `portToken`). */
     portCookie?: string
     /** E2B's data plane reached on a sandbox's own name (`49983-{id}.{domain}`): which sandbox and port. */

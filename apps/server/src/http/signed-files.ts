@@ -25,17 +25,19 @@ function describedFile(c: Context<AppEnv>): SignedFile {
 }
 
 /**
- * The caller of a signed file URL: the sandbox's owner, for this one request (the signature
- * covers its sandbox, method, path and user). Null when the request carries no signature.
+ * The caller of a signed file URL: the sandbox's owner's key as it stands now, for this one request
+ * (the signature covers its sandbox, method, path and user), never an admin. Its scopes are the
+ * key's current ones: a write URL of a key made read-only since is refused like the key's own write.
+ * Null when the request carries no signature.
  */
 export async function signedFileCaller(c: Context<AppEnv>) {
   if (!signedRequest(c)) return null
   const url = describedFile(c)
   const { auth, sandboxes } = c.var.services
   const owner = await sandboxes.ownerOf(url.sandboxId)
-  if (!owner || !(await auth.verifyFileSignature(url, owner, c.req.query('signature') ?? '')))
-    throw new AppError('UNAUTHENTICATED', 'the signed URL is not valid for this request, or has expired')
-  return { kind: 'key' as const, principal: { keyId: owner, admin: false, scopes: {}, quotas: {}, rateLimits: {} } }
+  const principal = owner ? await auth.verifyFileSignature(url, owner, c.req.query('signature') ?? '') : null
+  if (!principal) throw new AppError('UNAUTHENTICATED', 'the signed URL is not valid for this request, or has expired')
+  return { kind: 'key' as const, principal: { ...principal, admin: false } }
 }
 
 /** CORS for signed file URLs: any origin (the URL is the credential), and the preflight of a PUT. */

@@ -19,21 +19,33 @@ export function rateClass(method: string, path: string): RateClass {
   return method === 'POST' && CREATES.some((r) => r.test(path)) ? 'create' : 'data'
 }
 
-/** Refuses a read-only key's writes, then takes the call from the key's bucket for its class. */
-export async function admitCall(c: Context<AppEnv>, principal: Principal): Promise<void> {
-  const method = c.req.method
-  if (principal.scopes.readOnly && ((method !== 'GET' && method !== 'HEAD') || c.req.header('upgrade')))
-    throw new AppError('FORBIDDEN', 'this key is read-only', { scope: 'readOnly' })
-  await takeRate(c, principal.keyId, principal.rateLimits, rateClass(method, c.req.path))
+/** What a read-only key's write is answered with, wherever it comes in (a key, a token, a signed URL). */
+export function readOnlyRefusal(): AppError {
+  return new AppError('FORBIDDEN', 'this key is read-only', { scope: 'readOnly' })
 }
 
 /**
- * A call made with a sandbox's access token (E2B's envd and interpreter calls) counts against its
- * owner's `data` bucket, as the owner's key's own calls do.
+ * Whether this call changes something: the route group's own rule where it set one (`c.var.writes`:
+ * E2B's Connect calls are all POSTs, their method names say), else any method but GET and HEAD,
+ * and any upgrade (a terminal, a WebSocket).
  */
-export async function admitTokenCall(c: Context<AppEnv>, owner: string): Promise<void> {
-  const key = await c.var.services.keys.get(owner).catch(() => null)
-  await takeRate(c, owner, key?.rateLimits ?? {}, 'data')
+export function writes(c: Context<AppEnv>): boolean {
+  if (c.req.header('upgrade')) return true
+  return c.var.writes ? c.var.writes(c) : c.req.method !== 'GET' && c.req.method !== 'HEAD'
+}
+
+/** Refuses the call if it writes and `principal` (the caller's key, or the owner of its token) is read-only. */
+export function checkReadOnly(c: Context<AppEnv>, principal: Principal): void {
+  if (principal.scopes.readOnly && writes(c)) throw readOnlyRefusal()
+}
+
+/**
+ * Refuses a read-only key's writes, then takes the call from the key's bucket for its class. A call
+ * made with a sandbox's token or signed URL passes here with its owner's key as it stands now.
+ */
+export async function admitCall(c: Context<AppEnv>, principal: Principal): Promise<void> {
+  checkReadOnly(c, principal)
+  await takeRate(c, principal.keyId, principal.rateLimits, rateClass(c.req.method, c.req.path))
 }
 
 async function takeRate(c: Context<AppEnv>, keyId: string, own: KeyRateLimits, cls: RateClass): Promise<void> {

@@ -144,6 +144,22 @@ export class KeyStore {
     return { keyId: row.id, admin: Number(row.admin) === 1, scopes: scopesOf(row), ...limitsOf(row) }
   }
 
+  /**
+   * The key `keyId` as it stands now (its current scopes and limits), if it is active: what a call
+   * made with one of its sandboxes' tokens or signed URLs may do.
+   */
+  async principalOf(keyId: string, now = new Date()): Promise<Principal | null> {
+    const row = await this.db
+      .selectFrom('api_keys')
+      .select(COLUMNS)
+      .where('id', '=', keyId)
+      .where('revoked_at', 'is', null)
+      .where((e) => e.or([e('expires_at', 'is', null), e('expires_at', '>', now.toISOString())]))
+      .executeTakeFirst()
+    if (!row) return null
+    return { keyId: row.id, admin: Number(row.admin) === 1, scopes: scopesOf(row), ...limitsOf(row) }
+  }
+
   /** Whether the key exists, is not revoked and has not expired (tokens derived for its sandboxes die with it). */
   async active(keyId: string, now = new Date()): Promise<boolean> {
     const row = await this.db

@@ -11,9 +11,10 @@ import type { Context } from 'hono'
 import { createProxyServer } from 'http-proxy-3'
 import { stream as streamUpgrade } from 'http-proxy-3/dist/lib/http-proxy/passes/ws-incoming.js'
 import { ENVD_PORT, INTERPRETER_PORT } from '../../e2b/sandbox-call.ts'
-import { authenticate, type CredentialSource } from '../../http/credentials.ts'
+import { authenticate, type Caller, type CredentialSource } from '../../http/credentials.ts'
 import type { App, AppEnv } from '../../http/env.ts'
 import { errorOf, forkboxErrors } from '../../http/errors.ts'
+import { checkReadOnly } from '../../http/tenancy.ts'
 import { refuseOnSocket, TAKEN_OVER } from '../../http/upgrade.ts'
 import {
   HOST_COOKIE,
@@ -108,7 +109,7 @@ export function register(app: App): void {
     if (r.port < 1 || r.port > 65535) throw new AppError('VALIDATION_FAILED', `port ${r.port} is not a TCP port`)
     c.set('portCookie', r.cookie)
     const who = await authenticate(c, SOURCES)
-    const credential = who.kind === 'key' ? { owner: who.principal.keyId } : { accessToken: who.token }
+    const credential = await admitPortCall(c, who, r.id)
     const target = await c.var.services.sandboxes.portTarget(credential, r.id, r.port).catch((err: unknown) => {
       throw unreachable(err)
     })
@@ -143,6 +144,22 @@ export function register(app: App): void {
     }
     return TAKEN_OVER
   })
+}
+
+/**
+ * The owner's key behind a port call, as it stands now, checked for its scopes: a read-only key,
+ * or the port token of one of its sandboxes, only reads (GET, HEAD; no upgrade). A token that is
+ * not the sandbox's is answered as for a sandbox that does not exist.
+ */
+async function admitPortCall(c: Context<AppEnv>, who: Caller, id: string): Promise<{ owner: string }> {
+  const { auth, sandboxes } = c.var.services
+  const owner = who.kind === 'token' ? await sandboxes.ownerOf(id) : null
+  const principal =
+    who.kind === 'key' ? who.principal : owner ? await auth.tokenPrincipal(who.purpose, id, owner, who.token) : null
+  if (!principal || (who.kind === 'token' && who.purpose !== 'port'))
+    throw new AppError('SANDBOX_NOT_FOUND', `no sandbox ${id}`)
+  checkReadOnly(c, principal)
+  return { owner: principal.keyId }
 }
 
 /** A failure to reach the sandbox's port, as the error the client gets. */
