@@ -1,9 +1,11 @@
 // Images straight from host to host: an agent serves its snapshots' images (and the rootfs of
-// templates built on it) over HTTP to a peer holding a short-lived signature the control plane
-// made with this agent's credential, and pulls one from a peer the same way; the bytes never
-// cross the control plane.
+// templates built on it) over HTTP (HTTPS when its advertised URL is, behind a TLS proxy) to a peer
+// holding a short-lived signature the control plane made with this agent's credential, and pulls
+// one from a peer the same way; the bytes never cross the control plane. The hash trailer is only
+// a transport check: what a receiver keeps is checked against the control plane's record.
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { get, type IncomingMessage, type ServerResponse } from 'node:http'
+import { get as getTls } from 'node:https'
 import { Readable } from 'node:stream'
 import { AppError } from '@forkbox/protocol'
 import type { ExportedImage } from '../sandboxes/image-transfer.ts'
@@ -151,7 +153,10 @@ const RESUMES = 5
 /** One GET of the image from byte `offset` on: the response, once its status says it is the image. */
 function requestImage(url: string, offset: number): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
-    const req = get(offset > 0 ? `${url}&offset=${offset}` : url, { timeout: 30_000 }, (res) => {
+    const target = offset > 0 ? `${url}&offset=${offset}` : url
+    // an https peer's certificate is checked against Node's CAs (NODE_EXTRA_CA_CERTS for a private one)
+    const request = target.startsWith('https:') ? getTls : get
+    const req = request(target, { timeout: 30_000 }, (res) => {
       if (res.statusCode === 200) return resolve(res)
       res.resume()
       const code = res.statusCode === 404 ? 'SNAPSHOT_NOT_FOUND' : 'HOST_UNREACHABLE'
