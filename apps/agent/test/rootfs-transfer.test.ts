@@ -273,7 +273,7 @@ describe('template image entries, checked before anything is unpacked as root', 
       [root, { header: { name: './sda', type: 'block-device', devmajor: 8, devminor: 0, mode: 0o666 } }],
     ],
     [
-      'a character device other than a whiteout',
+      'a character device other than a whiteout or a pseudo device (/dev/mem)',
       [root, { header: { name: './mem', type: 'character-device', devmajor: 1, devminor: 1, mode: 0o666 } }],
     ],
     ['a fifo', [root, { header: { name: './pipe', type: 'fifo', mode: 0o666 } }]],
@@ -306,7 +306,7 @@ describe('template image entries, checked before anything is unpacked as root', 
       assert.deepEqual(readdirSync(join(dir, 'scratch')), [])
     })
 
-  it('takes what a rootfs holds: dirs, files, absolute and relative symlinks, hardlinks, an overlay whiteout', async () => {
+  it("takes what a rootfs holds: dirs, files, absolute and relative symlinks, hardlinks, an overlay whiteout, debootstrap's /dev", async () => {
     const { body, expected } = await archive([
       root,
       { header: { name: './etc/', type: 'directory', mode: 0o755 } },
@@ -315,6 +315,9 @@ describe('template image entries, checked before anything is unpacked as root', 
       { header: { name: './etc/localtime', type: 'symlink', linkname: '/usr/share/zoneinfo/UTC' } },
       { header: { name: './etc/up', type: 'symlink', linkname: '../../..' } },
       { header: { name: './gone', type: 'character-device', devmajor: 0, devminor: 0, mode: 0 } },
+      { header: { name: './dev/', type: 'directory', mode: 0o755 } },
+      { header: { name: './dev/null', type: 'character-device', devmajor: 1, devminor: 3, mode: 0o666 } },
+      { header: { name: './dev/ptmx', type: 'character-device', devmajor: 5, devminor: 2, mode: 0o666 } },
     ])
     const into = join(dir, 'plain')
     await importRootfs(into, join(dir, 'scratch', 'plain'), body(), expected)
@@ -323,6 +326,7 @@ describe('template image entries, checked before anything is unpacked as root', 
     assert.equal(readlinkSync(join(into, 'etc/localtime')), '/usr/share/zoneinfo/UTC')
     assert.equal(readlinkSync(join(into, 'etc/up')), '../../..')
     assert.ok(lstatSync(join(into, 'gone')).isCharacterDevice())
+    assert.equal(lstatSync(join(into, 'dev/null')).rdev, lstatSync('/dev/null').rdev)
     assert.deepEqual(readdirSync(join(dir, 'scratch')), [])
   })
 })

@@ -80,6 +80,14 @@ export function rootfsDigest(dir: string): Promise<string> {
   return digest
 }
 
+/**
+ * The character devices a rootfs may hold, as `major:minor`: an overlay whiteout (0:0) and the
+ * pseudo devices debootstrap makes in `/dev` (null, zero, full, random, urandom, tty, console,
+ * ptmx), which a template built `FROM forkbox:base` keeps. None reaches hardware or kernel memory;
+ * the sandbox sees gVisor's own `/dev` anyway.
+ */
+const ALLOWED_DEVICES = new Set(['0:0', '1:3', '1:5', '1:7', '1:8', '1:9', '5:0', '5:1', '5:2'])
+
 /** Where an entry's name leads, as parts under the root ('' for the root itself); null: out of it. */
 function insideParts(name: string): string[] | null {
   if (name.startsWith('/')) return null
@@ -91,7 +99,7 @@ function insideParts(name: string): string[] | null {
  * Checks every entry of the rootfs tar at `file` before anything of it is unpacked as root: each
  * stays inside the root (no absolute name, no `..`, nothing under a symlink or a file the archive
  * made, no name twice), a hardlink names an earlier non-directory of the archive, and only files,
- * dirs, symlinks and hardlinks are made (a device node only as an overlay whiteout, 0/0). A
+ * dirs, symlinks and hardlinks are made (a device node only from `ALLOWED_DEVICES`). A
  * symlink's target is not checked: it is read inside the sandbox, whose root this is.
  */
 export async function checkRootfsEntries(file: string): Promise<void> {
@@ -120,7 +128,7 @@ export async function checkRootfsEntries(file: string): Promise<void> {
       if (!target || seen.get(target.join('/')) !== 'other')
         return fail(refuse(header.name, `is a hardlink to ${JSON.stringify(header.linkname)}, not to a file before it`))
     } else if (type === 'character-device') {
-      if (header.devmajor !== 0 || header.devminor !== 0)
+      if (!ALLOWED_DEVICES.has(`${header.devmajor}:${header.devminor}`))
         return fail(refuse(header.name, `is a device node (${header.devmajor}:${header.devminor})`))
     } else if (type === 'directory') {
       if (path === '' && seen.size > 0) return fail(refuse(header.name, 'is the root after other entries'))
