@@ -19,7 +19,8 @@ const host = useTestHost({
   async setup(t) {
     key = await issueE2bKey(t, 'e2b-templates')
   },
-  options: () => ({ poolSize: 0 }),
+  // the test's registry is on loopback: only an operator's allow-list lets pulls reach it
+  options: () => ({ poolSize: 0, registryAllow: ['127.0.0.1'] }),
 })
 
 before(async () => {

@@ -81,12 +81,16 @@ export function cgroupHierarchiesWith(parent: string): string[] {
 export function networkLeftovers(cgroupParent: string, stateDir: string) {
   const net = networkNames(`${cgroupParent}:${stateDir}`)
   const netns = existsSync('/run/netns') ? readdirSync('/run/netns').filter((n) => n.startsWith(net.netnsPrefix)) : []
+  // the pull network's resolv.conf (ip netns exec reads it from here)
+  const netnsEtc = existsSync('/etc/netns')
+    ? readdirSync('/etc/netns').filter((n) => n.startsWith(net.netnsPrefix))
+    : []
   const ifaces = readdirSync('/sys/class/net').filter((n) => n.startsWith(net.ifacePrefix))
   const rules = execFileSync('nft', ['list', 'tables'])
     .toString()
     .split('\n')
     .filter((l) => l.includes(net.table))
-  return { netns, ifaces, rules }
+  return { netns: [...netns, ...netnsEtc.map((n) => `/etc/netns/${n}`)], ifaces, rules }
 }
 
 /** Everything a sandbox of this host could leave behind; all lists must be empty. */

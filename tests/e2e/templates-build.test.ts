@@ -128,6 +128,8 @@ before(async () => {
       cgroupParent,
       poolSize: 0,
       networkSubnet: testSubnet(11),
+      // the test's registry is on loopback: only an operator's allow-list lets pulls reach it
+      registryAllow: ['127.0.0.1'],
     }),
   )
   await agent.reconcile()

@@ -79,7 +79,8 @@ before(async () => {
   define(`${PREFIX}-missing`, `127.0.0.1:${port}/fbx-test:nope`)
   define(`${PREFIX}-bad`, `-127.0.0.1:${port}/fbx-test:1`)
   define(`${PREFIX}-busybox`, `127.0.0.1:${port}/fbx-busybox:1`)
-  t = await startTestHost({ definitionsDir, poolSize: 0 })
+  // the test's registries are on loopback: only an operator's allow-list lets pulls reach them
+  t = await startTestHost({ definitionsDir, poolSize: 0, registryAllow: ['127.0.0.1'] })
 })
 
 after(async () => {

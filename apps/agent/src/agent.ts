@@ -53,7 +53,8 @@ import type { AgentConfig } from './config.ts'
 import { readGuestBundle } from './guest/bundle.ts'
 import type { GuestClient } from './guest/client.ts'
 import { installGuest } from './guest/install.ts'
-import { NetworkManager } from './network/manager.ts'
+import { NetworkManager, networkNames } from './network/manager.ts'
+import { PullNetwork } from './network/pull-network.ts'
 import { connectTcp } from './network/port-connection.ts'
 import { fetchImage } from './remote/images.ts'
 import { CallGate } from './sandboxes/call-gate.ts'
@@ -108,11 +109,14 @@ export class LocalAgent implements AgentApi {
   /** The guest and its runtime as installed in the templates dir (kept by a prune). */
   private readonly guestDirs: string[]
   private readonly builds = new Set<{ abort: AbortController; done: Promise<unknown> }>()
+  /** Where registry pulls run: a namespace with a sandbox's egress rules (allow-listed registries aside). */
+  private readonly pulls: PullNetwork
 
   constructor(private readonly config: AgentConfig) {
+    const tag = `${config.cgroupParent}:${config.runscStateDir}`
     const network = new NetworkManager(
       {
-        tag: `${config.cgroupParent}:${config.runscStateDir}`,
+        tag,
         subnet: config.networkSubnet,
         operatorAllowed: config.networkAllowPrivate,
         dnsUpstreams: config.dnsUpstreams,
@@ -131,12 +135,32 @@ export class LocalAgent implements AgentApi {
     }
     this.containers = new Containers(config, runsc, network, guest, log)
     this.guestDirs = [guest.dir, guest.runtimeDir]
+    this.pulls = new PullNetwork(
+      {
+        ready: () => this.containers.networkReady(),
+        acquire: () => network.acquire(),
+        apply: (slot, policy) => network.apply(slot, policy),
+        release: (slot) => network.release(slot),
+      },
+      config.registryAllow,
+      networkNames(tag).netnsPrefix,
+    )
+    this.layers = new LayerStore(config.templatesDir)
+    this.oci = {
+      cacheDir: join(config.templatesDir, '.oci'),
+      insecureRegistries: config.insecureRegistries,
+      log,
+      network: this.pulls,
+      bound: { maxBytes: config.maxImageMB * 1024 * 1024, by: 'image' },
+      scratchDir: this.layers.root,
+    }
     this.baker = new TemplateBaker(
       config,
       this.containers,
       guest.hash,
       (def) => this.baker.isBuiltIn(def.name) && this.pool.refill(def),
       log,
+      this.oci,
     )
     this.pool = new WarmPool(config, this.containers, this.baker, log)
     // pooled sandboxes only wait: frozen once quiet, thawed when claimed; pools sized to demand
@@ -144,14 +168,13 @@ export class LocalAgent implements AgentApi {
     this.poolTender.unref()
     this.checkpoints = new Checkpoints(config, this.containers, this.baker)
     this.imageStore = config.imageStore ? new ImageStore(config.imageStore) : null
-    this.layers = new LayerStore(config.templatesDir)
-    this.oci = { cacheDir: join(config.templatesDir, '.oci'), insecureRegistries: config.insecureRegistries, log }
     this.builder = new TemplateBuilder({
       templatesDir: config.templatesDir,
       containers: this.containers,
       layers: this.layers,
       oci: this.oci,
       caBundle: config.buildCaBundle,
+      maxImageBytes: config.maxImageMB * 1024 * 1024,
       templateRootfs: async (name) => {
         const def = this.baker.definition(name)
         await this.baker.ensureTemplate(name)
@@ -239,7 +262,14 @@ export class LocalAgent implements AgentApi {
   async pruneTemplates(opts: PruneOptions = {}): Promise<TemplatePruneResult> {
     const { templatesDir } = this.config
     const layerCacheBytes = opts.layerCacheBytes ?? this.config.layerCacheMB * 1024 * 1024
-    if (opts.layersOnly) return this.layers.evict(layerCacheBytes)
+    // a key's own layers first: its builds cannot push the cache past what its quota lets it keep
+    const own = opts.owner ? await this.layers.evict(opts.owner.maxBytes, opts.owner.keyId) : null
+    if (opts.layersOnly) {
+      const all = await this.layers.evict(layerCacheBytes)
+      return own
+        ? { removed: [...own.removed, ...all.removed], freedBytes: own.freedBytes + all.freedBytes }
+        : all
+    }
     const keep = this.baker.inUse()
     for (const dir of this.guestDirs) keep.names.add(basename(dir))
     for (const name of rootfsInUse(this.containers.sandboxesDir, templatesDir)) keep.names.add(name)
@@ -557,6 +587,7 @@ export class LocalAgent implements AgentApi {
     for (const b of this.builds) b.abort.abort()
     await Promise.all([...this.builds].map((b) => b.done))
     await this.pool.close()
+    await this.pulls.close()
     await this.containers.close()
     this.checkpoints.close()
   }

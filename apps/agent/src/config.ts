@@ -32,6 +32,18 @@ export const AgentSettings = z.object({
    */
   insecureRegistries: z.array(z.string().regex(/^[A-Za-z0-9.-]+(?::\d{1,5})?$/)).default([]),
   /**
+   * Registries (`host:port` or `host`) pulled from the host's own network, trusted with everything
+   * it reaches (their token realms and redirects included). Every other pull runs in a network
+   * namespace with a sandbox's egress rules: no loopback, private, link-local or host address.
+   */
+  registryAllow: z.array(z.string().regex(/^[A-Za-z0-9.-]+(?::\d{1,5})?$/)).default([]),
+  /** Most MB one image may take pulled, or unpacked, on this host (a build past it fails with NO_SPACE). */
+  maxImageMB: z
+    .number()
+    .int()
+    .min(16)
+    .default(16 * 1024),
+  /**
    * A PEM bundle a template build's RUN steps trust (mounted read-only; named by SSL_CERT_FILE,
    * NODE_EXTRA_CA_CERTS, PIP_CERT, REQUESTS_CA_BUNDLE and CURL_CA_BUNDLE), for a host whose
    * egress goes through a TLS-intercepting proxy. Default: the host's own bundle when the host

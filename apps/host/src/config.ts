@@ -25,6 +25,8 @@ const AGENT_FIELDS = {
   dnsUpstreams: true,
   definitionsDir: true,
   insecureRegistries: true,
+  registryAllow: true,
+  maxImageMB: true,
   buildCaBundle: true,
   layerCacheMB: true,
 } as const
@@ -166,6 +168,8 @@ const ENV: Record<string, [AnyKey, EnvKind]> = {
   FORKBOX_NETWORK_ALLOW_PRIVATE: ['networkAllowPrivate', 'list'],
   FORKBOX_DNS_UPSTREAMS: ['dnsUpstreams', 'list'],
   FORKBOX_INSECURE_REGISTRIES: ['insecureRegistries', 'list'],
+  FORKBOX_REGISTRY_ALLOW: ['registryAllow', 'list'],
+  FORKBOX_MAX_IMAGE_MB: ['maxImageMB', 'number'],
   FORKBOX_BUILD_CA_BUNDLE: ['buildCaBundle', 'text'],
   FORKBOX_LAYER_CACHE_MB: ['layerCacheMB', 'number'],
   // its name before the E2B data plane was served on it too (the later entry wins when both are set)

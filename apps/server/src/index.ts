@@ -99,6 +99,7 @@ export async function createControlPlane(opts: {
       ceilingTemplate: 'base',
       admitBuild: (owner) => quotas.checkBuilds(owner),
       admitBuilt: (owner, sizeBytes) => quotas.checkTemplateBytes(owner, sizeBytes),
+      templateBytesRoom: (owner) => quotas.templateBytesRoom(owner),
       // read at each build: a key's scopes may change after the request authenticated it
       scopesOf: async (owner) => (await keys.get(owner).catch(() => null))?.scopes ?? {},
     },

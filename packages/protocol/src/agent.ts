@@ -251,7 +251,7 @@ export interface TemplateBuildSpec {
   /**
    * Bounds of this one run of the build, set by the control plane when it starts it and never
    * pinned: whose key the build's layers count against, and how many bytes the build may still
-   * write (the key's templateBytes quota less what its templates take) and keep in the layer cache.
+   * write (the key's templateBytes quota less what its templates take).
    */
   limits?: BuildLimits
 }
@@ -261,8 +261,6 @@ export interface BuildLimits {
   owner: string
   /** Most bytes the whole build may write (layers, unpacked images); unset: only the per-step bound. */
   maxBytes?: number
-  /** Most bytes of build layers the key keeps cached; its least recently used go past it. */
-  cacheBytes?: number
 }
 
 /** The uploaded file a build reads (its context tarball or image archive), if any. */
@@ -283,6 +281,8 @@ export interface PruneOptions {
   layerCacheBytes?: number
   /** Only evict build layers down to the cap (what runs after every build). */
   layersOnly?: boolean
+  /** Also evict this key's own build layers down to what it may keep (its templateBytes quota). */
+  owner?: { keyId: string; maxBytes: number }
 }
 
 export interface TemplatePruneResult {

@@ -152,8 +152,8 @@ export class TemplateBaker {
   dockerfiles?: {
     buildDockerfile(input: TemplateBuildInput, onLog?: BuildLogSink, signal?: AbortSignal): Promise<BuiltRootfs>
   }
-  /** While a user's build runs: its registry credentials, and that access must be shown. */
-  private readonly buildAuth = new Map<string, RegistryAuth>()
+  /** While a user's build runs: its registry credentials (access must be shown) and its byte bound. */
+  private readonly buildAccess = new Map<string, { auth: RegistryAuth; maxBytes?: number }>()
   /** Templates built from a Dockerfile: the rootfs dir the build made (its name is the build's key). */
   private readonly builtRootfs = new Map<string, string>()
 
@@ -165,6 +165,8 @@ export class TemplateBaker {
     /** A template's snapshot is there: its warm pool may fill. */
     private readonly onReady: (def: TemplateDefinition) => void,
     private readonly log: (message: string) => void,
+    /** Where and how images are pulled (the pull cache, the pull network, the host's image cap). */
+    private readonly oci: OciOptions,
   ) {
     this.definitions = loadDefinitions(config.definitionsDir)
   }
@@ -223,13 +225,19 @@ export class TemplateBaker {
    * Builds and bakes a user's template now: unlike ensureTemplate, a bake that fails fails the
    * build (a user template's creates are restores, never cold boots).
    */
-  async build(name: string, onProgress: (p: TemplateProgress) => void, auth: RegistryAuth = {}): Promise<void> {
+  async build(
+    name: string,
+    onProgress: (p: TemplateProgress) => void,
+    auth: RegistryAuth = {},
+    /** Most bytes its image may take (what the key's quota leaves). */
+    maxBytes?: number,
+  ): Promise<void> {
     this.bakeFailedAt.delete(name)
-    this.buildAuth.set(name, auth)
+    this.buildAccess.set(name, { auth, maxBytes })
     try {
       await this.ensureTemplate(name, onProgress)
     } finally {
-      this.buildAuth.delete(name)
+      this.buildAccess.delete(name)
     }
     if (!this.snapshotChecked.has(name)) {
       // a start command that never got ready is the user's to fix: its code says so
@@ -389,6 +397,7 @@ export class TemplateBaker {
         dockerfile: readFileSync(join(def.dir, def.dockerfile), 'utf8'),
         contextDir: def.dir,
         resources: def.resources.maxima,
+        bounds: { stepBytes: def.resources.defaults.diskMB * 1024 * 1024 },
       },
       (e) => {
         if (e.type === 'step' || e.type === 'phase' || e.type === 'step_done')
@@ -401,12 +410,13 @@ export class TemplateBaker {
 
   /** A user's build also proves it may read its image: the pull cache is shared by every key. */
   private ociOptions(name: string): OciOptions {
-    const auth = this.buildAuth.get(name)
+    const access = this.buildAccess.get(name)
+    const quota = access?.maxBytes
+    const bound = quota !== undefined && (!this.oci.bound || quota < this.oci.bound.maxBytes)
     return {
-      cacheDir: join(this.config.templatesDir, '.oci'),
-      insecureRegistries: this.config.insecureRegistries,
-      log: this.log,
-      ...(auth ? { auth, verifyAccess: true } : {}),
+      ...this.oci,
+      ...(access ? { auth: access.auth, verifyAccess: true } : {}),
+      ...(bound ? { bound: { maxBytes: quota, by: 'quota' as const } } : {}),
     }
   }
 

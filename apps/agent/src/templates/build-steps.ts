@@ -1,6 +1,7 @@
 // One build step in its own build sandbox under runsc: the root is the step's host overlay (writes
-// land in its upper dir), the network is open to the internet only, RUN runs as the step's user,
-// COPY/ADD copy inside the sandbox from a read-only mount.
+// land in its upper dir, on a scratch disk of the step's bound), the network is open to the
+// internet only (or closed, for a no-network key), RUN runs as the step's user, COPY/ADD copy
+// inside the sandbox from a read-only mount.
 import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { AppError, type EgressPolicy, type ResolvedResources } from '@forkbox/protocol'
@@ -13,6 +14,8 @@ import { BUILD_MOUNT_DIR } from './layers.ts'
 
 /** The internet, never the host, its private networks or the metadata address (the firewall's always-blocked sets). */
 export const BUILD_EGRESS: EgressPolicy = { internet: true, allowOut: [], denyOut: [] }
+/** A no-network key's build: its steps reach nothing (the resolver answers them nothing either). */
+export const BUILD_CLOSED: EgressPolicy = { internet: false, allowOut: [], denyOut: [] }
 /**
  * The guest's own interpreter (argv[0] of every sandbox's init, see oci-spec.ts; a unit test keeps
  * the two the same): copies and user switches run on it, so they need nothing of the image's.
@@ -40,6 +43,8 @@ export interface StepRun {
   deadline: number
   emit: BuildLogSink
   signal?: AbortSignal
+  /** What the step may reach (default: the internet). */
+  network?: 'internet' | 'none'
 }
 
 export interface StepInputs {
@@ -72,7 +77,7 @@ export async function runStep(containers: Containers, step: Step, inputs: StepIn
       id: `build-${randomBytes(6).toString('hex')}`,
       resources: run.resources,
       envs: {},
-      network: BUILD_EGRESS,
+      network: run.network === 'none' ? BUILD_CLOSED : BUILD_EGRESS,
       rootfs: inputs.root,
       image: null,
       // as in a Docker build: a RUN may start a browser or a JVM

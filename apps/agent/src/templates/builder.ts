@@ -5,6 +5,7 @@ import { existsSync, mkdirSync } from 'node:fs'
 import { basename, join } from 'node:path'
 import { AppError, type RegistryAuth, type ResolvedResources } from '@forkbox/protocol'
 import type { Containers } from '../sandboxes/containers.ts'
+import { type ByteBound, boundError, MIN_SCRATCH_BYTES, tighter } from './build-disk.ts'
 import { type BuildLogSink, instructionText } from './build-log.ts'
 import { runStep } from './build-steps.ts'
 import { contextHashes, listContext } from './context-files.ts'
@@ -40,6 +41,14 @@ export interface TemplateBuildInput {
   /** Image references the build takes from the pull cache as they are (an uploaded archive), by digest. */
   localImages?: Record<string, string>
   timeoutMs?: number
+  /**
+   * What the build may write, bounded while it writes: each step at most `stepBytes` (the
+   * template's diskMB), the whole build (steps and unpacked images) at most `buildBytes` (what the
+   * key's quota leaves); `owner` is whose layers they are in the cache.
+   */
+  bounds?: { stepBytes?: number; buildBytes?: number; owner?: string }
+  /** What RUN steps may reach: the internet (default) or nothing (a no-network key's build). */
+  network?: 'internet' | 'none'
 }
 
 /** What the baker needs to make a template of the build. */
@@ -69,6 +78,8 @@ export interface BuilderDeps {
   templateRootfs: (name: string) => Promise<string>
   /** A CA bundle RUN steps trust beside their image's (the operator's `buildCaBundle`). */
   caBundle?: string | null
+  /** Most bytes one image unpacks to on this host (FORKBOX_MAX_IMAGE_MB). */
+  maxImageBytes?: number
 }
 
 /** The stages the target needs (through FROM and COPY --from), in order; others are skipped as BuildKit does. */
@@ -98,9 +109,9 @@ export class TemplateBuilder {
     const usesContext = firstPlan.stages.some((s) => s.steps.some((st) => st.op === 'copy' && !st.from))
     if (usesContext && !input.contextDir)
       throw new AppError('VALIDATION_FAILED', 'the Dockerfile copies from the build context, but none was given')
-    const oci: OciOptions = input.access
-      ? { ...this.deps.oci, auth: input.access.registryAuth, verifyAccess: true }
-      : this.deps.oci
+    const budget = new BuildBudget(input.bounds, this.deps.maxImageBytes)
+    const access: Partial<OciOptions> = input.access ? { auth: input.access.registryAuth, verifyAccess: true } : {}
+    const oci: OciOptions = { ...this.deps.oci, ...access, bound: budget.forImage() }
     const sources = await this.resolveSources(firstPlan, emit, oci, input.access?.templates, input.localImages)
     const plan = sources.configs.size
       ? planDockerfile(input.dockerfile, {
@@ -134,7 +145,7 @@ export class TemplateBuilder {
         results[stageIndex] = stageKeys.at(-1) ?? ''
         continue
       }
-      let parent = await this.rootLayer(stage.from, results, sources, emit, oci)
+      let parent = await this.rootLayer(stage.from, results, sources, emit, oci, budget)
       // once a step runs, every later one does: its key chains a parent made just now
       const reused = firstMissing(stageKeys, (k) => this.deps.layers.has(k))
       for (const k of stageKeys.slice(0, reused)) this.deps.layers.touch(k)
@@ -150,22 +161,45 @@ export class TemplateBuilder {
         const started = Date.now()
         if (!hit) {
           const from =
-            step.op === 'copy' && step.from ? await this.rootLayer(step.from, results, sources, emit, oci) : null
+            step.op === 'copy' && step.from
+              ? await this.rootLayer(step.from, results, sources, emit, oci, budget)
+              : null
           const mounted = from ? await this.deps.layers.mountReadOnly(from) : null
+          const what = `${instruction} (line ${step.line})`
+          const bound = budget.forStep(what)
           try {
-            await this.deps.layers.makeStep(key, parent, (mount) =>
-              runStep(
-                this.deps.containers,
-                step,
-                {
-                  root: mount.merged,
-                  copySource: step.op === 'copy' ? (mounted?.dir ?? input.contextDir) : undefined,
-                  contextPaths: entries.map((e) => e.path),
-                  caBundle: this.deps.caBundle,
-                },
-                { index: n, line: step.line, instruction, resources: input.resources, deadline, emit, signal },
-              ),
+            await this.deps.layers.makeStep(
+              key,
+              parent,
+              (mount) =>
+                runStep(
+                  this.deps.containers,
+                  step,
+                  {
+                    root: mount.merged,
+                    copySource: step.op === 'copy' ? (mounted?.dir ?? input.contextDir) : undefined,
+                    contextPaths: entries.map((e) => e.path),
+                    caBundle: this.deps.caBundle,
+                  },
+                  {
+                    index: n,
+                    line: step.line,
+                    instruction,
+                    resources: input.resources,
+                    deadline,
+                    emit,
+                    signal,
+                    network: input.network ?? 'internet',
+                  },
+                ).catch((err: unknown) => {
+                  // ENOSPC inside the step: the bound's failure, named as such (with the step's output)
+                  if (bound && mount.full() && !(err instanceof AppError && err.code === 'CANCELLED'))
+                    throw boundError(what, bound, stepDetails(err, n, step.line, instruction))
+                  throw err
+                }),
+              { maxBytes: bound?.maxBytes, owner: input.bounds?.owner, what },
             )
+            budget.spend(this.deps.layers.bytesOf(key))
           } catch (err) {
             const exitCode =
               err instanceof AppError && typeof err.details?.exitCode === 'number' ? err.details.exitCode : -1
@@ -238,6 +272,7 @@ export class TemplateBuilder {
     sources: { digests: Map<string, string>; templates: Map<string, string> },
     emit: BuildLogSink,
     oci: OciOptions,
+    budget: BuildBudget,
   ): Promise<string> {
     const { layers } = this.deps
     switch (src.kind) {
@@ -262,11 +297,17 @@ export class TemplateBuilder {
         const digest = sources.digests.get(src.ref)
         if (!digest) throw new Error(`image ${src.ref} not resolved`)
         const key = `image-${digest.replace(/^sha256:/, '')}`
-        await layers.makeBase(key, async (diff) => {
-          const { layout } = await pullImage(src.ref, digest, oci)
-          emit({ type: 'phase', phase: 'unpack', message: src.ref })
-          await unpackImage(layout, diff, oci)
-        })
+        // unpacked straight into the base layer's dir: the unpack is bounded by the image bound itself
+        await layers.makeBase(
+          key,
+          async (diff) => {
+            const { layout } = await pullImage(src.ref, digest, oci)
+            emit({ type: 'phase', phase: 'unpack', message: src.ref })
+            await unpackImage(layout, diff, { ...oci, bound: budget.forImage() })
+          },
+          { owner: budget.owner, what: `unpacking ${src.ref}` },
+        )
+        budget.spend(layers.bytesOf(key))
         return key
       }
     }
@@ -289,4 +330,49 @@ export class TemplateBuilder {
     }
     return rootfs
   }
+}
+
+/** What a build may still write: per step, per image, and over the whole build (the key's quota). */
+class BuildBudget {
+  private written = 0
+  readonly owner: string | undefined
+
+  constructor(
+    private readonly bounds: TemplateBuildInput['bounds'],
+    private readonly maxImageBytes: number | undefined,
+  ) {
+    this.owner = bounds?.owner
+  }
+
+  /** Counts a layer the build made. */
+  spend(bytes: number): void {
+    this.written += bytes
+  }
+
+  private quota(what: string): ByteBound | undefined {
+    const total = this.bounds?.buildBytes
+    if (total === undefined) return undefined
+    const left = total - this.written
+    if (left < MIN_SCRATCH_BYTES)
+      throw boundError(what, { maxBytes: Math.max(0, left), by: 'quota' }, { writtenBytes: this.written })
+    return { maxBytes: left, by: 'quota' }
+  }
+
+  /** The bound of a step: the template's disk, or what the quota leaves if that is less. */
+  forStep(what: string): ByteBound | undefined {
+    const disk = this.bounds?.stepBytes
+    return tighter(disk === undefined ? undefined : { maxBytes: disk, by: 'disk' }, this.quota(what))
+  }
+
+  /** The bound of one image pulled or unpacked: the host's cap, or what the quota leaves. */
+  forImage(): ByteBound | undefined {
+    const cap = this.maxImageBytes
+    return tighter(cap === undefined ? undefined : { maxBytes: cap, by: 'image' }, this.quota('the image'))
+  }
+}
+
+/** A failed step's details (exit code and output tail, when the step got as far as running). */
+function stepDetails(err: unknown, step: number, line: number, instruction: string): Record<string, unknown> {
+  const d = err instanceof AppError ? (err.details ?? {}) : {}
+  return { ...d, step, line, instruction }
 }

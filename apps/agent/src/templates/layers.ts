@@ -20,6 +20,7 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { AppError } from '@forkbox/protocol'
 import { processAlive } from '../runtime/process.ts'
+import { copyTree, ScratchDisk } from './build-disk.ts'
 
 const run = promisify(execFile)
 
@@ -28,6 +29,19 @@ interface LayerRecord {
   parent: string | null
   /** A base layer kept elsewhere (a built-in template's rootfs): used as it is, never copied. */
   external?: string
+  /** The key whose build made it (counted and evicted as that key's); absent: the platform's own. */
+  owner?: string
+  /** Bytes its diff takes on disk, measured when it was made. */
+  bytes?: number
+}
+
+/** How a layer is made: bounded while it is written, and whose it is. */
+export interface LayerBound {
+  /** Most bytes the step (or the unpack) may write; unset: unbounded (the platform's own builds of old). */
+  maxBytes?: number
+  owner?: string
+  /** What the layer is, for an error's message (`RUN … (line 3)`). */
+  what: string
 }
 
 /** The step's scratch space while it runs: the overlay's upper, work and merged dirs. */
@@ -35,6 +49,8 @@ export interface StepMount {
   /** The sandbox's root: the merged view of the chain with `upper` on top. */
   merged: string
   upper: string
+  /** Whether the step's bounded scratch disk is full: a failure then is the bound's, not the step's. */
+  full: () => boolean
 }
 
 /** The shim's file that keeps /tmp non-empty: runsc mounts a tmpfs over an empty /tmp, losing a RUN's writes there. */
@@ -185,20 +201,55 @@ export class LayerStore {
     this.commit(tmp, key)
   }
 
-  /** Makes base layer `key` by filling a fresh `diff` dir (an unpacked image, an empty scratch); once. */
-  makeBase(key: string, fill: (diff: string) => Promise<void>): Promise<void> {
+  /**
+   * Makes base layer `key` by filling a fresh `diff` dir (an unpacked image, an empty scratch);
+   * once. With a bound, `fill` writes on a scratch disk of that size (`full` tells when it filled
+   * it) and the result is copied into the store.
+   */
+  makeBase(
+    key: string,
+    fill: (diff: string, full: () => boolean) => Promise<void>,
+    bound: LayerBound = { what: key },
+  ): Promise<void> {
     return this.once(key, async () => {
       const tmp = join(this.root, tempName())
+      let scratch: ScratchDisk | null = null
       try {
         mkdirSync(tmp)
-        await fill(join(tmp, 'diff'))
-        mkdirSync(join(tmp, 'diff'), { recursive: true })
-        writeFileSync(join(tmp, 'layer.json'), JSON.stringify({ parent: null } satisfies LayerRecord))
+        scratch = bound.maxBytes === undefined ? null : await ScratchDisk.make(tmp, bound.maxBytes, bound.what)
+        const diff = join(scratch?.dir ?? tmp, 'diff')
+        await fill(diff, () => scratch?.full() ?? false)
+        mkdirSync(diff, { recursive: true })
+        if (scratch) {
+          await copyTree(diff, join(tmp, 'diff'))
+          await scratch.release()
+          scratch = null
+        }
+        await this.writeRecordMeasured(tmp, { parent: null, ...(bound.owner ? { owner: bound.owner } : {}) })
         this.commit(tmp, key)
       } finally {
+        await scratch?.release()
         rmSync(tmp, { recursive: true, force: true })
       }
     })
+  }
+
+  /** Writes a new layer's record with the bytes its diff takes. */
+  private async writeRecordMeasured(tmp: string, rec: LayerRecord): Promise<void> {
+    this.writeRecord(tmp, { ...rec, bytes: await diskUsage(join(tmp, 'diff')) })
+  }
+
+  private writeRecord(tmp: string, rec: LayerRecord): void {
+    writeFileSync(join(tmp, 'layer.json'), JSON.stringify(rec))
+  }
+
+  /** Bytes a layer's diff takes (0 for an external one or one gone meanwhile). */
+  bytesOf(key: string): number {
+    try {
+      return this.record(key).bytes ?? 0
+    } catch {
+      return 0
+    }
   }
 
   /**
@@ -206,30 +257,46 @@ export class LayerStore {
    * a fresh dir; when it succeeds the upper becomes the layer (renamed: never half there), when it
    * fails or throws everything it made goes. A key another build is making is waited on.
    */
-  makeStep(key: string, parent: string, step: (mount: StepMount) => Promise<void>): Promise<void> {
+  makeStep(
+    key: string,
+    parent: string,
+    step: (mount: StepMount) => Promise<void>,
+    bound: LayerBound = { what: key },
+  ): Promise<void> {
     return this.once(key, async () => {
       const tmp = join(this.root, tempName())
-      const mount: StepMount = { merged: join(tmp, 'merged'), upper: join(tmp, 'diff') }
+      let scratch: ScratchDisk | null = null
       let mounted = false
+      const merged = join(tmp, 'merged')
       try {
-        for (const d of [mount.merged, mount.upper, join(tmp, 'work')]) mkdirSync(d, { recursive: true })
+        mkdirSync(tmp)
+        // the upper (and overlayfs's work dir, which must share its filesystem) on the bounded disk
+        scratch = bound.maxBytes === undefined ? null : await ScratchDisk.make(tmp, bound.maxBytes, bound.what)
+        const rw = scratch?.dir ?? tmp
+        const mount: StepMount = { merged, upper: join(rw, 'diff'), full: () => scratch?.full() ?? false }
+        for (const d of [merged, mount.upper, join(rw, 'work')]) mkdirSync(d, { recursive: true })
         await mountOverlay(
-          mount.merged,
+          merged,
           [this.shim(), ...this.chain(parent)],
-          { upper: mount.upper, work: join(tmp, 'work') },
+          { upper: mount.upper, work: join(rw, 'work') },
           this.root,
         )
         mounted = true
         await step(mount)
-        await unmount(mount.merged)
+        await unmount(merged)
         mounted = false
         this.pruneShim(mount.upper)
-        rmSync(join(tmp, 'work'), { recursive: true, force: true })
-        rmSync(mount.merged, { recursive: true, force: true })
-        writeFileSync(join(tmp, 'layer.json'), JSON.stringify({ parent } satisfies LayerRecord))
+        if (scratch) {
+          await copyTree(mount.upper, join(tmp, 'diff'))
+          await scratch.release()
+          scratch = null
+        } else rmSync(join(tmp, 'work'), { recursive: true, force: true })
+        rmSync(merged, { recursive: true, force: true })
+        await this.writeRecordMeasured(tmp, { parent, ...(bound.owner ? { owner: bound.owner } : {}) })
         this.commit(tmp, key)
       } finally {
-        if (mounted) await unmount(mount.merged).catch(() => {})
+        if (mounted) await unmount(merged).catch(() => {})
+        await scratch?.release()
         rmSync(tmp, { recursive: true, force: true })
       }
     })
@@ -333,21 +400,29 @@ export class LayerStore {
   /**
    * Evicts least recently used layers until the store holds at most `maxBytes`: only leaves (no
    * layer names them as parent), so no chain breaks, and never one a build is making or a mount
-   * (this agent's or another's on the same dir) reads. Resolves with the keys removed and bytes freed.
+   * (this agent's or another's on the same dir) reads. With `owner`, only that key's layers are
+   * counted and evicted (a key's cache is bounded by its own quota, not by others' builds).
+   * Resolves with the keys removed and bytes freed.
    */
-  async evict(maxBytes: number): Promise<{ removed: string[]; freedBytes: number }> {
-    const entries = new Map<string, { parent: string | null; used: number; bytes: number }>()
+  async evict(maxBytes: number, owner?: string): Promise<{ removed: string[]; freedBytes: number }> {
+    const entries = new Map<string, { parent: string | null; used: number; bytes: number; owned: boolean }>()
     for (const key of readdirSync(this.root)) {
       if (tempOwner(key) !== null || key.startsWith('shim-') || !this.has(key)) continue
-      const rec = this.record(key)
+      let rec: LayerRecord
+      try {
+        rec = this.record(key)
+      } catch {
+        continue // removed meanwhile by another agent on this dir
+      }
       const st = statSync(join(this.root, key, 'layer.json'))
       entries.set(key, {
         parent: rec.parent,
         used: st.mtimeMs,
-        bytes: rec.external ? 0 : await diskUsage(join(this.root, key)),
+        bytes: rec.external ? 0 : (rec.bytes ?? (await diskUsage(join(this.root, key)))),
+        owned: owner === undefined || rec.owner === owner,
       })
     }
-    let total = [...entries.values()].reduce((n, e) => n + e.bytes, 0)
+    let total = [...entries.values()].filter((e) => e.owned).reduce((n, e) => n + e.bytes, 0)
     const mounts = readFileSync('/proc/mounts', 'utf8')
     const busy = (key: string) =>
       this.building.has(key) || mounts.includes(`${key}/diff`) || mounts.includes(`${this.root}/${key}`)
@@ -355,7 +430,9 @@ export class LayerStore {
     let freedBytes = 0
     while (total > maxBytes) {
       const parents = new Set([...entries.values()].map((e) => e.parent))
-      const leaves = [...entries].filter(([k]) => !parents.has(k) && !busy(k)).sort((a, b) => a[1].used - b[1].used)
+      const leaves = [...entries]
+        .filter(([k, e]) => e.owned && !parents.has(k) && !busy(k))
+        .sort((a, b) => a[1].used - b[1].used)
       const next = leaves[0]
       if (!next) break
       const [key, e] = next

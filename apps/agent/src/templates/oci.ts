@@ -21,7 +21,9 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { AppError } from '@forkbox/protocol'
 import { GUEST_DIR } from '../runtime/oci-spec.ts'
+import { type ByteBound, boundError, copyTree, ScratchDisk } from './build-disk.ts'
 import { formatImageReference, type ImageReference, parseImageReference, registryIsInsecure } from './image-ref.ts'
+import { tempName } from './layers.ts'
 
 export interface OciOptions {
   /** Pulled images, one OCI layout per manifest digest. */
@@ -39,6 +41,12 @@ export interface OciOptions {
    * must show it may read the image before the pull cache serves it what another key pulled.
    */
   verifyAccess?: boolean
+  /** Runs a registry command where pulls may run (pull-network.ts); none: the host's network (tests). */
+  network?: { command(registry: string, cmd: string, args: string[]): Promise<[string, string[]]> }
+  /** Most bytes one pull, unpack or archive import writes (on a scratch disk of that size); none: unbounded. */
+  bound?: ByteBound
+  /** Where scratch disks are made (the layer store's root: its recovery takes down what a crash left). */
+  scratchDir?: string
 }
 
 export type RegistryAuth = Record<string, { username: string; password: string }>
@@ -70,6 +78,47 @@ const TAG = 'image'
 
 interface RunResult {
   stdout: Buffer
+}
+
+/** Runs skopeo for a pull from `ref`'s registry where pulls run (the pull network, unless allow-listed). */
+async function runRegistry(ref: ImageReference, opts: OciOptions, args: string[], timeoutMs: number) {
+  const [cmd, argv] = opts.network ? await opts.network.command(ref.registry, 'skopeo', args) : ['skopeo', args]
+  return run(cmd, argv, timeoutMs)
+}
+
+/**
+ * A dir to write into bounded by `opts.bound` (a scratch disk of that size; `moveTo` copies what
+ * was written out of it), or, with no bound, `fallback` itself.
+ */
+async function writeArea(opts: OciOptions, fallback: string, what: string) {
+  const { bound } = opts
+  if (!bound) {
+    return {
+      dir: fallback,
+      full: () => false,
+      moveTo: async (_to: string) => {},
+      release: async () => {},
+    }
+  }
+  const parent = join(opts.scratchDir ?? dirname(opts.cacheDir), tempName())
+  mkdirSync(parent, { recursive: true })
+  let disk: ScratchDisk
+  try {
+    disk = await ScratchDisk.make(parent, bound.maxBytes, what)
+  } catch (err) {
+    rmSync(parent, { recursive: true, force: true })
+    throw err
+  }
+  const dir = join(disk.dir, 'out')
+  return {
+    dir,
+    full: () => disk.full(),
+    moveTo: (to: string) => copyTree(dir, to),
+    release: async () => {
+      await disk.release()
+      rmSync(parent, { recursive: true, force: true })
+    },
+  }
 }
 
 /** Runs a tool bounded in time; its failure carries stderr for the caller to classify. */
@@ -126,8 +175,9 @@ export async function resolveImageDigest(image: string, opts: OciOptions): Promi
   if (ref.digest && !opts.verifyAccess) return ref.digest
   try {
     const { stdout } = await withAuthFile(opts, '--authfile', (auth) =>
-      run(
-        'skopeo',
+      runRegistry(
+        ref,
+        opts,
         ['inspect', '--raw', ...auth, ...tlsArgs(ref, opts, '--tls-verify'), `docker://${formatImageReference(ref)}`],
         opts.resolveTimeoutMs ?? 60_000,
       ),
@@ -135,6 +185,7 @@ export async function resolveImageDigest(image: string, opts: OciOptions): Promi
     // the digest of a manifest is the sha256 of its bytes as served
     return `sha256:${createHash('sha256').update(stdout).digest('hex')}`
   } catch (err) {
+    if (err instanceof AppError) throw err
     throw registryError(image, err)
   }
 }
@@ -173,24 +224,32 @@ async function pullOnce(image: string, digest: string, opts: OciOptions): Promis
   const tmp = join(dirname(opts.cacheDir), `.oci-${digest.slice(7, 23)}.tmp-${process.pid}`)
   rmSync(tmp, { recursive: true, force: true })
   opts.log?.(`pulling ${image} (${digest})`)
+  const area = await writeArea(opts, tmp, `pulling ${image}`)
   try {
     await withAuthFile(opts, '--src-authfile', (auth) =>
-      run(
-        'skopeo',
+      runRegistry(
+        ref,
+        opts,
         [
           'copy',
           '--quiet',
           ...auth,
           ...tlsArgs(ref, opts, '--src-tls-verify'),
           `docker://${formatImageReference(ref, digest)}`,
-          `oci:${tmp}:${TAG}`,
+          `oci:${area.dir}:${TAG}`,
         ],
         opts.pullTimeoutMs ?? 15 * 60_000,
       ),
     )
+    await area.moveTo(tmp)
   } catch (err) {
+    const full = area.full()
     rmSync(tmp, { recursive: true, force: true })
+    if (err instanceof AppError) throw err
+    if (full && opts.bound) throw boundError(`pulling ${image}`, opts.bound, { image })
     throw registryError(image, err)
+  } finally {
+    await area.release()
   }
   if (existsSync(layout)) rmSync(tmp, { recursive: true, force: true })
   else renameSync(tmp, layout)
@@ -204,8 +263,16 @@ async function pullOnce(image: string, digest: string, opts: OciOptions): Promis
 export async function unpackImage(layout: string, target: string, opts: OciOptions): Promise<void> {
   const bundle = `${target}.building-${process.pid}`
   rmSync(bundle, { recursive: true, force: true })
+  const area = await writeArea(opts, bundle, 'unpacking the image')
   try {
-    await run('umoci', ['unpack', '--image', `${layout}:${TAG}`, bundle], opts.unpackTimeoutMs ?? 15 * 60_000)
+    try {
+      await run('umoci', ['unpack', '--image', `${layout}:${TAG}`, area.dir], opts.unpackTimeoutMs ?? 15 * 60_000)
+    } catch (err) {
+      if (area.full() && opts.bound) throw boundError('unpacking the image', opts.bound)
+      throw err
+    }
+    await area.moveTo(bundle)
+    await area.release()
     prepareRootfs(join(bundle, 'rootfs'))
     if (existsSync(target)) rmSync(bundle, { recursive: true, force: true })
     else {
@@ -214,6 +281,7 @@ export async function unpackImage(layout: string, target: string, opts: OciOptio
       renameSync(`${bundle}-rootfs`, target)
     }
   } catch (err) {
+    await area.release()
     rmSync(bundle, { recursive: true, force: true })
     rmSync(`${bundle}-rootfs`, { recursive: true, force: true })
     if (err instanceof AppError) throw err
@@ -397,13 +465,21 @@ export async function importArchive(file: string, opts: OciOptions): Promise<str
     `.oci-archive.tmp-${process.pid}-${createHash('sha256').update(file).digest('hex').slice(0, 8)}`,
   )
   rmSync(tmp, { recursive: true, force: true })
+  const area = await writeArea(opts, tmp, 'importing the image archive')
   try {
     opts.log?.(`importing an image archive (${transport})`)
-    await run(
-      'skopeo',
-      ['copy', '--quiet', `${transport}:${file}`, `oci:${tmp}:${TAG}`],
-      opts.pullTimeoutMs ?? 15 * 60_000,
-    )
+    try {
+      await run(
+        'skopeo',
+        ['copy', '--quiet', `${transport}:${file}`, `oci:${area.dir}:${TAG}`],
+        opts.pullTimeoutMs ?? 15 * 60_000,
+      )
+    } catch (err) {
+      if (area.full() && opts.bound) throw boundError('importing the image archive', opts.bound)
+      throw err
+    }
+    await area.moveTo(tmp)
+    await area.release()
     const index = JSON.parse(readText(join(tmp, 'index.json'))) as { manifests?: { digest?: unknown }[] }
     const digest = index.manifests?.[0]?.digest
     if (typeof digest !== 'string' || !Digest.test(digest)) throw new Error('the imported layout names no manifest')
@@ -412,6 +488,7 @@ export async function importArchive(file: string, opts: OciOptions): Promise<str
     else renameSync(tmp, layout)
     return digest
   } catch (err) {
+    await area.release()
     rmSync(tmp, { recursive: true, force: true })
     if (err instanceof AppError) throw err
     const reason = err instanceof ToolError ? err.stderr.slice(-500) : String(err)

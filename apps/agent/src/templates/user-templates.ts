@@ -190,6 +190,8 @@ async function buildFromDockerfile(
         resources: spec.resources.maxima,
         access: { registryAuth, templates },
         localImages,
+        bounds: buildBounds(spec),
+        network: spec.buildNetwork ?? 'internet',
       },
       (e) => onLog(eventLine(e)),
       signal,
@@ -204,14 +206,26 @@ async function buildFromDockerfile(
   }
 }
 
+/** A build's bounds: each step the template's diskMB, the whole build what the key's quota leaves. */
+export function buildBounds(spec: TemplateBuildSpec): NonNullable<TemplateBuildInput['bounds']> {
+  const { limits } = spec
+  return {
+    stepBytes: spec.resources.defaults.diskMB * 1024 * 1024,
+    ...(limits?.maxBytes !== undefined ? { buildBytes: limits.maxBytes } : {}),
+    ...(limits?.owner ? { owner: limits.owner } : {}),
+  }
+}
+
 export async function buildUserTemplate(
   deps: UserTemplateDeps,
-  spec: TemplateBuildSpec,
+  withLimits: TemplateBuildSpec,
   onLog: (line: BuildLogLine) => void,
   signal?: AbortSignal,
   registryAuth: RegistryAuth = {},
 ): Promise<TemplateBuildResult> {
   const { baker } = deps
+  // this run's limits are never part of what is pinned (a later registration has none)
+  const { limits, ...spec } = withLimits
   const { source } = spec
   let pinned: TemplateBuildSpec
   if (source.kind === 'image') {
@@ -225,13 +239,15 @@ export async function buildUserTemplate(
     if (source.kind === 'archive') {
       if (!source.archiveTar) throw new AppError('VALIDATION_FAILED', 'no image archive was uploaded')
       onLog({ stream: 'system', message: 'importing the image archive' })
-      const digest = await importArchive(source.archiveTar, deps.oci)
+      const maxBytes = limits?.maxBytes
+      const bound = maxBytes === undefined ? deps.oci.bound : { maxBytes, by: 'quota' as const }
+      const digest = await importArchive(source.archiveTar, { ...deps.oci, bound })
       onLog({ stream: 'system', message: `image ${digest}` })
       localImages = { [ARCHIVE_IMAGE]: digest }
       dockerfile = { ...spec, source: { kind: 'dockerfile', dockerfile: `FROM ${ARCHIVE_IMAGE}\n`, buildArgs: {} } }
     } else dockerfile = { ...spec, source }
     const { dockerfile: text, buildArgs } = dockerfile.source
-    const built = await buildFromDockerfile(deps, dockerfile, onLog, signal, registryAuth, localImages)
+    const built = await buildFromDockerfile(deps, { ...dockerfile, limits }, onLog, signal, registryAuth, localImages)
     pinned = { ...spec, source: { kind: 'dockerfile', dockerfile: text, buildArgs, built } }
     registerUserTemplate(baker, deps.templatesDir, pinned)
   }
@@ -248,6 +264,7 @@ export async function buildUserTemplate(
         onLog(line)
       },
       registryAuth,
+      limits?.maxBytes,
     )
   } catch (err) {
     await baker.remove(spec.name)

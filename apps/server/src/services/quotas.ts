@@ -92,6 +92,13 @@ export class QuotaGuard {
     return this.checkBytes(owner, 'templateBytes', () => this.templates.bytesOf(owner), adding)
   }
 
+  /** The key's templateBytes quota and what its templates leave of it now; null when it has none. */
+  async templateBytesRoom(owner: string): Promise<{ limitBytes: number; leftBytes: number } | null> {
+    const limit = (await this.limitsOf(owner)).quotas.templateBytes
+    if (limit === undefined) return null
+    return { limitBytes: limit, leftBytes: Math.max(0, limit - (await this.templates.bytesOf(owner))) }
+  }
+
   /** A bytes quota: refused when what the key holds takes it (`adding` 0), or would with `adding` more. */
   private async checkBytes(
     owner: string,

@@ -43,6 +43,8 @@ export interface TemplateLimits {
   admitBuild?: (owner: string) => Promise<void>
   /** Refuses a build once made when its bytes would pass its key's quota of template bytes. */
   admitBuilt?: (owner: string, sizeBytes: number) => Promise<void>
+  /** The key's templateBytes quota and what of it its templates leave now (null: no quota). */
+  templateBytesRoom?: (owner: string) => Promise<{ limitBytes: number; leftBytes: number } | null>
   /** The key's scopes as they are now (unset: none, everything a key may). */
   scopesOf?: (owner: string) => Promise<KeyScopes>
 }
@@ -533,11 +535,14 @@ export class TemplateService {
     this.seqs.set(id, await this.store.logCount(id))
     const started = performance.now()
     this.append(id, { stream: 'system', message: `build ${id}: version ${b.version} of ${b.template}` })
+    const owner = (await this.store.get(b.templateId))?.owner
+    // the quota bounds the build while it writes (the agent's scratch disks), not only once built
+    const room = owner ? await this.limits.templateBytesRoom?.(owner) : null
     try {
-      const owner = (await this.store.get(b.templateId))?.owner
       const auth = owner && this.registries ? await this.registries.auth(owner) : {}
+      const limits = owner ? { owner, ...(room ? { maxBytes: room.leftBytes } : {}) } : undefined
       const { pinned, sizeBytes } = await this.agent.buildTemplate(
-        b.spec,
+        { ...b.spec, ...(limits ? { limits } : {}) },
         (line) => this.append(id, line),
         signal,
         auth,
@@ -550,10 +555,6 @@ export class TemplateService {
         })
       const seconds = ((performance.now() - started) / 1000).toFixed(1)
       this.append(id, { stream: 'system', message: `ready in ${seconds} s` })
-      // the layer cache stays under its cap; a failed eviction is no failed build
-      this.agent
-        .pruneTemplates({ layersOnly: true })
-        .catch((err: unknown) => this.log.warn({ err }, 'pruning the template store failed'))
       await this.flush(id)
       if (!(await this.store.transition(id, ['building'], 'ready', { spec: pinned, sizeBytes }))) {
         await this.agent.removeTemplate(b.spec.name) // deleted meanwhile
@@ -571,6 +572,12 @@ export class TemplateService {
     } finally {
       const upload = uploadOf(b.spec)
       if (upload) rmSync(upload, { force: true })
+      // the layer cache stays under its cap, and the key's layers (a failed build's steps too) under
+      // its quota; a failed eviction is no failed build
+      const own = owner && room ? { owner: { keyId: owner, maxBytes: room.limitBytes } } : {}
+      this.agent
+        .pruneTemplates({ layersOnly: true, ...own })
+        .catch((err: unknown) => this.log.warn({ err }, 'pruning the template store failed'))
     }
   }
 
