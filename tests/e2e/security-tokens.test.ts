@@ -24,11 +24,12 @@ async function api(method: string, path: string, body?: unknown, key = host().co
 }
 
 /** A Connect stream request body: one envelope (flags 0, big-endian length, JSON). */
-function envelope(msg: unknown): Buffer {
+function envelope(msg: unknown): Uint8Array<ArrayBuffer> {
   const data = Buffer.from(JSON.stringify(msg))
-  const head = Buffer.alloc(5)
-  head.writeUInt32BE(data.length, 1)
-  return Buffer.concat([head, data])
+  const out = new Uint8Array(5 + data.length)
+  new DataView(out.buffer).setUint32(1, data.length)
+  out.set(data, 5)
+  return out
 }
 
 /** The end-of-stream message of a Connect stream response body. */
