@@ -54,8 +54,8 @@ import { readGuestBundle } from './guest/bundle.ts'
 import type { GuestClient } from './guest/client.ts'
 import { installGuest } from './guest/install.ts'
 import { NetworkManager, networkNames } from './network/manager.ts'
-import { PullNetwork } from './network/pull-network.ts'
 import { connectTcp } from './network/port-connection.ts'
+import { PullNetwork } from './network/pull-network.ts'
 import { fetchImage } from './remote/images.ts'
 import { CallGate } from './sandboxes/call-gate.ts'
 import { Checkpoints } from './sandboxes/checkpoints.ts'
@@ -266,9 +266,7 @@ export class LocalAgent implements AgentApi {
     const own = opts.owner ? await this.layers.evict(opts.owner.maxBytes, opts.owner.keyId) : null
     if (opts.layersOnly) {
       const all = await this.layers.evict(layerCacheBytes)
-      return own
-        ? { removed: [...own.removed, ...all.removed], freedBytes: own.freedBytes + all.freedBytes }
-        : all
+      return own ? { removed: [...own.removed, ...all.removed], freedBytes: own.freedBytes + all.freedBytes } : all
     }
     const keep = this.baker.inUse()
     for (const dir of this.guestDirs) keep.names.add(basename(dir))
