@@ -181,3 +181,32 @@ export async function until(what: string, check: () => boolean | Promise<boolean
   }
   throw new Error(`timed out waiting for ${what}`)
 }
+
+/** A template build as its log's `end` event gives it. */
+export interface EndedBuild {
+  id: string
+  status: string
+  version: number
+  error: { code: string; message: string; details?: Record<string, unknown> } | null
+}
+
+/** Follows a build's log (SSE) to its end: the log's lines and the build as it ended. */
+export async function followBuild(
+  url: string,
+  key: string,
+  buildId: string,
+): Promise<{ build: EndedBuild; lines: string[] }> {
+  const res = await fetch(`${url}/v1/builds/${buildId}/logs`, {
+    headers: { authorization: `Bearer ${key}`, accept: 'text/event-stream' },
+  })
+  const lines: string[] = []
+  let end: EndedBuild | undefined
+  for (const block of (await res.text()).split('\n\n')) {
+    const event = /^event: (.*)$/m.exec(block)?.[1]
+    const data = /^data: (.*)$/m.exec(block)?.[1]
+    if (event === 'log' && data) lines.push(JSON.parse(data).message)
+    if (event === 'end' && data) end = JSON.parse(data)
+  }
+  if (!end) throw new Error(`the log of ${buildId} ended without an end event:\n${lines.join('\n')}`)
+  return { build: end, lines }
+}

@@ -2,14 +2,12 @@
 // 203.0.113.0/24, a private 10.77.x block, and 169.254.169.254 standing in for cloud metadata);
 // the platform's resolver asks a DNS server of this test on loopback. No outside address is used.
 import assert from 'node:assert/strict'
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
-import { createSocket } from 'node:dgram'
 import { request } from 'node:http'
 import type { Duplex } from 'node:stream'
 import { after, before, describe, it } from 'node:test'
 import { Sandbox } from '@forkbox/sdk'
-import dnsPacket from 'dns-packet'
 import { useTestHost } from './harness.ts'
+import { startTestDns, startTestNamespace } from './stand-ins.ts'
 
 const tag = process.pid % 10000
 const NS = `fbxt-${tag}`
@@ -29,23 +27,8 @@ const NAMES: Record<string, string[]> = {
   'rebind.test': [METADATA, PRIVATE],
 }
 
-const dns = createSocket('udp4')
-dns.on('message', (msg, rinfo) => {
-  const q = dnsPacket.decode(msg)
-  const question = q.questions?.[0]
-  const ips = question?.type === 'A' ? (NAMES[question.name.toLowerCase()] ?? []) : []
-  const known = question ? question.name.toLowerCase() in NAMES : false
-  const answer = dnsPacket.encode({
-    id: q.id,
-    type: 'response',
-    flags: known ? 0x8180 : 0x8183,
-    questions: q.questions,
-    answers: ips.map((data) => ({ type: 'A', name: question?.name ?? '', ttl: 60, data })),
-  })
-  dns.send(answer, rinfo.port, rinfo.address)
-})
-await new Promise<void>((r) => dns.bind(0, '127.0.0.1', () => r()))
-const dnsPort = dns.address().port
+const dns = await startTestDns(NAMES)
+const dnsPort = dns.port
 
 const SERVER = `
 import socket, threading, sys
@@ -101,56 +84,20 @@ except Exception as e:
     print("refused", type(e).__name__, e)
 `
 
-function sh(cmd: string[], input?: string): string {
-  return execFileSync(cmd[0] as string, cmd.slice(1), { input }).toString()
-}
-
-let server: ChildProcess | undefined
+let testHosts: { stop(): Promise<void> } | undefined
 
 async function makeTestHosts(): Promise<void> {
-  sh(['ip', 'netns', 'add', NS])
-  sh(['ip', 'link', 'add', HOST_IF, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', NS])
-  sh(
-    ['ip', '-batch', '-'],
-    [
-      `addr add 203.0.113.1/24 dev ${HOST_IF}`,
-      `link set ${HOST_IF} up`,
-      `route add ${PRIVATE}/32 dev ${HOST_IF}`,
-      `route add ${METADATA}/32 dev ${HOST_IF}`,
-      '',
-    ].join('\n'),
-  )
-  sh(
-    ['ip', '-n', NS, '-batch', '-'],
-    [
-      `addr add ${PUBLIC_A}/24 dev eth0`,
-      `addr add ${PUBLIC_B}/24 dev eth0`,
-      `addr add ${PRIVATE}/32 dev eth0`,
-      `addr add ${METADATA}/32 dev eth0`,
-      'link set eth0 up',
-      'link set lo up',
-      'route add default via 203.0.113.1',
-      '',
-    ].join('\n'),
-  )
-  server = spawn('ip', ['netns', 'exec', NS, 'python3', '-c', SERVER], { stdio: ['ignore', 'pipe', 'inherit'] })
-  await new Promise<void>((resolve, reject) => {
-    server?.stdout?.once('data', () => resolve())
-    server?.once('exit', (code) => reject(new Error(`test server exited ${code}`)))
+  testHosts = await startTestNamespace({
+    ns: NS,
+    hostIf: HOST_IF,
+    addresses: [`${PUBLIC_A}/24`, `${PUBLIC_B}/24`, `${PRIVATE}/32`, `${METADATA}/32`],
+    routes: [PRIVATE, METADATA],
+    python: SERVER,
   })
 }
 
 async function removeTestHosts(): Promise<void> {
-  if (server?.pid) {
-    server.kill('SIGKILL')
-    await new Promise((r) => server?.once('exit', r))
-  }
-  execFileSync('ip', ['netns', 'delete', NS], { stdio: 'ignore' })
-  try {
-    execFileSync('ip', ['link', 'delete', HOST_IF], { stdio: 'ignore' })
-  } catch {
-    // went with the namespace
-  }
+  await testHosts?.stop()
 }
 
 /** From the host itself, so a refusal in a sandbox is the rules', not a dead test server. */

@@ -6,14 +6,12 @@
 // standing in for cloud metadata); the platform's resolver asks this test's DNS server. No outside
 // address is used.
 import assert from 'node:assert/strict'
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
-import { createSocket } from 'node:dgram'
 import { statfsSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, describe, it } from 'node:test'
-import dnsPacket from 'dns-packet'
-import { sharedTemplatesDir, useTestHost } from './harness.ts'
+import { followBuild, sharedTemplatesDir, useTestHost } from './harness.ts'
+import { startTestDns, startTestNamespace } from './stand-ins.ts'
 
 const tag = (process.pid + 7) % 10000
 const NS = `fbxb-${tag}`
@@ -34,23 +32,8 @@ const NAMES: Record<string, string[]> = {
   'rebind.test': [METADATA, PRIVATE],
 }
 
-const dns = createSocket('udp4')
-dns.on('message', (msg, rinfo) => {
-  const q = dnsPacket.decode(msg)
-  const question = q.questions?.[0]
-  const ips = question?.type === 'A' ? (NAMES[question.name.toLowerCase()] ?? []) : []
-  const known = question ? question.name.toLowerCase() in NAMES : false
-  const answer = dnsPacket.encode({
-    id: q.id,
-    type: 'response',
-    flags: known ? 0x8180 : 0x8183,
-    questions: q.questions,
-    answers: ips.map((data) => ({ type: 'A', name: question?.name ?? '', ttl: 60, data })),
-  })
-  dns.send(answer, rinfo.port, rinfo.address)
-})
-await new Promise<void>((r) => dns.bind(0, '127.0.0.1', () => r()))
-const dnsPort = dns.address().port
+const dns = await startTestDns(NAMES)
+const dnsPort = dns.port
 
 /** What reached the loopback stand-in (the control plane's port would be such a target). */
 const loopbackHits: string[] = []
@@ -97,73 +80,23 @@ srv.serve_forever()
 `
 
 const hits: string[] = []
-let server: ChildProcess | undefined
-
-function sh(cmd: string[], input?: string): string {
-  return execFileSync(cmd[0] as string, cmd.slice(1), { input }).toString()
-}
+let standIns: { stop(): Promise<void> } | undefined
 
 async function makeStandIns(): Promise<void> {
-  sh(['ip', 'netns', 'add', NS])
-  sh(['ip', 'link', 'add', HOST_IF, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', NS])
-  sh(
-    ['ip', '-batch', '-'],
-    [
-      `addr add 203.0.113.1/24 dev ${HOST_IF}`,
-      `link set ${HOST_IF} up`,
-      `route add ${PRIVATE}/32 dev ${HOST_IF}`,
-      `route add ${METADATA}/32 dev ${HOST_IF}`,
-      '',
-    ].join('\n'),
-  )
-  sh(
-    ['ip', '-n', NS, '-batch', '-'],
-    [
-      `addr add ${REGISTRY_A}/24 dev eth0`,
-      `addr add ${REGISTRY_B}/24 dev eth0`,
-      `addr add ${PRIVATE}/32 dev eth0`,
-      `addr add ${METADATA}/32 dev eth0`,
-      'link set eth0 up',
-      'link set lo up',
-      'route add default via 203.0.113.1',
-      '',
-    ].join('\n'),
-  )
-  server = spawn('ip', ['netns', 'exec', NS, 'python3', '-u', '-c', SERVER], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  })
-  await new Promise<void>((resolve, reject) => {
-    let buf = ''
-    server?.stdout?.on('data', (chunk: Buffer) => {
-      buf += chunk.toString()
-      const lines = buf.split('\n')
-      buf = lines.pop() ?? ''
-      for (const l of lines) {
-        if (l === 'ready') resolve()
-        else if (l.startsWith('HIT ')) hits.push(l.slice(4))
-      }
-    })
-    server?.once('exit', (code) => reject(new Error(`stand-in exited ${code}`)))
+  standIns = await startTestNamespace({
+    ns: NS,
+    hostIf: HOST_IF,
+    addresses: [`${REGISTRY_A}/24`, `${REGISTRY_B}/24`, `${PRIVATE}/32`, `${METADATA}/32`],
+    routes: [PRIVATE, METADATA],
+    python: SERVER,
+    onLine: (l) => {
+      if (l.startsWith('HIT ')) hits.push(l.slice(4))
+    },
   })
 }
 
 async function removeStandIns(): Promise<void> {
-  if (server?.pid) {
-    server.kill('SIGKILL')
-    await new Promise((r) => server?.once('exit', r))
-  }
-  execFileSync('ip', ['netns', 'delete', NS], { stdio: 'ignore' })
-  try {
-    execFileSync('ip', ['link', 'delete', HOST_IF], { stdio: 'ignore' })
-  } catch {
-    // went with the namespace
-  }
-}
-
-interface Build {
-  id: string
-  status: string
-  error: { code: string; message: string } | null
+  await standIns?.stop()
 }
 
 const host = useTestHost({
@@ -202,23 +135,10 @@ async function newKey(name: string, extra: Record<string, unknown> = {}): Promis
 }
 
 /** Starts a build and follows its log to the end: the log's lines and the build as it ended. */
-async function build(key: string, req: Record<string, unknown>): Promise<{ build: Build; lines: string[] }> {
+async function build(key: string, req: Record<string, unknown>): ReturnType<typeof followBuild> {
   const r = await call('POST', '/v1/templates', req, key)
   assert.equal(r.status, 202, JSON.stringify(r.body))
-  const id = (r.body as { build: { id: string } }).build.id
-  const res = await fetch(`${host().conn.url}/v1/builds/${id}/logs`, {
-    headers: { authorization: `Bearer ${key}`, accept: 'text/event-stream' },
-  })
-  const lines: string[] = []
-  let end: Build | undefined
-  for (const block of (await res.text()).split('\n\n')) {
-    const event = /^event: (.*)$/m.exec(block)?.[1]
-    const data = /^data: (.*)$/m.exec(block)?.[1]
-    if (event === 'log' && data) lines.push(JSON.parse(data).message)
-    if (event === 'end' && data) end = JSON.parse(data)
-  }
-  assert.ok(end, `the log ended without an end event:\n${lines.join('\n')}`)
-  return { build: end, lines }
+  return followBuild(host().conn.url, key, (r.body as { build: { id: string } }).build.id)
 }
 
 const nonce = `${process.pid}-${Date.now()}`

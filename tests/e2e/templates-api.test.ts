@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { Sandbox } from '@forkbox/sdk'
-import { sharedTemplatesDir, useTestHost } from './harness.ts'
+import { followBuild, sharedTemplatesDir, useTestHost } from './harness.ts'
 
 const host = useTestHost()
 const work = mkdtempSync(join(tmpdir(), 'forkbox-e2e-tpl-api-'))
@@ -52,19 +52,7 @@ async function build(dockerfile: string, context: Uint8Array, extra: Record<stri
   const up = await call('PUT', `/v1/builds/${r.body.build.id}/context`, context)
   assert.equal(up.status, 202, JSON.stringify(up.body))
   const { url, apiKey } = host().conn
-  const res = await fetch(`${url}/v1/builds/${r.body.build.id}/logs`, {
-    headers: { authorization: `Bearer ${apiKey}`, accept: 'text/event-stream' },
-  })
-  const lines: string[] = []
-  let end: Build | undefined
-  for (const block of (await res.text()).split('\n\n')) {
-    const event = /^event: (.*)$/m.exec(block)?.[1]
-    const data = /^data: (.*)$/m.exec(block)?.[1]
-    if (event === 'log' && data) lines.push(JSON.parse(data).message)
-    if (event === 'end' && data) end = JSON.parse(data)
-  }
-  assert.ok(end, `the log ended without an end event:\n${lines.join('\n')}`)
-  return { build: end, lines }
+  return followBuild(url, apiKey, r.body.build.id)
 }
 
 const dockerfile = (last: string) => `# every instruction forkbox builds
