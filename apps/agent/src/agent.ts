@@ -235,7 +235,7 @@ export class LocalAgent implements AgentApi {
   /** A build's result with its rootfs's name and hash: the record other hosts' pulls of it are checked against. */
   private async withRootfsDigest(result: TemplateBuildResult): Promise<TemplateBuildResult> {
     const { source } = result.pinned
-    if (source.kind !== 'dockerfile' || !source.built) return result
+    if (!this.config.recordRootfsDigests || source.kind !== 'dockerfile' || !source.built) return result
     const dir = builtRootfsPath(this.config.templatesDir, source.built.key)
     if (!existsSync(dir)) return result
     return { ...result, rootfs: { name: basename(dir), sha256: await rootfsDigest(dir) } }

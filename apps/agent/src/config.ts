@@ -95,6 +95,12 @@ export const AgentSettings = z.object({
    * sandboxes' images are kept there too, so they restore on any host, also when theirs is gone.
    */
   imageStore: z.string().optional(),
+  /**
+   * A fleet host: a built template's rootfs is hashed for the control plane's record, which other
+   * hosts' copies of it are checked against. One host alone never sends it anywhere: no hash (an
+   * 844 MB rootfs takes ~4 s to hash on this machine).
+   */
+  recordRootfsDigests: z.boolean().default(false),
   /** Network slots (namespace + veth) kept made ahead of creates. */
   spareNetworkSlots: z.number().int().min(0).default(4),
 })

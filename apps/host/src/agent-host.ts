@@ -44,7 +44,10 @@ export async function startAgentHost(
   const hostId = hostIdOf(config)
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 })
   chmodSync(config.dataDir, 0o700)
-  const agent = new LocalAgent(defaultAgentConfig({ ...agentSettingsOf(config), imageStore: config.imageStore }))
+  // a fleet host: what it builds may be copied to other hosts, checked against the record it makes
+  const agent = new LocalAgent(
+    defaultAgentConfig({ ...agentSettingsOf(config), imageStore: config.imageStore, recordRootfsDigests: true }),
+  )
   await agent.reconcile()
   for (const t of config.prebuild) await agent.ensureTemplate(t, onTemplateProgress)
 
