@@ -15,6 +15,7 @@ import { registerFilesystem } from './filesystem.ts'
 import { registerInterpreter } from './interpreter.ts'
 import { registerProcess } from './process.ts'
 import { e2bWrites } from './scopes.ts'
+import { e2bFileSignature } from './signature.ts'
 import { registerTemplates, UPLOAD_PATH } from './templates.ts'
 
 /** The control plane (api.e2b.app): the API key, E2B's REST error shape. */
@@ -25,7 +26,7 @@ const ENVD_CONNECT = ['/process.Process/*', '/filesystem.Filesystem/*']
 const ENVD_REST = ['/files', '/health', '/execute', '/contexts', '/contexts/*']
 const SANDBOX_CALL: CredentialSource[] = ['accessToken', 'apiKey']
 /** envd's /files also takes a signed URL (e2b/signature.ts) in place of the token. */
-const FILES_CALL: CredentialSource[] = ['e2bFileSignature', ...SANDBOX_CALL]
+const FILES_CALL: CredentialSource[] = [e2bFileSignature, ...SANDBOX_CALL]
 
 const errorFormat =
   (format: ErrorFormat): MiddlewareHandler<AppEnv> =>

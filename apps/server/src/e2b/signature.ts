@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto'
 import { AppError } from '@forkbox/protocol'
 import type { Context } from 'hono'
 import { sameSecret } from '../http/auth.ts'
-import type { Caller } from '../http/credentials.ts'
+import type { AdapterSource, Caller } from '../http/credentials.ts'
 import type { AppEnv } from '../http/env.ts'
 import { signingTokens } from './envd-token.ts'
 
@@ -53,3 +53,6 @@ export async function e2bSignedCaller(c: Context<AppEnv>): Promise<Caller | null
   // the owner's key is checked with the token, as for any envd call (e2b/auth.ts): its scopes now
   return { kind: 'token', purpose: 'envd', token, from: 'query' }
 }
+
+/** The signed envd file URL as a credential source of the edge (e2b/index.ts names it for /files). */
+export const e2bFileSignature: AdapterSource = { wanted: 'a signed file URL', caller: e2bSignedCaller }

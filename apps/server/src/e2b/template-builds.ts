@@ -61,6 +61,14 @@ const statusOf: Record<TemplateBuild['status'], 'waiting' | 'building' | 'ready'
   failed: 'error',
 }
 
+// the edge's services carry this adapter's builder; the edge itself never names it
+declare module '../http/env.ts' {
+  interface Services {
+    /** E2B's template builder over `templates`. */
+    e2bTemplates: E2bTemplateBuilds
+  }
+}
+
 export class E2bTemplateBuilds {
   private readonly builds = new Map<string, E2bBuild>()
 

@@ -8,7 +8,7 @@ import type { z } from 'zod'
 import type { AppEnv } from '../http/env.ts'
 import { startWatch as startSandboxWatch, type WatchChange } from '../services/watch.ts'
 import { type ServerStream, sandboxUnary, serverStream, streamRequest } from './connect.ts'
-import { entryInfo } from './filesystem.ts'
+import { entryInfo } from './entry-info.ts'
 import { WatchDirRequest, WatcherRequest } from './messages.ts'
 import { type SandboxCall, sandboxCall } from './sandbox-call.ts'
 

@@ -5,14 +5,24 @@
 import { AppError } from '@forkbox/protocol'
 import { parseCookie } from 'cookie'
 import type { Context, MiddlewareHandler } from 'hono'
-import { e2bSignedCaller } from '../e2b/signature.ts'
-import type { Principal } from '../store/keys.ts'
-import { apiKeyIn, type TokenPurpose } from './auth.ts'
-import type { AppEnv } from './env.ts'
+import { apiKeyIn } from './auth.ts'
+import type { AppEnv, Caller } from './env.ts'
 import { signedFileCaller } from './signed-files.ts'
 import { admitCall } from './tenancy.ts'
 
-export type CredentialSource =
+export type CredentialSource = BuiltInSource | AdapterSource
+
+/**
+ * A credential an adapter (the E2B layer's signed envd URLs) brings: the edge tries it like its
+ * own and knows nothing else of the adapter.
+ */
+export interface AdapterSource {
+  /** What the refusal says is wanted when no source carried a credential. */
+  wanted: string
+  caller: (c: Context<AppEnv>) => Promise<Caller | null>
+}
+
+type BuiltInSource =
   /** `Authorization: Bearer <key>` or `X-API-Key` (what E2B's control-plane clients send). */
   | 'apiKey'
   /** `?key=`: terminals only, as browsers cannot set headers on a WebSocket. */
@@ -23,26 +33,25 @@ export type CredentialSource =
   | 'portToken'
   /** A signed file URL (`?signature=`, signed-files.ts): its sandbox's owner, for that one request. */
   | 'fileSignature'
-  /** An E2B client's signed envd file URL (e2b/signature.ts): the sandbox's envd token. */
-  | 'e2bFileSignature'
 
-/** Who is calling: a key, or the bearer of a sandbox token (checked against its sandbox later). */
-export type Caller =
-  | { kind: 'key'; principal: Principal }
-  | { kind: 'token'; purpose: TokenPurpose; token: string; from: 'header' | 'query' | 'cookie' }
+export type { Caller } from './env.ts'
 
 export const PORT_TOKEN_PARAM = 'forkbox_token'
 
-const WANTED: Record<CredentialSource, string> = {
+const WANTED: Record<BuiltInSource, string> = {
   apiKey: 'an API key (Authorization: Bearer <key>)',
   apiKeyQuery: 'an API key',
   accessToken: 'an access token (X-Access-Token header)',
   portToken: "the sandbox's access token",
   fileSignature: 'a signed file URL',
-  e2bFileSignature: 'a signed file URL',
+}
+
+function wanted(source: CredentialSource): string {
+  return typeof source === 'string' ? WANTED[source] : source.wanted
 }
 
 async function caller(c: Context<AppEnv>, source: CredentialSource): Promise<Caller | 'refused' | null> {
+  if (typeof source !== 'string') return source.caller(c)
   switch (source) {
     case 'apiKey':
     case 'apiKeyQuery': {
@@ -57,8 +66,6 @@ async function caller(c: Context<AppEnv>, source: CredentialSource): Promise<Cal
     }
     case 'fileSignature':
       return signedFileCaller(c)
-    case 'e2bFileSignature':
-      return e2bSignedCaller(c)
     case 'portToken': {
       const header = c.req.header('x-forkbox-access-token')
       if (header) return { kind: 'token', purpose: 'port', token: header, from: 'header' }
@@ -80,8 +87,8 @@ export async function authenticate(c: Context<AppEnv>, sources: readonly Credent
     else if (found) return found
   }
   if (refused) throw new AppError('UNAUTHENTICATED', 'unknown or revoked API key')
-  const wanted = sources.map((s) => WANTED[s]).join(' or ')
-  throw new AppError('UNAUTHENTICATED', `${wanted} is required`)
+  const text = sources.map(wanted).join(' or ')
+  throw new AppError('UNAUTHENTICATED', `${text} is required`)
 }
 
 /** Middleware: authenticates the request from `sources` (`c.var.caller`; `c.var.principal` for a key). */

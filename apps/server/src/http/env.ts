@@ -1,11 +1,11 @@
 // What every request handler can reach through `c.var` (and, from the Node server, `c.env`).
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
+import type { AppError } from '@forkbox/protocol'
 import type { OpenAPIHono } from '@hono/zod-openapi'
 import type { Context } from 'hono'
 import type { Logger } from 'pino'
 import type { ServerConfig } from '../config.ts'
-import type { E2bTemplateBuilds } from '../e2b/template-builds.ts'
 import type { HostService } from '../fleet/hosts-service.ts'
 import type { Metrics } from '../metrics.ts'
 import type { CodeService } from '../services/code.ts'
@@ -17,10 +17,20 @@ import type { KeyStore, Principal } from '../store/keys.ts'
 import type { RateLimiter } from '../store/rate-limits.ts'
 import type { RegistryCredentialStore } from '../store/registry-credentials.ts'
 import type { UsageStore } from '../store/usage.ts'
-import type { Authenticator } from './auth.ts'
-import type { Caller } from './credentials.ts'
-import type { ErrorFormat } from './errors.ts'
+import type { Authenticator, TokenPurpose } from './auth.ts'
 
+/** Who is calling: a key, or the bearer of a sandbox token (checked against its sandbox later; credentials.ts). */
+export type Caller =
+  | { kind: 'key'; principal: Principal }
+  | { kind: 'token'; purpose: TokenPurpose; token: string; from: 'header' | 'query' | 'cookie' }
+
+/** How an entry point's clients read an error: its HTTP status and body (errors.ts). */
+export interface ErrorFormat<B extends object = object> {
+  status(e: AppError): number
+  body(e: AppError, requestId: string): B
+}
+
+/** What every route may use; an adapter adds its own (e2b/template-builds.ts declares `e2bTemplates`). */
 export interface Services {
   sandboxes: SandboxService
   code: CodeService
@@ -35,8 +45,6 @@ export interface Services {
   log: Logger
   templates: TemplateService
   registries: RegistryCredentialStore
-  /** E2B's template builder over `templates`. */
-  e2bTemplates: E2bTemplateBuilds
   /** The fleet's hosts (`forkbox server`); null when the control plane runs its own agent. */
   hosts: HostService | null
 }

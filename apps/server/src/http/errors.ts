@@ -5,7 +5,7 @@ import type { Context } from 'hono'
 import { HTTPException } from 'hono/http-exception'
 import type { ContentfulStatusCode } from 'hono/utils/http-status'
 import type { z } from 'zod'
-import type { AppEnv } from './env.ts'
+import type { AppEnv, ErrorFormat } from './env.ts'
 
 // `source`/`destination`: envd's Move
 const PATH_FIELDS: ReadonlySet<string> = new Set(['path', 'from', 'to', 'source', 'destination'])
@@ -19,11 +19,7 @@ export function validationError(error: z.ZodError): AppError {
   return new AppError(code, summary || 'invalid request', { issues })
 }
 
-/** How an entry point's clients read an error: its HTTP status and body. */
-export interface ErrorFormat<B extends object = object> {
-  status(e: AppError): number
-  body(e: AppError, requestId: string): B
-}
+export type { ErrorFormat } from './env.ts'
 
 /** forkbox's own: `{ error: { code, message, details?, requestId } }` with the code's status. */
 export const forkboxErrors: ErrorFormat<ErrorBody> = {
