@@ -72,12 +72,13 @@ import {
   TemplateBuilder,
   type TemplateBuildInput,
 } from './templates/builder.ts'
+import { builtDefinition, builtImage } from './templates/built-image.ts'
 import type { TemplateDefinition } from './templates/definition.ts'
 import { LayerStore, tempName } from './templates/layers.ts'
 import type { OciOptions } from './templates/oci.ts'
 import { pruneTemplatesDir, rootfsInUse } from './templates/prune.ts'
 import { BUILT_ROOTFS, exportRootfs, importRootfs, rootfsDigest } from './templates/rootfs-transfer.ts'
-import { buildUserTemplate, builtDefinition, builtImage, registerUserTemplate } from './templates/user-templates.ts'
+import { buildUserTemplate, registerUserTemplate } from './templates/user-templates.ts'
 
 const REFILL_DELAY_MS = 250
 /** How long a final checkpoint (hibernate, migration) waits for the sandbox's calls under way to end. */
@@ -161,6 +162,8 @@ export class LocalAgent implements AgentApi {
       (def) => this.baker.isBuiltIn(def.name) && this.pool.refill(def),
       log,
       this.oci,
+      // the agent's buildDockerfile runs the builder made below; the baker calls it only later
+      this,
     )
     this.pool = new WarmPool(config, this.containers, this.baker, log)
     // pooled sandboxes only wait: frozen once quiet, thawed when claimed; pools sized to demand
@@ -181,7 +184,6 @@ export class LocalAgent implements AgentApi {
         return this.baker.rootfsOf(def)
       },
     })
-    this.baker.dockerfiles = this
   }
 
   /**

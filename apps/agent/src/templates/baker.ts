@@ -9,12 +9,13 @@ import { AppError, type ProcessExit, type TemplateInfo, type TemplateProgress } 
 import type { AgentConfig } from '../config.ts'
 import { RUNTIME_PYTHON } from '../guest/runtime.ts'
 import type { ImageDefaults } from '../runtime/oci-spec.ts'
-import { checkpointAndStop } from '../sandboxes/checkpoints.ts'
+import { checkpointAndStop } from '../sandboxes/checkpoint-image.ts'
 import type { Containers } from '../sandboxes/containers.ts'
 import type { LiveSandbox } from '../sandboxes/live-sandbox.ts'
 import { buildRootfs } from './build.ts'
-import type { BuildLogSink } from './build-log.ts'
+import { type BuildLogSink, eventLine } from './build-log.ts'
 import type { TemplateBuildResult as BuiltRootfs, TemplateBuildInput } from './builder.ts'
+import { builtImage, imageConfigFields } from './built-image.ts'
 import { loadDefinitions, type TemplateDefinition, templateHash } from './definition.ts'
 import {
   type OciOptions,
@@ -26,7 +27,6 @@ import {
   userNameOf,
 } from './oci.ts'
 import type { PruneKeep } from './prune.ts'
-import { builtImage, eventLine, imageConfigFields } from './user-templates.ts'
 
 const BAKE_RETRY_MS = 10 * 60_000
 
@@ -135,6 +135,11 @@ export async function startImage(def: TemplateDefinition, sbx: LiveSandbox): Pro
 const runDu = (args: string[], opts: { timeout: number; killSignal: 'SIGKILL' }) =>
   promisify(execFile)('du', args, opts)
 
+/** What builds a Dockerfile into a rootfs (the agent, over its TemplateBuilder). */
+export interface DockerfileBuilder {
+  buildDockerfile(input: TemplateBuildInput, onLog?: BuildLogSink, signal?: AbortSignal): Promise<BuiltRootfs>
+}
+
 export class TemplateBaker {
   private readonly definitions: Map<string, TemplateDefinition>
   private readonly builds = new Map<string, Promise<void>>()
@@ -148,10 +153,6 @@ export class TemplateBaker {
   private readonly imageLayouts = new Map<string, string>()
   /** Templates users built (registered at run time, not from templates/): never pooled. */
   private readonly userTemplates = new Set<string>()
-  /** Builds Dockerfiles (the agent's builder, set once it exists): for built-in templates written as one. */
-  dockerfiles?: {
-    buildDockerfile(input: TemplateBuildInput, onLog?: BuildLogSink, signal?: AbortSignal): Promise<BuiltRootfs>
-  }
   /** While a user's build runs: its registry credentials (access must be shown) and its byte bound. */
   private readonly buildAccess = new Map<string, { auth: RegistryAuth; maxBytes?: number }>()
   /** Templates built from a Dockerfile: the rootfs dir the build made (its name is the build's key). */
@@ -167,6 +168,8 @@ export class TemplateBaker {
     private readonly log: (message: string) => void,
     /** Where and how images are pulled (the pull cache, the pull network, the host's image cap). */
     private readonly oci: OciOptions,
+    /** Builds Dockerfiles (the agent's builder): for built-in templates written as one. */
+    private readonly dockerfiles: DockerfileBuilder,
   ) {
     this.definitions = loadDefinitions(config.definitionsDir)
   }
@@ -390,8 +393,7 @@ export class TemplateBaker {
    * time) by the same builder as users' templates, its image config taken into the definition.
    */
   private async buildWritten(def: TemplateDefinition, onProgress?: (p: TemplateProgress) => void): Promise<void> {
-    if (!this.dockerfiles || !def.dockerfile || !def.dir)
-      throw new AppError('INTERNAL', `${def.name}: no builder for its Dockerfile`)
+    if (!def.dockerfile || !def.dir) throw new AppError('INTERNAL', `${def.name}: no builder for its Dockerfile`)
     const built = await this.dockerfiles.buildDockerfile(
       {
         dockerfile: readFileSync(join(def.dir, def.dockerfile), 'utf8'),

@@ -1,5 +1,5 @@
 // A build's step-by-step log: output split into lines, an instruction's text, the failing step's tail.
-import type { BuildLogEvent } from '@forkbox/protocol'
+import type { BuildLogEvent, BuildLogLine } from '@forkbox/protocol'
 
 export type BuildLogSink = (event: BuildLogEvent) => void
 
@@ -74,5 +74,27 @@ export class StepOutput {
     this.lines.push(line)
     if (this.lines.length > TAIL_LINES) this.lines.shift()
     this.emit({ type: 'output', step: this.step, stream, line })
+  }
+}
+
+/** A build event as a log line; steps are numbered from 1 in the log. */
+export function eventLine(e: BuildLogEvent): BuildLogLine {
+  switch (e.type) {
+    case 'step':
+      return {
+        step: e.step + 1,
+        stream: 'system',
+        message: `#${e.step + 1} ${e.instruction}${e.cached ? ' (cached)' : ''}`,
+      }
+    case 'output':
+      return { step: e.step + 1, stream: e.stream, message: e.line }
+    case 'step_done':
+      return {
+        step: e.step + 1,
+        stream: 'system',
+        message: `#${e.step + 1} done in ${(e.durationMs / 1000).toFixed(1)} s (exit ${e.exitCode})`,
+      }
+    case 'phase':
+      return { stream: 'system', message: `${e.phase}: ${e.message}` }
   }
 }

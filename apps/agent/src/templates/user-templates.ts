@@ -7,22 +7,21 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import {
   AppError,
-  type BuildLogEvent,
   type BuildLogLine,
   type BuiltImage,
   type RegistryAuth,
-  type ResolvedResources,
   type TemplateBuildResult,
   type TemplateBuildSpec,
   type TemplateProgress,
 } from '@forkbox/protocol'
-import type { TemplateBaker } from './baker.ts'
-import type { BuildLogSink } from './build-log.ts'
-import { type TemplateBuildResult as BuiltRootfs, builtRootfsPath, type TemplateBuildInput } from './builder.ts'
+import type { DockerfileBuilder, TemplateBaker } from './baker.ts'
+import { eventLine } from './build-log.ts'
+import { builtRootfsPath, type TemplateBuildInput } from './builder.ts'
+import { builtDefinition, builtImage } from './built-image.ts'
 import { validateContextTar } from './context-tar.ts'
 import { TemplateDefinition } from './definition.ts'
 import { formatImageReference, parseImageReference } from './image-ref.ts'
-import { importArchive, type OciOptions, userNameOf } from './oci.ts'
+import { importArchive, type OciOptions } from './oci.ts'
 
 const run = promisify(execFile)
 
@@ -32,58 +31,12 @@ const MAX_CONTEXT_BYTES = 4 * 1024 * 1024 * 1024
 export interface UserTemplateDeps {
   baker: TemplateBaker
   templatesDir: string
-  dockerfiles: {
-    buildDockerfile(input: TemplateBuildInput, onLog?: BuildLogSink, signal?: AbortSignal): Promise<BuiltRootfs>
-  }
+  dockerfiles: DockerfileBuilder
   oci: OciOptions
 }
 
 /** What an uploaded archive's image is called in the Dockerfile its build becomes (never asked of a registry). */
 const ARCHIVE_IMAGE = 'forkbox-archive'
-
-/** What a build made, as the image config its sandboxes take. */
-export function builtImage(built: BuiltRootfs): BuiltImage {
-  return {
-    key: built.key,
-    env: built.config.env,
-    user: built.config.user,
-    workdir: built.config.workdir,
-    startCmd: built.startCmd,
-    readyCmd: built.readyCmd ?? undefined,
-    exposedPorts: built.exposedPorts,
-  }
-}
-
-/**
- * The baker's definition of a template a Dockerfile built: its image's env, workdir, start and
- * ready commands and exposed ports; its default user is the image's USER when that is a name.
- */
-export function builtDefinition(
-  name: string,
-  description: string,
-  image: BuiltImage,
-  resources: { defaults: ResolvedResources; maxima: ResolvedResources },
-): TemplateDefinition {
-  return TemplateDefinition.parse({ name, description, resources, ...imageConfigFields(image, 'user') })
-}
-
-/**
- * A definition's fields from what a build made: its env, workdir, start and ready commands and
- * exposed ports; its default user is the image's USER when that is a name, else `fallbackUser`.
- */
-export function imageConfigFields(image: Omit<BuiltImage, 'key'>, fallbackUser: string) {
-  return {
-    user: userNameOf(image.user) ?? fallbackUser,
-    env: image.env,
-    workdir: image.workdir,
-    startCmd: image.startCmd,
-    readyCmd: image.readyCmd,
-    exposedPorts: image.exposedPorts,
-    imageDirs: true,
-    // as on E2B: a user's image may run a browser, a JVM or Go, whose reservations RLIMIT_AS breaks
-    limitAddressSpace: false,
-  }
-}
 
 /** The build request's start and ready commands (shell lines) over the image's. */
 function withCommands(def: TemplateDefinition, spec: TemplateBuildSpec): TemplateDefinition {
@@ -125,28 +78,6 @@ export function registerUserTemplate(baker: TemplateBaker, templatesDir: string,
 function progressLine(p: TemplateProgress): BuildLogLine {
   const pct = p.fraction === undefined ? '' : ` ${Math.round(p.fraction * 100)}%`
   return { stream: 'system', message: `${p.phase}${pct}${p.message ? `: ${p.message}` : ''}` }
-}
-
-/** A build event as a log line; steps are numbered from 1 in the log. */
-export function eventLine(e: BuildLogEvent): BuildLogLine {
-  switch (e.type) {
-    case 'step':
-      return {
-        step: e.step + 1,
-        stream: 'system',
-        message: `#${e.step + 1} ${e.instruction}${e.cached ? ' (cached)' : ''}`,
-      }
-    case 'output':
-      return { step: e.step + 1, stream: e.stream, message: e.line }
-    case 'step_done':
-      return {
-        step: e.step + 1,
-        stream: 'system',
-        message: `#${e.step + 1} done in ${(e.durationMs / 1000).toFixed(1)} s (exit ${e.exitCode})`,
-      }
-    case 'phase':
-      return { stream: 'system', message: `${e.phase}: ${e.message}` }
-  }
 }
 
 /** Unpacks an uploaded context (checked entry by entry first: nothing in it reaches outside its root). */
