@@ -514,6 +514,24 @@ export const agentRemoteMethods = [
   'liveIds',
 ] as const satisfies readonly (keyof AgentApi)[]
 
+/** One of the methods an agent serves to a control plane on another machine. */
+export type AgentRemoteMethod = (typeof agentRemoteMethods)[number]
+/** `AgentApi`'s remote methods, with their signatures as `AgentApi` gives them. */
+export type AgentRemoteCalls = Pick<AgentApi, AgentRemoteMethod>
+
+/**
+ * `AgentApi`'s remote methods, each a `call` of its name with its arguments: the client side of
+ * the seam made from the list, its signatures never restated (the one cast is here, checked by
+ * the list's `satisfies` and the completeness check below).
+ */
+export function agentRemoteCalls(
+  call: (method: AgentRemoteMethod, args: unknown[]) => Promise<unknown>,
+): AgentRemoteCalls {
+  const calls: Partial<Record<AgentRemoteMethod, (...args: unknown[]) => Promise<unknown>>> = {}
+  for (const method of agentRemoteMethods) calls[method] = (...args: unknown[]) => call(method, args)
+  return calls as AgentRemoteCalls
+}
+
 /** Fails to compile when `AgentApi` gains a method the list above does not carry. */
 type Unlisted = Exclude<keyof AgentApi, (typeof agentRemoteMethods)[number] | 'onExit' | 'close'>
 export const agentRemoteMethodsComplete: [Unlisted] extends [never] ? true : never = true

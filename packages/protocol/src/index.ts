@@ -1,5 +1,7 @@
 export type {
   AgentApi,
+  AgentRemoteCalls,
+  AgentRemoteMethod,
   BuildLimits,
   BuildLogLine,
   BuiltImage,
@@ -31,7 +33,7 @@ export type {
   WatchHandlers,
   WriteOptions,
 } from './agent.ts'
-export { agentRemoteMethods, SHA256_HEX, uploadOf, withUpload } from './agent.ts'
+export { agentRemoteCalls, agentRemoteMethods, SHA256_HEX, uploadOf, withUpload } from './agent.ts'
 export { BuildLogEvent, BuildPhase, BuildStepFinished, BuildStepOutput, BuildStepStarted } from './builds.ts'
 export {
   AppError,

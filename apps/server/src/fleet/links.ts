@@ -4,7 +4,7 @@ import { createHmac } from 'node:crypto'
 import { AppError, type SandboxExitListener } from '@forkbox/protocol'
 import type { Logger } from 'pino'
 import type { HostRow, HostStore } from './hosts-store.ts'
-import { RemoteAgent } from './remote-agent.ts'
+import { type RemoteAgent, remoteAgent } from './remote-agent.ts'
 
 const HOSTS_CACHE_MS = 1_000
 
@@ -64,7 +64,7 @@ export class HostLinks {
     const known = this.remotes.get(row.id)
     if (known?.key === key) return known.agent
     known?.agent.close().catch(() => {})
-    const agent = new RemoteAgent({
+    const agent = remoteAgent({
       url: row.url,
       name: row.id,
       credential: async () => hostCredential(this.secret, row.id, row.nonce),
