@@ -1,8 +1,7 @@
-// Templates users build: names per key, builds queued onto the agent, logs kept and streamed live,
-// and the resolution of a create's `template` (a name, `name@version`, or a built-in) to what the
-// agent knows it by.
+// Templates users build, the catalogue: names per key, versions and what is published, who may read
+// which build, and the resolution of a create's `template` (a name, `name@version`, or a built-in)
+// to what the agent knows it by. Builds run in build-queue.ts; their logs are build-logs.ts.
 import { randomBytes } from 'node:crypto'
-import { EventEmitter } from 'node:events'
 import { createWriteStream, linkSync, mkdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Readable } from 'node:stream'
@@ -11,9 +10,7 @@ import {
   type AgentApi,
   AppError,
   type BuildLogEntry,
-  type BuildLogLine,
   type CreateTemplateRequest,
-  isErrorCode,
   type KeyScopes,
   type PruneOptions,
   type ResolvedResources,
@@ -23,16 +20,15 @@ import {
   type TemplateListing,
   type TemplatePruneResult,
   type UserTemplate,
-  uploadOf,
 } from '@forkbox/protocol'
 import type { Logger } from 'pino'
 import type { RegistryCredentialStore } from '../store/registry-credentials.ts'
 import { agentName, type BuildRecord, type TemplateRecord, type TemplateStore } from '../store/templates.ts'
+import { BuildLogs } from './build-logs.ts'
+import { BuildQueue, type BuildQueueLimits } from './build-queue.ts'
 import { buildNetworkOf, checkBuildScopes, inTemplateScope } from './template-scopes.ts'
 
-export interface TemplateLimits {
-  /** Builds running at once; more wait their turn. */
-  maxConcurrentBuilds: number
+export interface TemplateLimits extends BuildQueueLimits {
   /** Largest build context upload. */
   maxContextBytes: number
   /** Where uploaded contexts wait for their build. */
@@ -41,10 +37,6 @@ export interface TemplateLimits {
   ceilingTemplate: string
   /** Refuses a build its key may not start now (its quota of concurrent builds, or of template bytes). */
   admitBuild?: (owner: string) => Promise<void>
-  /** Refuses a build once made when its bytes would pass its key's quota of template bytes. */
-  admitBuilt?: (owner: string, sizeBytes: number) => Promise<void>
-  /** The key's templateBytes quota and what of it its templates leave now (null: no quota). */
-  templateBytesRoom?: (owner: string) => Promise<{ limitBytes: number; leftBytes: number } | null>
   /** The key's scopes as they are now (unset: none, everything a key may). */
   scopesOf?: (owner: string) => Promise<KeyScopes>
 }
@@ -54,9 +46,6 @@ export interface TemplateReader {
   keyId: string
   admin?: boolean
 }
-
-/** A replica's hold on a build it queues or runs: renewed every third of it. */
-const BUILD_LEASE_MS = 60_000
 
 /** How long a build waits for its context upload. */
 const CONTEXT_WAIT_MS = 60 * 60_000
@@ -71,32 +60,24 @@ export function registryOf(image: string): string {
 }
 
 export class TemplateService {
-  private readonly queue: string[] = []
-  private readonly running = new Map<string, AbortController>()
-  /** Live log lines and the final state of builds in progress, by build id. */
-  private readonly events = new EventEmitter()
-  private readonly seqs = new Map<string, number>()
-  /** Each running build's log writes, chained: lines land in order. */
-  private readonly writes = new Map<string, Promise<void>>()
+  /** Build logs, kept and followed live. */
+  private readonly logBook: BuildLogs
+  /** Builds queued and running on the agent. */
+  private readonly builds: BuildQueue
 
   constructor(
     private readonly store: TemplateStore,
     private readonly agent: AgentApi,
-    private readonly log: Logger,
+    readonly log: Logger,
     private readonly limits: TemplateLimits,
     /** Templates (agent names) running or hibernated sandboxes and snapshots still start from. */
     private readonly inUse: () => Promise<Set<string>> = async () => new Set(),
     /** Each key's registry logins, passed to its builds' pulls. */
     private readonly registries?: RegistryCredentialStore,
   ) {
-    this.events.setMaxListeners(0)
-    this.leaseTimer = setInterval(() => {
-      if (this.queue.length > 0 || this.running.size > 0) this.renewLeases()
-    }, BUILD_LEASE_MS / 3)
-    this.leaseTimer.unref()
+    this.logBook = new BuildLogs(store, log)
+    this.builds = new BuildQueue({ store, agent, log, limits, registries, logs: this.logBook })
   }
-
-  private readonly leaseTimer: NodeJS.Timeout
 
   /**
    * After a restart: unfinished builds failed with a reason (unless other replicas may be running
@@ -310,7 +291,7 @@ export class TemplateService {
         ...buildNetworkOf(scopes),
       }),
     )
-    if (build.status === 'queued') this.enqueue(build.id)
+    if (build.status === 'queued') this.builds.enqueue(build.id)
     return { template: await this.view(t, { keyId: owner }), build: publicBuild(build) }
   }
 
@@ -350,7 +331,7 @@ export class TemplateService {
       rmSync(path, { force: true })
       throw new AppError('TEMPLATE_CONFLICT', `build ${buildId} is no longer waiting for its context`)
     }
-    this.enqueue(buildId)
+    this.builds.enqueue(buildId)
     return publicBuild((await this.store.getBuild(buildId)) as BuildRecord)
   }
 
@@ -363,75 +344,12 @@ export class TemplateService {
     return this.store.logs(id, from)
   }
 
-  /**
-   * The build's log from `from` on, then every line as it comes until the build ends (or `signal`
-   * aborts); resolves with the build as it ended.
-   */
-  async follow(
-    who: TemplateReader,
-    id: string,
-    from: number,
-    onEntry: (e: BuildLogEntry) => Promise<void>,
-    signal: AbortSignal,
-  ): Promise<TemplateBuild> {
-    await this.ownBuild(who, id)
-    const pending: BuildLogEntry[] = []
-    let wake: (() => void) | null = null
-    let ended = false
-    const onLine = (e: BuildLogEntry) => {
-      pending.push(e)
-      wake?.()
-    }
-    const onDone = () => {
-      ended = true
-      wake?.()
-    }
-    this.events.on(`log:${id}`, onLine)
-    this.events.on(`done:${id}`, onDone)
-    const onAbort = () => wake?.()
-    signal.addEventListener('abort', onAbort)
-    try {
-      let next = from
-      for (const e of await this.store.logs(id, next)) {
-        await onEntry(e)
-        next = e.seq + 1
-      }
-      for (;;) {
-        while (pending.length > 0) {
-          const e = pending.shift() as BuildLogEntry
-          if (e.seq < next) continue
-          await onEntry(e)
-          next = e.seq + 1
-        }
-        const b = (await this.store.getBuild(id)) as BuildRecord
-        if (b.status === 'ready' || b.status === 'failed' || signal.aborted) {
-          // lines written between the last read and the end
-          for (const e of await this.store.logs(id, next)) await onEntry(e)
-          return publicBuild(b)
-        }
-        // a line or the end that came during the read above: look again rather than wait
-        if (pending.length > 0 || ended) {
-          ended = false
-          continue
-        }
-        await new Promise<void>((r) => {
-          wake = r
-        })
-        wake = null
-      }
-    } finally {
-      this.events.off(`log:${id}`, onLine)
-      this.events.off(`done:${id}`, onDone)
-      signal.removeEventListener('abort', onAbort)
-    }
-  }
-
   /** Deletes the template: its builds stop, its versions go (sandboxes running from them carry on). */
   async delete(owner: string, name: string): Promise<void> {
     const t = await this.ownTemplate(owner, name)
     await this.store.markDeleted(t.id)
     for (const b of await this.store.builds(t)) {
-      this.running.get(b.id)?.abort()
+      this.builds.cancel(b.id)
       await this.store.transition(b.id, ['waiting', 'queued', 'building'], 'failed', {
         error: { code: 'CANCELLED', message: 'the template was deleted' },
       })
@@ -463,122 +381,19 @@ export class TemplateService {
     return this.view({ ...t, public: true, publishedBuild: b.id }, admin)
   }
 
-  private enqueue(id: string): void {
-    this.queue.push(id)
-    this.renewLeases()
-    this.pump()
-  }
-
-  /** Marks the builds this replica queues or runs as its own a while longer (see `failLapsed`). */
-  private renewLeases(): void {
-    const ids = [...this.queue, ...this.running.keys()]
-    this.store
-      .renewLeases(ids, new Date(Date.now() + BUILD_LEASE_MS))
-      .catch((err: unknown) => this.log.debug({ err: String(err) }, 'renewing build leases failed'))
-  }
-
   /**
-   * Replicas sharing a store: builds queued or running on one that went away (no lease renewed
-   * for a minute) are failed, not left `building` for ever. The leader runs this.
+   * The build's log from `from` on, then every line as it comes until the build ends (or `signal`
+   * aborts); resolves with the build as it ended.
    */
-  async failLapsed(): Promise<void> {
-    for (const id of await this.store.lapsed(new Date())) {
-      if (this.queue.includes(id) || this.running.has(id)) continue
-      if (
-        await this.store.transition(id, ['queued', 'building'], 'failed', {
-          error: { code: 'INTERNAL', message: 'the control plane replica running the build went away' },
-        })
-      )
-        this.log.warn({ buildId: id }, 'build failed: its replica went away')
-    }
-  }
-
-  private pump(): void {
-    while (this.running.size < this.limits.maxConcurrentBuilds && this.queue.length > 0) {
-      const id = this.queue.shift() as string
-      const ctl = new AbortController()
-      this.running.set(id, ctl)
-      void this.run(id, ctl.signal).finally(async () => {
-        await this.flush(id)
-        this.running.delete(id)
-        this.seqs.delete(id)
-        this.writes.delete(id)
-        this.events.emit(`done:${id}`)
-        this.pump()
-      })
-    }
-  }
-
-  /**
-   * Adds a line to the build's log: numbered now (the agent's lines come in order), written in
-   * that order (one write after the other), then told to followers.
-   */
-  private append(id: string, line: BuildLogLine): void {
-    const seq = this.seqs.get(id) ?? 0
-    this.seqs.set(id, seq + 1)
-    const written = (this.writes.get(id) ?? Promise.resolve())
-      .then(async () => {
-        this.events.emit(`log:${id}`, await this.store.appendLog(id, seq, line))
-      })
-      .catch((err: unknown) => this.log.error({ err, buildId: id }, 'writing a build log line failed'))
-    this.writes.set(id, written)
-  }
-
-  /** Every log line appended so far is written. */
-  private async flush(id: string): Promise<void> {
-    await this.writes.get(id)
-  }
-
-  private async run(id: string, signal: AbortSignal): Promise<void> {
-    const b = await this.store.getBuild(id)
-    if (!b || !(await this.store.transition(id, ['queued'], 'building'))) return
-    this.seqs.set(id, await this.store.logCount(id))
-    const started = performance.now()
-    this.append(id, { stream: 'system', message: `build ${id}: version ${b.version} of ${b.template}` })
-    const owner = (await this.store.get(b.templateId))?.owner
-    // the quota bounds the build while it writes (the agent's scratch disks), not only once built
-    const room = owner ? await this.limits.templateBytesRoom?.(owner) : null
-    try {
-      const auth = owner && this.registries ? await this.registries.auth(owner) : {}
-      const limits = owner ? { owner, ...(room ? { maxBytes: room.leftBytes } : {}) } : undefined
-      const { pinned, sizeBytes } = await this.agent.buildTemplate(
-        { ...b.spec, ...(limits ? { limits } : {}) },
-        (line) => this.append(id, line),
-        signal,
-        auth,
-      )
-      if (owner && sizeBytes !== undefined)
-        await this.limits.admitBuilt?.(owner, sizeBytes).catch(async (err: unknown) => {
-          // past the key's quota once built: it is not kept
-          await this.agent.removeTemplate(b.spec.name)
-          throw err
-        })
-      const seconds = ((performance.now() - started) / 1000).toFixed(1)
-      this.append(id, { stream: 'system', message: `ready in ${seconds} s` })
-      await this.flush(id)
-      if (!(await this.store.transition(id, ['building'], 'ready', { spec: pinned, sizeBytes }))) {
-        await this.agent.removeTemplate(b.spec.name) // deleted meanwhile
-        await this.store.markRemoved(id)
-      }
-    } catch (err) {
-      const code = err instanceof AppError ? err.code : 'INTERNAL'
-      const message = err instanceof Error ? err.message : String(err)
-      this.append(id, { stream: 'system', message: `failed: ${message}` })
-      await this.flush(id)
-      await this.store.transition(id, ['building'], 'failed', {
-        error: { code: isErrorCode(code) ? code : 'INTERNAL', message },
-      })
-      if (!(err instanceof AppError)) this.log.error({ err, buildId: id }, 'template build failed')
-    } finally {
-      const upload = uploadOf(b.spec)
-      if (upload) rmSync(upload, { force: true })
-      // the layer cache stays under its cap, and the key's layers (a failed build's steps too) under
-      // its quota; a failed eviction is no failed build
-      const own = owner && room ? { owner: { keyId: owner, maxBytes: room.limitBytes } } : {}
-      this.agent
-        .pruneTemplates({ layersOnly: true, ...own })
-        .catch((err: unknown) => this.log.warn({ err }, 'pruning the template store failed'))
-    }
+  async follow(
+    who: TemplateReader,
+    id: string,
+    from: number,
+    onEntry: (e: BuildLogEntry) => Promise<void>,
+    signal: AbortSignal,
+  ): Promise<TemplateBuild> {
+    await this.ownBuild(who, id)
+    return publicBuild(await this.logBook.follow(id, from, onEntry, signal))
   }
 
   /** Removes what of the agent's template store nothing uses (see AgentApi.pruneTemplates). */
@@ -587,13 +402,12 @@ export class TemplateService {
   }
 
   /** Stops accepting builds and waits for those running to end (they are aborted). */
-  async drain(): Promise<void> {
-    clearInterval(this.leaseTimer)
-    this.queue.length = 0
-    const done = [...this.running.keys()].map(
-      (id) => new Promise<void>((r) => this.events.once(`done:${id}`, () => r())),
-    )
-    for (const ctl of this.running.values()) ctl.abort()
-    await Promise.all(done)
+  drain(): Promise<void> {
+    return this.builds.drain()
+  }
+
+  /** Replicas sharing a store: builds of a replica that went away are failed (see BuildQueue). */
+  failLapsed(): Promise<void> {
+    return this.builds.failLapsed()
   }
 }
