@@ -21,6 +21,8 @@ import { Metrics, SAMPLE_INTERVAL_MS } from './metrics.ts'
 import { CodeService } from './services/code.ts'
 import { ExecService } from './services/exec.ts'
 import { QuotaGuard } from './services/quotas.ts'
+import { SandboxEvents } from './services/sandbox-events.ts'
+import { SandboxRecovery } from './services/sandbox-recovery.ts'
 import { SandboxService } from './services/sandboxes.ts'
 import { TemplateService } from './services/templates.ts'
 import { AuditStore } from './store/audit.ts'
@@ -136,15 +138,17 @@ export async function createControlPlane(opts: {
     (owner, ref) => templates.resolve(owner, ref),
     (name) => templates.label(name),
   )
+  const recovery = new SandboxRecovery({ store, agent, snapshots, log, isWaking: (id) => sandboxes.isWaking(id) })
+  const events = new SandboxEvents(store)
   /** Sandboxes `ids` placed on `host` against what it runs: kept, re-attached, or errored and unplaced. */
   const reconcileOn = async (host: string, ids: string[]) => {
     if (!fleet) return
     const remote = await fleet.agentOf(host)
-    const gone = await sandboxes.reconcileHost(host, ids, await remote.liveIds(), remote)
+    const gone = await recovery.reconcileHost(host, ids, await remote.liveIds(), remote)
     for (const id of gone) await hostStore.unplace(id)
   }
   // a fleet's hosts reconcile as each joins (a replica starting finds others mid-create)
-  if (!fleet) await sandboxes.recover()
+  if (!fleet) await recovery.recover()
   if (fleet && hosts) {
     hosts.migrate = (id) => sandboxes.migrate(id)
     hosts.onJoined = async (hostId) => {
@@ -162,13 +166,14 @@ export async function createControlPlane(opts: {
   }
   const bootstrapKey = (await keys.count()) === 0 ? (await keys.create({ name: 'admin', admin: true })).key : null
   const code = new CodeService(sandboxes, agent, metrics)
-  const exec = new ExecService(sandboxes, agent, metrics)
+  const exec = new ExecService(sandboxes, events, agent, metrics)
   const audit = new AuditStore(db)
   const usage = new UsageStore(db, dialect)
   metrics.meterUsage(usage)
   const rateLimiter = new RateLimiter(db, dialect)
   const app = createApp({
     sandboxes,
+    events,
     code,
     exec,
     metrics,
@@ -213,7 +218,7 @@ export async function createControlPlane(opts: {
     // had dropped, perhaps with the store), no host could heartbeat: silence then says nothing
     const since = Math.max(lastStoreFailure, leadingSince)
     const silent = new Set(Date.now() - since < config.hostGraceSeconds * 1000 ? [] : await fleet.silentHosts())
-    for (const host of silent) await sandboxes.loseAll(host, await hostStore.placedOn(host, 'sandbox'))
+    for (const host of silent) await recovery.loseAll(host, await hostStore.placedOn(host, 'sandbox'))
     const lost = new Map<string, string[]>()
     for (const { id, host } of await hostStore.lostSandboxes())
       if (!silent.has(host)) lost.set(host, [...(lost.get(host) ?? []), id])
@@ -241,13 +246,13 @@ export async function createControlPlane(opts: {
       if (!(await leads())) return
       if (fleet) {
         await watchHosts()
-        await sandboxes.sweepStuck(config.startingTimeoutSeconds * 1000)
+        await recovery.sweepStuck(config.startingTimeoutSeconds * 1000)
         await templates.failLapsed()
       }
       await sandboxes.reap()
       if (Date.now() - lastPrune > 60_000) {
         lastPrune = Date.now()
-        await sandboxes.pruneEvents(new Date(Date.now() - config.eventRetentionHours * 3600_000))
+        await events.pruneEvents(new Date(Date.now() - config.eventRetentionHours * 3600_000))
         await audit.prune(new Date(Date.now() - config.auditRetentionDays * 24 * 3600_000))
         await rateLimiter.prune(3600_000)
         await templates.collect().catch((err: unknown) => log.error({ err }, 'removing deleted templates failed'))

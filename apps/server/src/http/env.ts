@@ -10,6 +10,7 @@ import type { HostService } from '../fleet/hosts-service.ts'
 import type { Metrics } from '../metrics.ts'
 import type { CodeService } from '../services/code.ts'
 import type { ExecService } from '../services/exec.ts'
+import type { SandboxEvents } from '../services/sandbox-events.ts'
 import type { SandboxService } from '../services/sandboxes.ts'
 import type { TemplateService } from '../services/templates.ts'
 import type { AuditStore } from '../store/audit.ts'
@@ -33,6 +34,7 @@ export interface ErrorFormat<B extends object = object> {
 /** What every route may use; an adapter adds its own (e2b/template-builds.ts declares `e2bTemplates`). */
 export interface Services {
   sandboxes: SandboxService
+  events: SandboxEvents
   code: CodeService
   exec: ExecService
   metrics: Metrics

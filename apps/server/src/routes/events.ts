@@ -41,11 +41,11 @@ export function register(app: App): void {
     const owner = c.var.principal.keyId
     const q = c.req.valid('query')
     const filter = { since: q.since, sandboxId: q.sandboxId, types: q.type?.split(',').filter(Boolean), limit: q.limit }
-    const sandboxes = c.var.services.sandboxes
-    if (!wantsEvents(c)) return c.json({ events: (await sandboxes.feed(owner, filter)).past }, 200)
+    const { events } = c.var.services
+    if (!wantsEvents(c)) return c.json({ events: (await events.feed(owner, filter)).past }, 200)
     const queue: SandboxEvent[] = []
     let wake: (() => void) | null = null
-    const { past, stop } = await sandboxes.feed(owner, filter, (e) => {
+    const { past, stop } = await events.feed(owner, filter, (e) => {
       queue.push(e)
       wake?.()
     })

@@ -16,6 +16,7 @@ import {
 } from '@forkbox/protocol'
 import type { z } from 'zod'
 import type { Metrics } from '../metrics.ts'
+import type { SandboxEvents } from './sandbox-events.ts'
 import type { SandboxService } from './sandboxes.ts'
 
 type ExecInput = z.output<typeof ExecRequest>
@@ -63,6 +64,7 @@ function toHandlers(sink: OutputSink, encoding: Encoding): StreamHandlers {
 export class ExecService {
   constructor(
     private readonly sandboxes: SandboxService,
+    private readonly events: SandboxEvents,
     private readonly agent: AgentApi,
     private readonly metrics?: Metrics,
   ) {}
@@ -74,11 +76,11 @@ export class ExecService {
     run: () => Promise<T>,
   ): Promise<T> {
     const cmd = Array.isArray(req.cmd) ? req.cmd.join(' ') : req.cmd
-    await this.sandboxes.record(id, 'exec-started', cmd.slice(0, 200))
+    await this.events.record(id, 'exec-started', cmd.slice(0, 200))
     const started = performance.now()
     const out = await run()
     this.metrics?.execSeconds.observe({ kind: 'exec' }, (performance.now() - started) / 1000)
-    await this.sandboxes.record(id, 'exec-ended', `exit ${out.exitCode}`)
+    await this.events.record(id, 'exec-ended', `exit ${out.exitCode}`)
     return out
   }
 
@@ -128,7 +130,7 @@ export class ExecService {
       this.agent.startProcess(id, guestRequest(req, req.timeoutSeconds ?? 0, 0)),
     )
     const cmd = Array.isArray(req.cmd) ? req.cmd.join(' ') : req.cmd
-    await this.sandboxes.record(id, 'exec-started', `pid ${started.pid}: ${cmd.slice(0, 200)}`)
+    await this.events.record(id, 'exec-started', `pid ${started.pid}: ${cmd.slice(0, 200)}`)
     return started
   }
 
@@ -162,7 +164,7 @@ export class ExecService {
     return this.sandboxes.onSandbox(owner, id, async () => {
       const session = await this.agent.openPty(id, spec, onData)
       ready(session)
-      await this.sandboxes.record(id, 'pty-opened', spec.cmd ?? spec.argv?.join(' ') ?? 'bash -l')
+      await this.events.record(id, 'pty-opened', spec.cmd ?? spec.argv?.join(' ') ?? 'bash -l')
       return session.exited
     })
   }

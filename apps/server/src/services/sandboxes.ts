@@ -14,8 +14,6 @@ import {
   type ResolvedResources,
   type Resources,
   type Sandbox,
-  type SandboxEvent,
-  type SandboxEventType,
   type SandboxState,
   type Snapshot,
   type TemplateInfo,
@@ -103,118 +101,6 @@ export class SandboxService {
         .then((changed) => changed && this.log.warn({ sandboxId: id, reason }, 'sandbox errored'))
         .catch((err: unknown) => this.log.error({ sandboxId: id, err }, 'recording an exit failed'))
     })
-  }
-
-  /**
-   * After a restart: running sandboxes the agent re-attached carry on; one that was still starting
-   * (a create or fork cut short) is stopped and errored, never half there; one the agent could not
-   * find is errored `lost`; one the records say is gone (killed, or hibernated with its image
-   * written) is stopped.
-   */
-  async recover(): Promise<void> {
-    // hibernated sandboxes outlive a restart: their images are kept with the snapshots
-    await this.agent.pruneSnapshots([...(await this.snapshots.ids()), ...(await this.store.hibernateSnapshots())])
-    const live = new Set(await this.agent.liveIds())
-    for (const id of await this.store.active()) {
-      const s = await this.store.get(id)
-      if (s?.state === 'running' && live.has(id)) {
-        await this.store.event(id, 're-attached')
-        live.delete(id)
-        continue
-      }
-      // a wake cut short: its image is still there, so it is hibernated again (a half-woken
-      // container, if any, is stopped below)
-      if (s?.state === 'starting' && s.hibernateSnapshot) {
-        await this.store.claim(id, 'starting', 'hibernated')
-        continue
-      }
-      const starting = s?.state === 'starting'
-      await this.store.transition(id, ['starting', 'running'], 'errored', 'errored', {
-        errorReason: starting ? 'runtime_failed' : 'lost',
-        errorMessage: starting
-          ? 'the control plane restarted while the sandbox was starting'
-          : 'the control plane restarted and the sandbox was not running any more',
-      })
-    }
-    for (const id of live) await this.agent.stop(id)
-  }
-
-  /**
-   * A host (re)joined the fleet: of the sandboxes placed there, those it runs carry on and the
-   * rest are errored `lost`; what it runs that no record wants is stopped. Returns the placed ones
-   * it no longer runs (to unplace).
-   */
-  async reconcileHost(
-    host: string,
-    placed: string[],
-    liveIds: string[],
-    hostAgent: Pick<AgentApi, 'stop'>,
-  ): Promise<string[]> {
-    const live = new Set(liveIds)
-    const gone: string[] = []
-    for (const id of placed) {
-      const s = await this.store.get(id)
-      // being woken onto this host by a replica right now: that replica sees it through
-      if (s?.state === 'starting' && s.hibernateSnapshot) {
-        live.delete(id)
-        continue
-      }
-      if (s && (s.state === 'running' || s.state === 'starting' || s.state === 'lost') && live.has(id)) {
-        if (s.state === 'lost') await this.store.transition(id, ['lost'], 'running', 're-attached', {})
-        else if (s.state === 'running') await this.store.event(id, 're-attached', host)
-        live.delete(id)
-        continue
-      }
-      if (live.has(id)) continue
-      gone.push(id)
-      await this.store.transition(id, ['starting', 'running', 'lost'], 'errored', 'errored', {
-        errorReason: 'lost',
-        errorMessage: `host ${host} restarted and the sandbox was not running any more`,
-      })
-    }
-    // what ended while the host could not be told (a kill while it was lost, say) stops now
-    const wasPlaced = new Set(placed)
-    for (const id of live) {
-      const s = await this.store.get(id)
-      if (s?.state === 'running' || s?.state === 'starting') continue
-      await hostAgent.stop(id)
-      if (wasPlaced.has(id)) gone.push(id)
-    }
-    return gone
-  }
-
-  /**
-   * Sandboxes left `starting` by a replica that went away mid-create (or mid-wake): a create is
-   * errored and whatever its host started is stopped; a wake goes back to hibernated (its image is
-   * still there).
-   */
-  async sweepStuck(olderThanMs: number): Promise<void> {
-    for (const { id, waking } of await this.store.stuckStarting(new Date(Date.now() - olderThanMs))) {
-      if (this.waking.has(id)) continue
-      if (waking) {
-        if (await this.store.claim(id, 'starting', 'hibernated')) await this.agent.stop(id).catch(() => {})
-        continue
-      }
-      if (
-        await this.store.transition(id, ['starting'], 'errored', 'errored', {
-          errorReason: 'runtime_failed',
-          errorMessage: 'the control plane replica that was starting it went away',
-        })
-      )
-        await this.agent.stop(id).catch(() => {})
-    }
-  }
-
-  /** Running sandboxes on hosts that stopped answering are `lost` (until their host is back). */
-  async loseAll(host: string, ids: string[]): Promise<void> {
-    for (const id of ids)
-      if (
-        await this.store.transition(id, ['starting', 'running'], 'lost', 'lost', {
-          errorReason: 'host_unreachable',
-          errorMessage: `host ${host} stopped answering`,
-        })
-      )
-        this.log.warn({ sandboxId: id, host }, 'sandbox lost with its host')
   }
 
   private async templateInfo(template: string): Promise<TemplateInfo> {
@@ -738,11 +624,6 @@ export class SandboxService {
     return this.onSandbox(owner, id, () => this.agent.watchDir(id, req, handlers, signal))
   }
 
-  async events(owner: string, id: string) {
-    await this.own(owner, id)
-    return this.store.events(id)
-  }
-
   /** Bytes used on the sandbox's writable filesystems (/work, /home, /tmp). */
   async diskUsage(owner: string, id: string): Promise<number> {
     await this.running(owner, id)
@@ -750,49 +631,9 @@ export class SandboxService {
     return usedBytes
   }
 
-  /** Records an event on a sandbox of `owner` (e.g. an exec starting or ending). */
-  async record(id: string, type: SandboxEventType, detail?: string): Promise<void> {
-    await this.store.event(id, type, detail)
-  }
-
-  /** Past events of `owner`'s sandboxes (after `since`) and, with `onLive`, each new one as it happens. */
-  async feed(
-    owner: string,
-    filter: { since?: number; sandboxId?: string; types?: string[]; limit: number },
-    onLive?: (e: SandboxEvent) => void,
-  ): Promise<{ past: SandboxEvent[]; stop: () => void }> {
-    if (filter.sandboxId) await this.own(owner, filter.sandboxId)
-    if (!onLive) return { past: await this.store.eventsOf(owner, filter), stop: () => {} }
-    // subscribed before the read: what happens meanwhile is held, then passed on after the past
-    // (skipping what the read already returned), so no event falls between them
-    let held: SandboxEvent[] | null = []
-    let last = filter.since ?? 0
-    const listener = (e: SandboxEvent) => {
-      if (e.owner !== owner) return
-      if (filter.sandboxId && e.sandboxId !== filter.sandboxId) return
-      if (filter.types?.length && !filter.types.includes(e.type)) return
-      if (held) held.push(e)
-      else if (e.id > last) onLive(e)
-    }
-    this.store.bus.on('event', listener)
-    const stop = () => this.store.bus.off('event', listener)
-    try {
-      const past = await this.store.eventsOf(owner, filter)
-      last = past.at(-1)?.id ?? last
-      const pending = held
-      held = null
-      queueMicrotask(() => {
-        for (const e of pending) if (e.id > last) onLive(e)
-      })
-      return { past, stop }
-    } catch (err) {
-      stop()
-      throw err
-    }
-  }
-
-  pruneEvents(before: Date): Promise<number> {
-    return this.store.pruneEvents(before)
+  /** Whether this replica is waking the sandbox now (recovery leaves such a one alone). */
+  isWaking(id: string): boolean {
+    return this.waking.has(id)
   }
 
   async drain(): Promise<void> {

@@ -18,6 +18,6 @@ const route = createRoute({
 
 export function register(app: App): void {
   app.openapi(route, async (c) =>
-    c.json({ events: await c.var.services.sandboxes.events(c.var.principal.keyId, c.req.valid('param').id) }, 200),
+    c.json({ events: await c.var.services.events.events(c.var.principal.keyId, c.req.valid('param').id) }, 200),
   )
 }
