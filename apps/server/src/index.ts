@@ -21,6 +21,7 @@ import { Metrics, SAMPLE_INTERVAL_MS } from './metrics.ts'
 import { CodeService } from './services/code.ts'
 import { ExecService } from './services/exec.ts'
 import { QuotaGuard } from './services/quotas.ts'
+import { SandboxCalls } from './services/sandbox-calls.ts'
 import { SandboxEvents } from './services/sandbox-events.ts'
 import { SandboxRecovery } from './services/sandbox-recovery.ts'
 import { SandboxService } from './services/sandboxes.ts'
@@ -140,6 +141,14 @@ export async function createControlPlane(opts: {
   )
   const recovery = new SandboxRecovery({ store, agent, snapshots, log, isWaking: (id) => sandboxes.isWaking(id) })
   const events = new SandboxEvents(store)
+  const calls = new SandboxCalls({
+    sandboxes,
+    store,
+    agent,
+    auth,
+    fleet: fleet !== null,
+    movingRetryMs: config.movingRetrySeconds * 1000,
+  })
   /** Sandboxes `ids` placed on `host` against what it runs: kept, re-attached, or errored and unplaced. */
   const reconcileOn = async (host: string, ids: string[]) => {
     if (!fleet) return
@@ -165,8 +174,8 @@ export async function createControlPlane(opts: {
     }
   }
   const bootstrapKey = (await keys.count()) === 0 ? (await keys.create({ name: 'admin', admin: true })).key : null
-  const code = new CodeService(sandboxes, agent, metrics)
-  const exec = new ExecService(sandboxes, events, agent, metrics)
+  const code = new CodeService(calls, agent, metrics)
+  const exec = new ExecService(calls, events, agent, metrics)
   const audit = new AuditStore(db)
   const usage = new UsageStore(db, dialect)
   metrics.meterUsage(usage)
@@ -174,6 +183,7 @@ export async function createControlPlane(opts: {
   const app = createApp({
     sandboxes,
     events,
+    calls,
     code,
     exec,
     metrics,

@@ -152,7 +152,7 @@ const connect: Handler = async (c, owner) => {
   const req = await jsonBody(c, ConnectBody)
   const sandboxes = c.var.services.sandboxes
   const before = await live(c, owner, id)
-  if (before.state === 'hibernated') await sandboxes.onSandbox(owner, id, async () => {})
+  if (before.state === 'hibernated') await c.var.services.calls.onSandbox(owner, id, async () => {})
   let s = await sandboxes.get(owner, id)
   if (req.timeout && Date.now() + req.timeout * 1000 > Date.parse(s.expiresAt)) {
     // connect is a read (e2b/scopes.ts) up to here: lengthening the sandbox's life is a write
@@ -243,7 +243,7 @@ const MiB = 1024 * 1024
 /** forkbox's usage samples (every 5 s, cumulative CPU seconds) as E2B's metrics (CPU % of the sandbox's vCPUs). */
 const metrics: Handler = async (c, owner) => {
   const s = await live(c, owner, c.req.param('id') as string)
-  const diskUsed = s.state === 'running' ? await c.var.services.sandboxes.diskUsage(owner, s.id) : 0
+  const diskUsed = s.state === 'running' ? await c.var.services.calls.diskUsage(owner, s.id) : 0
   const from = (Number(c.req.query('start')) || 0) * 1000
   const to = (Number(c.req.query('end')) || Number.POSITIVE_INFINITY) * 1000
   const samples = c.var.services.metrics.samplesOf(s.id)

@@ -26,7 +26,7 @@ const written = (e: FileEntry) => ({
 async function read(c: Context<AppEnv>): Promise<Response> {
   const call = await sandboxCall(c)
   const path = pathOf(c.req.query('path'))
-  const file = await call.services.sandboxes.readFile(call.owner, call.sandboxId, path, userOf(c, call))
+  const file = await call.services.calls.readFile(call.owner, call.sandboxId, path, userOf(c, call))
   return new Response(file.stream, {
     headers: {
       'content-type': 'application/octet-stream',
@@ -63,7 +63,7 @@ async function write(c: Context<AppEnv>, maxBytes: number): Promise<Response> {
   const put = (path: string, body: AsyncIterable<Uint8Array>) => {
     if (signed && pathOf(path) !== pathOf(queryPath))
       throw new AppError('PERMISSION_DENIED', `the signed URL is for ${queryPath ?? 'no path'}, not ${path}`)
-    return call.services.sandboxes.writeFile(call.owner, call.sandboxId, pathOf(path), body, { user, metadata })
+    return call.services.calls.writeFile(call.owner, call.sandboxId, pathOf(path), body, { user, metadata })
   }
   const type = c.req.header('content-type') ?? ''
   if (type.startsWith('multipart/form-data')) {

@@ -18,7 +18,7 @@ export function pathOf(value: unknown, field = 'path'): string {
 }
 
 function fileOp<R extends GuestFileOp>(call: SandboxCall, op: R) {
-  return call.services.sandboxes.fileOp(call.owner, call.sandboxId, op)
+  return call.services.calls.fileOp(call.owner, call.sandboxId, op)
 }
 
 async function stat(call: SandboxCall, req: z.output<typeof PathRequest>) {

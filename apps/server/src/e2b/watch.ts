@@ -28,7 +28,7 @@ type Request = z.output<typeof WatchDirRequest>
 async function fsEvent(call: SandboxCall, e: WatchChange, includeEntry: boolean) {
   const out = { name: e.name, type: EVENT_TYPE[e.type] }
   if (!includeEntry || e.type === 'remove' || e.type === 'rename') return out
-  const entry = await call.services.sandboxes
+  const entry = await call.services.calls
     .fileOp(call.owner, call.sandboxId, { op: 'stat', path: e.path, user: call.user })
     .catch(() => null)
   return entry ? { ...out, entry: entryInfo(entry) } : out
@@ -42,7 +42,7 @@ function startWatch(
 ) {
   const { owner, sandboxId } = call
   const watched = { path: req.path, recursive: req.recursive, user: call.user }
-  return startSandboxWatch(call.services.sandboxes, owner, sandboxId, watched, { events: onEvents }, signal)
+  return startSandboxWatch(call.services.calls, owner, sandboxId, watched, { events: onEvents }, signal)
 }
 
 async function watchDir(c: Context<AppEnv>, out: ServerStream): Promise<void> {

@@ -10,6 +10,7 @@ import type { HostService } from '../fleet/hosts-service.ts'
 import type { Metrics } from '../metrics.ts'
 import type { CodeService } from '../services/code.ts'
 import type { ExecService } from '../services/exec.ts'
+import type { SandboxCalls } from '../services/sandbox-calls.ts'
 import type { SandboxEvents } from '../services/sandbox-events.ts'
 import type { SandboxService } from '../services/sandboxes.ts'
 import type { TemplateService } from '../services/templates.ts'
@@ -35,6 +36,8 @@ export interface ErrorFormat<B extends object = object> {
 export interface Services {
   sandboxes: SandboxService
   events: SandboxEvents
+  /** The call path of every operation on a running sandbox. */
+  calls: SandboxCalls
   code: CodeService
   exec: ExecService
   metrics: Metrics

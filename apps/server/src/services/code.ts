@@ -12,7 +12,7 @@ import {
 } from '@forkbox/protocol'
 import type { z } from 'zod'
 import type { Metrics } from '../metrics.ts'
-import type { SandboxService } from './sandboxes.ts'
+import type { SandboxCalls } from './sandbox-calls.ts'
 
 type RunCodeInput = z.output<typeof RunCodeRequest>
 type CreateContextInput = z.output<typeof CreateContextRequest>
@@ -26,7 +26,7 @@ export interface ExecutionSink {
 
 export class CodeService {
   constructor(
-    private readonly sandboxes: SandboxService,
+    private readonly calls: SandboxCalls,
     private readonly agent: AgentApi,
     private readonly metrics?: Metrics,
   ) {}
@@ -42,7 +42,7 @@ export class CodeService {
       logs[name].push(s)
       sink[name]?.(s)
     }
-    const out = await this.sandboxes.onSandbox(owner, id, () =>
+    const out = await this.calls.onSandbox(owner, id, () =>
       this.agent.runCode(
         id,
         {
@@ -73,23 +73,23 @@ export class CodeService {
 
   async createContext(owner: string, id: string, req: CreateContextInput): Promise<CodeContext> {
     const op = { op: 'context_create' as const, language: req.language, cwd: req.cwd, env: req.envs }
-    return this.sandboxes.onSandbox(owner, id, () => this.agent.codeContext(id, op))
+    return this.calls.onSandbox(owner, id, () => this.agent.codeContext(id, op))
   }
 
   async listContexts(owner: string, id: string): Promise<CodeContext[]> {
     const op = { op: 'context_list' as const }
-    return this.sandboxes.onSandbox(owner, id, () => this.agent.codeContext(id, op))
+    return this.calls.onSandbox(owner, id, () => this.agent.codeContext(id, op))
   }
 
   async restartContext(owner: string, id: string, context: string): Promise<CodeContext> {
     const op = { op: 'context_restart' as const, context }
-    return this.sandboxes.onSandbox(owner, id, () => this.agent.codeContext(id, op))
+    return this.calls.onSandbox(owner, id, () => this.agent.codeContext(id, op))
   }
 
   async removeContext(owner: string, id: string, context: string): Promise<void> {
     if (context === 'python' || context === 'bash' || context === 'javascript')
       throw new AppError('VALIDATION_FAILED', `the default ${context} context can be restarted but not removed`)
     const op = { op: 'context_remove' as const, context }
-    await this.sandboxes.onSandbox(owner, id, () => this.agent.codeContext(id, op))
+    await this.calls.onSandbox(owner, id, () => this.agent.codeContext(id, op))
   }
 }

@@ -16,8 +16,8 @@ import {
 } from '@forkbox/protocol'
 import type { z } from 'zod'
 import type { Metrics } from '../metrics.ts'
+import type { SandboxCalls } from './sandbox-calls.ts'
 import type { SandboxEvents } from './sandbox-events.ts'
-import type { SandboxService } from './sandboxes.ts'
 
 type ExecInput = z.output<typeof ExecRequest>
 export type Encoding = 'utf8' | 'base64'
@@ -63,7 +63,7 @@ function toHandlers(sink: OutputSink, encoding: Encoding): StreamHandlers {
 
 export class ExecService {
   constructor(
-    private readonly sandboxes: SandboxService,
+    private readonly calls: SandboxCalls,
     private readonly events: SandboxEvents,
     private readonly agent: AgentApi,
     private readonly metrics?: Metrics,
@@ -86,7 +86,7 @@ export class ExecService {
 
   async exec(owner: string, id: string, req: ExecInput, signal?: AbortSignal): Promise<ExecResult> {
     const timeout = req.timeoutSeconds ?? DEFAULT_EXEC_TIMEOUT_SECONDS
-    const out = await this.sandboxes.onSandbox(owner, id, () =>
+    const out = await this.calls.onSandbox(owner, id, () =>
       this.recorded(id, req, () =>
         this.agent.exec(id, guestRequest(req, timeout, req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES), signal),
       ),
@@ -110,7 +110,7 @@ export class ExecService {
   /** Runs to the end with output going to `sink` as it comes; resolves with how it ended. */
   async stream(owner: string, id: string, req: ExecInput, sink: OutputSink, signal?: AbortSignal) {
     const timeout = req.timeoutSeconds ?? DEFAULT_EXEC_TIMEOUT_SECONDS
-    const out = await this.sandboxes.onSandbox(owner, id, () =>
+    const out = await this.calls.onSandbox(owner, id, () =>
       this.recorded(id, req, () =>
         this.agent.exec(
           id,
@@ -126,7 +126,7 @@ export class ExecService {
 
   async start(owner: string, id: string, req: ExecInput): Promise<{ pid: number }> {
     // a background command has no timeout unless one is asked for
-    const started = await this.sandboxes.onSandbox(owner, id, () =>
+    const started = await this.calls.onSandbox(owner, id, () =>
       this.agent.startProcess(id, guestRequest(req, req.timeoutSeconds ?? 0, 0)),
     )
     const cmd = Array.isArray(req.cmd) ? req.cmd.join(' ') : req.cmd
@@ -135,7 +135,7 @@ export class ExecService {
   }
 
   async list(owner: string, id: string): Promise<ProcessInfo[]> {
-    return this.sandboxes.onSandbox(owner, id, () => this.agent.processOp(id, { op: 'proc_list' }))
+    return this.calls.onSandbox(owner, id, () => this.agent.processOp(id, { op: 'proc_list' }))
   }
 
   /** Streams a background process's output from `offset` until it exits (or `signal` detaches). */
@@ -147,7 +147,7 @@ export class ExecService {
     sink: OutputSink,
     signal?: AbortSignal,
   ): Promise<ProcessExit | null> {
-    return this.sandboxes.onSandbox(owner, id, () =>
+    return this.calls.onSandbox(owner, id, () =>
       this.agent.attachProcess(id, pid, opts, toHandlers(sink, opts.encoding), signal),
     )
   }
@@ -161,7 +161,7 @@ export class ExecService {
     ready: (session: PtySession) => void,
   ): Promise<{ exitCode: number; signal: string | null }> {
     // the terminal counts as activity for as long as it is open
-    return this.sandboxes.onSandbox(owner, id, async () => {
+    return this.calls.onSandbox(owner, id, async () => {
       const session = await this.agent.openPty(id, spec, onData)
       ready(session)
       await this.events.record(id, 'pty-opened', spec.cmd ?? spec.argv?.join(' ') ?? 'bash -l')
@@ -170,13 +170,13 @@ export class ExecService {
   }
 
   async stdin(owner: string, id: string, pid: number, data: Buffer, eof: boolean): Promise<void> {
-    await this.sandboxes.onSandbox(owner, id, async () => {
+    await this.calls.onSandbox(owner, id, async () => {
       if (data.length > 0) await this.agent.processOp(id, { op: 'proc_stdin', pid, data: data.toString('base64') })
       if (eof) await this.agent.processOp(id, { op: 'proc_stdin', pid, eof: true })
     })
   }
 
   async signal(owner: string, id: string, pid: number, sig: string): Promise<ProcessInfo> {
-    return this.sandboxes.onSandbox(owner, id, () => this.agent.processOp(id, { op: 'proc_signal', pid, signal: sig }))
+    return this.calls.onSandbox(owner, id, () => this.agent.processOp(id, { op: 'proc_signal', pid, signal: sig }))
   }
 }

@@ -1,14 +1,10 @@
 // Sandbox lifecycle and operations: ownership, state checks and limits here, the work in the agent.
 import { randomBytes } from 'node:crypto'
-import type { Agent as HttpAgent } from 'node:http'
 import {
   type AgentApi,
   AppError,
   type CreateSandboxRequest,
   DEFAULT_TTL_SECONDS,
-  type FileEntry,
-  type GuestFileOp,
-  type GuestFileOps,
   MAX_TTL_SECONDS,
   type NetworkOptions,
   type ResolvedResources,
@@ -17,9 +13,6 @@ import {
   type SandboxState,
   type Snapshot,
   type TemplateInfo,
-  type WatchEnd,
-  type WatchHandlers,
-  type WriteOptions,
 } from '@forkbox/protocol'
 import type { Logger } from 'pino'
 import type { Authenticator } from '../http/auth.ts'
@@ -30,7 +23,6 @@ import { Freezer } from './freezer.ts'
 import { IdleTracker } from './idle.ts'
 import { type ForkInput, Launcher } from './launch.ts'
 import { egressOf, resolveNetwork } from './network-policy.ts'
-import { tunnelAgent } from './port-tunnel.ts'
 import type { QuotaGuard } from './quotas.ts'
 
 type CreateInput = Required<Omit<CreateSandboxRequest, 'resources' | 'snapshot' | 'network'>> & {
@@ -224,14 +216,14 @@ export class SandboxService {
   }
 
   /** Counts the sandbox busy (neither reaped as idle nor frozen) until the returned release. */
-  private hold(id: string): () => void {
+  hold(id: string): () => void {
     const release = this.idle.hold(id)
     this.freezer.touched(id)
     return release
   }
 
   /** Runs `fn` with the sandbox counted busy: neither reaped as idle nor frozen meanwhile. */
-  private async busyWith<T>(id: string, fn: () => Promise<T>): Promise<T> {
+  async busyWith<T>(id: string, fn: () => Promise<T>): Promise<T> {
     const release = this.hold(id)
     try {
       return await fn()
@@ -279,7 +271,8 @@ export class SandboxService {
     return Promise.all((await this.store.list(owner, filter)).map((s) => this.public(s)))
   }
 
-  private async running(owner: string, id: string): Promise<SandboxRecord> {
+  /** The owner's sandbox, running (else what a call on it would throw). */
+  async running(owner: string, id: string): Promise<SandboxRecord> {
     return this.mustRun(await this.own(owner, id))
   }
 
@@ -420,7 +413,7 @@ export class SandboxService {
   }
 
   /** The sandbox, running: a hibernated one is woken first (one wake however many callers). */
-  private async awake(owner: string, id: string): Promise<SandboxRecord> {
+  async awake(owner: string, id: string): Promise<SandboxRecord> {
     // a request that arrives while the sandbox is being hibernated wakes it once that is done
     const hibernating = this.hibernating.get(id)
     if (hibernating) await hibernating.catch(() => {})
@@ -494,34 +487,6 @@ export class SandboxService {
     this.log.info({ sandboxId: s.id, ms: Math.round(performance.now() - started) }, 'sandbox woke')
   }
 
-  /**
-   * Runs `fn` against the running sandbox (woken first if hibernated); a sandbox that stopped
-   * meanwhile is reported as such. A call refused because the sandbox was leaving its host
-   * (SANDBOX_MOVING: it never started) goes again once the sandbox runs wherever it went.
-   */
-  async onSandbox<T>(owner: string, id: string, fn: () => Promise<T>): Promise<T> {
-    return this.busyWith(id, () => this.onAwake(owner, id, fn))
-  }
-
-  private async onAwake<T>(owner: string, id: string, fn: () => Promise<T>): Promise<T> {
-    try {
-      const deadline = Date.now() + (this.limits.movingRetryMs ?? 60_000)
-      for (;;) {
-        await this.awake(owner, id)
-        try {
-          return await fn()
-        } catch (err) {
-          if (!(err instanceof AppError && err.code === 'SANDBOX_MOVING') || Date.now() >= deadline) throw err
-          await new Promise((r) => setTimeout(r, 100))
-        }
-      }
-    } catch (err) {
-      if (err instanceof AppError && (err.code === 'SANDBOX_NOT_RUNNING' || err.code === 'SANDBOX_ERRORED'))
-        await this.running(owner, id)
-      throw err
-    }
-  }
-
   /** Hibernates (or kills) running, non-persistent sandboxes no request has touched for the idle timeout. */
   /** Tells the store which sandboxes had calls here since the last time (every replica, each pass). */
   async shareActivity(now = new Date()): Promise<void> {
@@ -561,74 +526,6 @@ export class SandboxService {
     await this.store.setNetwork(id, next)
     await this.store.event(id, 'network-updated', JSON.stringify(next))
     return this.get(owner, id)
-  }
-
-  /**
-   * Where the control plane reaches port `port` of a sandbox, for a caller holding the owner's
-   * key (`owner`) or the sandbox's access token. The port must be one the sandbox exposes. The
-   * sandbox counts as busy (the idle reaper leaves it) until `done` is called: a proxied request,
-   * or a WebSocket for as long as it is open.
-   */
-  async portTarget(
-    credential: { owner: string } | { accessToken: string },
-    id: string,
-    port: number,
-  ): Promise<{ host: string; port: number; done: () => void; agent?: HttpAgent }> {
-    const s = await this.store.get(id)
-    const allowed =
-      s &&
-      ('owner' in credential
-        ? s.owner === credential.owner
-        : await this.auth.verify('port', id, s.owner, credential.accessToken))
-    if (!s || !allowed) throw new AppError('SANDBOX_NOT_FOUND', `no sandbox ${id}`)
-    if (!s.network.ports.includes(port))
-      throw new AppError('PORT_NOT_EXPOSED', `port ${port} of sandbox ${id} is not exposed (network.ports)`, { port })
-    const done = this.hold(id)
-    try {
-      await this.awake(s.owner, id)
-      if (this.limits.fleet)
-        return { host: 'sandbox', port, done, agent: tunnelAgent((onData) => this.agent.connectPort(id, port, onData)) }
-      return { host: await this.agent.sandboxAddress(id), port, done }
-    } catch (err) {
-      done()
-      throw err
-    }
-  }
-
-  readFile(owner: string, id: string, path: string, user?: string) {
-    return this.onSandbox(owner, id, () => this.agent.readFile(id, path, user))
-  }
-
-  writeFile(
-    owner: string,
-    id: string,
-    path: string,
-    body: AsyncIterable<Uint8Array>,
-    opts: WriteOptions,
-  ): Promise<FileEntry> {
-    return this.onSandbox(owner, id, () => this.agent.writeFile(id, path, body, opts))
-  }
-
-  fileOp<R extends GuestFileOp>(owner: string, id: string, req: R): Promise<GuestFileOps[R['op']]['res']> {
-    return this.onSandbox(owner, id, () => this.agent.fileOp(id, req))
-  }
-
-  /** A directory watch; like an attached stream it counts as activity while it is open. */
-  watchDir(
-    owner: string,
-    id: string,
-    req: { path: string; recursive?: boolean; user?: string },
-    handlers: WatchHandlers,
-    signal?: AbortSignal,
-  ): Promise<WatchEnd> {
-    return this.onSandbox(owner, id, () => this.agent.watchDir(id, req, handlers, signal))
-  }
-
-  /** Bytes used on the sandbox's writable filesystems (/work, /home, /tmp). */
-  async diskUsage(owner: string, id: string): Promise<number> {
-    await this.running(owner, id)
-    const { usedBytes } = await this.agent.fileOp(id, { op: 'usage' })
-    return usedBytes
   }
 
   /** Whether this replica is waking the sandbox now (recovery leaves such a one alone). */

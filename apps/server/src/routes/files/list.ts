@@ -18,7 +18,7 @@ const route = createRoute({
 export function register(app: App): void {
   app.openapi(route, async (c) => {
     const q = c.req.valid('query')
-    const entries = await c.var.services.sandboxes.fileOp(c.var.principal.keyId, c.req.valid('param').id, {
+    const entries = await c.var.services.calls.fileOp(c.var.principal.keyId, c.req.valid('param').id, {
       op: 'list',
       path: q.path,
       depth: q.depth,

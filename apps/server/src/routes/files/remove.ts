@@ -15,7 +15,7 @@ const route = createRoute({
 export function register(app: App): void {
   app.openapi(route, async (c) => {
     const q = c.req.valid('query')
-    await c.var.services.sandboxes.fileOp(c.var.principal.keyId, c.req.valid('param').id, {
+    await c.var.services.calls.fileOp(c.var.principal.keyId, c.req.valid('param').id, {
       op: 'remove',
       path: q.path,
       recursive: q.recursive === 'true',

@@ -31,8 +31,8 @@ export function register(app: App): void {
     const owner = c.var.principal.keyId
     const { id } = c.req.valid('param')
     const q = c.req.valid('query')
-    const sandboxes = c.var.services.sandboxes
-    await sandboxes.check(owner, id)
+    const calls = c.var.services.calls
+    await c.var.services.sandboxes.check(owner, id)
     const req = { path: q.path, recursive: q.recursive === 'true', user: q.user }
     // the watch is set up (or refused) before the response starts, so a refusal is a plain error;
     // what it reports waits for the stream
@@ -42,7 +42,7 @@ export function register(app: App): void {
     })
     const stop = new AbortController()
     const { started, done } = startWatch(
-      sandboxes,
+      calls,
       owner,
       id,
       req,

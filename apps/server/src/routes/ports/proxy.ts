@@ -110,7 +110,7 @@ export function register(app: App): void {
     c.set('portCookie', r.cookie)
     const who = await authenticate(c, SOURCES)
     const credential = await admitPortCall(c, who, r.id)
-    const target = await c.var.services.sandboxes.portTarget(credential, r.id, r.port).catch((err: unknown) => {
+    const target = await c.var.services.calls.portTarget(credential, r.id, r.port).catch((err: unknown) => {
       throw unreachable(err)
     })
     const up = upstreamRequest(incoming.headers, r, who.kind === 'key')
