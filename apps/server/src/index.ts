@@ -139,7 +139,13 @@ export async function createControlPlane(opts: {
     (owner, ref) => templates.resolve(owner, ref),
     (name) => templates.label(name),
   )
-  const recovery = new SandboxRecovery({ store, agent, snapshots, log, isWaking: (id) => sandboxes.isWaking(id) })
+  const recovery = new SandboxRecovery({
+    store,
+    agent,
+    snapshots,
+    log,
+    isWaking: (id) => sandboxes.hibernation.isWaking(id),
+  })
   const events = new SandboxEvents(store)
   const calls = new SandboxCalls({
     sandboxes,
@@ -159,7 +165,7 @@ export async function createControlPlane(opts: {
   // a fleet's hosts reconcile as each joins (a replica starting finds others mid-create)
   if (!fleet) await recovery.recover()
   if (fleet && hosts) {
-    hosts.migrate = (id) => sandboxes.migrate(id)
+    hosts.migrate = (id) => sandboxes.hibernation.migrate(id)
     hosts.onJoined = async (hostId) => {
       const remote = await fleet.agentOf(hostId)
       await remote.registerTemplates(await templates.readySpecs())

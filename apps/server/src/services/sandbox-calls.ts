@@ -44,7 +44,7 @@ export class SandboxCalls {
     try {
       const deadline = Date.now() + (this.o.movingRetryMs ?? 60_000)
       for (;;) {
-        await this.o.sandboxes.awake(owner, id)
+        await this.o.sandboxes.hibernation.awake(owner, id)
         try {
           return await fn()
         } catch (err) {
@@ -81,7 +81,7 @@ export class SandboxCalls {
       throw new AppError('PORT_NOT_EXPOSED', `port ${port} of sandbox ${id} is not exposed (network.ports)`, { port })
     const done = this.o.sandboxes.hold(id)
     try {
-      await this.o.sandboxes.awake(s.owner, id)
+      await this.o.sandboxes.hibernation.awake(s.owner, id)
       if (this.o.fleet)
         return {
           host: 'sandbox',

@@ -11,7 +11,7 @@ export interface SandboxRecoveryOptions {
   agent: AgentApi
   snapshots: SnapshotStore
   log: Logger
-  /** Whether this replica is waking the sandbox now (SandboxService.isWaking). */
+  /** Whether this replica is waking the sandbox now (Hibernation.isWaking). */
   isWaking: (id: string) => boolean
 }
 

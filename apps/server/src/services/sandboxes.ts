@@ -1,10 +1,11 @@
-// Sandbox lifecycle and operations: ownership, state checks and limits here, the work in the agent.
+// Sandbox lifecycle: records and ownership, create, fork, snapshots, kill and the reaper, network
+// changes; the work in the agent. Hibernation and waking (hibernation.ts), the call path of a
+// running sandbox (sandbox-calls.ts), recovery (sandbox-recovery.ts) and events are rooms apart.
 import { randomBytes } from 'node:crypto'
 import {
   type AgentApi,
   AppError,
   type CreateSandboxRequest,
-  DEFAULT_TTL_SECONDS,
   MAX_TTL_SECONDS,
   type NetworkOptions,
   type ResolvedResources,
@@ -20,10 +21,12 @@ import type { Metrics } from '../metrics.ts'
 import { type SandboxRecord, type SandboxStore, toPublic } from '../store/sandboxes.ts'
 import type { SnapshotRecord, SnapshotStore } from '../store/snapshots.ts'
 import { Freezer } from './freezer.ts'
+import { Hibernation } from './hibernation.ts'
 import { IdleTracker } from './idle.ts'
 import { type ForkInput, Launcher } from './launch.ts'
 import { egressOf, resolveNetwork } from './network-policy.ts'
 import type { QuotaGuard } from './quotas.ts'
+import { mustRun, ownRecord } from './sandbox-records.ts'
 
 type CreateInput = Required<Omit<CreateSandboxRequest, 'resources' | 'snapshot' | 'network'>> & {
   resources: Resources
@@ -31,15 +34,12 @@ type CreateInput = Required<Omit<CreateSandboxRequest, 'resources' | 'snapshot' 
   network: NetworkOptions
 }
 
-/** How long a call waits for another replica's wake of its sandbox. */
-const WAKE_WAIT_MS = 120_000
-
 export class SandboxService {
   private readonly stopping = new Set<Promise<void>>()
-  private readonly waking = new Map<string, Promise<void>>()
   private readonly idle: IdleTracker
   private readonly freezer: Freezer
-  private readonly hibernating = new Map<string, Promise<void>>()
+  /** Hibernating, waking and migrating sandboxes (hibernation.ts). */
+  readonly hibernation: Hibernation
   private readonly launcher: Launcher
   private readonly quotas: QuotaGuard | null
 
@@ -67,7 +67,7 @@ export class SandboxService {
     },
     private readonly snapshots: SnapshotStore,
     private readonly auth: Authenticator,
-    private readonly metrics?: Metrics,
+    readonly metrics?: Metrics,
     /** What the agent calls the template a create names (a user's template, a version, a built-in). */
     private readonly resolveTemplate: (owner: string, ref: string) => Promise<string> = async (_owner, ref) => ref,
     /** How a template (the agent's name) is shown: a user's as `name@version`. */
@@ -76,6 +76,7 @@ export class SandboxService {
     this.idle = new IdleTracker(limits.fleet === true)
     this.freezer = new Freezer(agent, store, this.idle, log, limits.freezeAfterMs ?? 0)
     this.quotas = limits.quotas ?? null
+    this.hibernation = new Hibernation({ store, agent, log, quotas: this.quotas, metrics })
     this.launcher = new Launcher(
       store,
       agent,
@@ -171,7 +172,7 @@ export class SandboxService {
   /** Memory, processes and disk of a running sandbox, kept; the sandbox carries on. */
   async snapshot(owner: string, id: string, opts: { name?: string } = {}): Promise<Snapshot> {
     await this.quotas?.checkSnapshotBytes(owner)
-    const src = await this.awake(owner, id)
+    const src = await this.hibernation.awake(owner, id)
     const snapshotId = `snap-${randomBytes(10).toString('hex')}`
     const { sizeBytes } = await this.busyWith(id, () => this.agent.snapshot(id, snapshotId))
     try {
@@ -210,7 +211,7 @@ export class SandboxService {
    * one fails to start, those already started are killed.
    */
   async fork(owner: string, id: string, req: ForkInput): Promise<Sandbox[]> {
-    const src = await this.awake(owner, id)
+    const src = await this.hibernation.awake(owner, id)
     await this.quotas?.checkScopes(owner, { template: await this.templateLabel(src.template), network: src.network })
     return this.busyWith(id, () => this.launcher.fork(owner, src, req, (fork) => this.end(fork, 'killed')))
   }
@@ -234,8 +235,8 @@ export class SandboxService {
 
   /** Throws what a call on the sandbox would: not this owner's, or neither running nor hibernated. */
   async check(owner: string, id: string): Promise<void> {
-    const s = await this.own(owner, id)
-    if (s.state !== 'hibernated') this.mustRun(s)
+    const s = await ownRecord(this.store, owner, id)
+    if (s.state !== 'hibernated') mustRun(s)
   }
 
   /** The API's view of a sandbox, with its exposed-port token (derived, never stored). */
@@ -253,14 +254,8 @@ export class SandboxService {
     return (await this.store.get(id))?.owner ?? null
   }
 
-  private async own(owner: string, id: string): Promise<SandboxRecord> {
-    const s = await this.store.get(id)
-    if (!s || s.owner !== owner) throw new AppError('SANDBOX_NOT_FOUND', `no sandbox ${id}`)
-    return s
-  }
-
   async get(owner: string, id: string): Promise<Sandbox> {
-    return this.public(await this.own(owner, id))
+    return this.public(await ownRecord(this.store, owner, id))
   }
 
   /** `owner` null: every key's (an admin's view). */
@@ -273,25 +268,12 @@ export class SandboxService {
 
   /** The owner's sandbox, running (else what a call on it would throw). */
   async running(owner: string, id: string): Promise<SandboxRecord> {
-    return this.mustRun(await this.own(owner, id))
-  }
-
-  private mustRun(s: SandboxRecord): SandboxRecord {
-    if (s.state === 'running') return s
-    if (s.state === 'lost')
-      throw new AppError('HOST_UNREACHABLE', `the host of sandbox ${s.id} is not answering; it may come back`, {
-        reason: s.errorReason,
-      })
-    if (s.state === 'errored')
-      throw new AppError('SANDBOX_ERRORED', `sandbox ${s.id} errored: ${s.errorMessage ?? s.errorReason}`, {
-        reason: s.errorReason,
-      })
-    throw new AppError('SANDBOX_NOT_RUNNING', `sandbox ${s.id} is ${s.state}`, { state: s.state })
+    return mustRun(await ownRecord(this.store, owner, id))
   }
 
   /** Ends a sandbox now; the runtime's teardown finishes in the background. */
   async kill(owner: string, id: string): Promise<void> {
-    await this.own(owner, id)
+    await ownRecord(this.store, owner, id)
     await this.end(id, 'killed')
   }
 
@@ -321,8 +303,8 @@ export class SandboxService {
   }
 
   async setTimeout(owner: string, id: string, ttlSeconds: number): Promise<Sandbox> {
-    const s = await this.own(owner, id)
-    if (s.state !== 'hibernated') this.mustRun(s)
+    const s = await ownRecord(this.store, owner, id)
+    if (s.state !== 'hibernated') mustRun(s)
     await this.store.setExpiry(id, new Date(Date.now() + ttlSeconds * 1000), ttlSeconds)
     return this.get(owner, id)
   }
@@ -347,22 +329,12 @@ export class SandboxService {
   private async hibernateAtTimeout(id: string, now: Date, keepMemory: boolean): Promise<void> {
     await this.store.setExpiry(id, new Date(now.getTime() + MAX_TTL_SECONDS * 1000))
     try {
-      await this.hibernateNow(id, keepMemory)
+      await this.hibernation.hibernateNow(id, keepMemory)
       this.log.info({ sandboxId: id }, 'sandbox hibernated at its timeout')
     } catch (err) {
       this.log.warn({ sandboxId: id, err: String(err) }, 'hibernating at its timeout failed; it ends')
       await this.end(id, 'expired')
     }
-  }
-
-  /** Hibernates it, joining a hibernation already under way. */
-  private hibernateNow(id: string, keepMemory = true): Promise<void> {
-    let p = this.hibernating.get(id)
-    if (!p) {
-      p = this.checkpointAndStop(id, keepMemory).finally(() => this.hibernating.delete(id))
-      this.hibernating.set(id, p)
-    }
-    return p
   }
 
   /**
@@ -372,119 +344,8 @@ export class SandboxService {
    */
   async hibernate(owner: string, id: string, opts: { keepMemory?: boolean } = {}): Promise<Sandbox> {
     await this.running(owner, id)
-    await this.hibernateNow(id, opts.keepMemory !== false)
+    await this.hibernation.hibernateNow(id, opts.keepMemory !== false)
     return this.get(owner, id)
-  }
-
-  /**
-   * Image first (the sandbox keeps running), then the record, then the stop: a crash at any point
-   * leaves either a running sandbox (re-attached on restart) or a hibernated one with a whole image.
-   */
-  private async checkpointAndStop(id: string, keepMemory = true): Promise<void> {
-    const snapshotId = `hib-${randomBytes(10).toString('hex')}`
-    const template = keepMemory ? undefined : (await this.store.get(id))?.template
-    await this.agent.snapshot(id, snapshotId, { final: true, ...(template ? { freshStart: { template } } : {}) })
-    await this.store.setHibernateSnapshot(id, snapshotId)
-    if (!(await this.store.transition(id, ['running'], 'hibernated', 'hibernated'))) {
-      // killed while it was being written
-      await this.store.setHibernateSnapshot(id, null)
-      await this.agent.deleteSnapshot(snapshotId)
-      return
-    }
-    // its teardown goes on in the background; a wake restores under a fresh container name
-    await this.agent.stop(id)
-  }
-
-  /**
-   * Moves a running sandbox off its host (live migration): checkpointed and stopped there, then
-   * woken where the fleet places it now (its host being cordoned, elsewhere). Same id, policy and
-   * ports; a client sees a pause, calls made meanwhile wait for the wake.
-   */
-  async migrate(id: string): Promise<void> {
-    const s = await this.store.get(id)
-    if (s?.state !== 'running') return
-    let p = this.hibernating.get(id)
-    if (!p) {
-      p = this.checkpointAndStop(id).finally(() => this.hibernating.delete(id))
-      this.hibernating.set(id, p)
-    }
-    await p
-    await this.awake(s.owner, id)
-  }
-
-  /** The sandbox, running: a hibernated one is woken first (one wake however many callers). */
-  async awake(owner: string, id: string): Promise<SandboxRecord> {
-    // a request that arrives while the sandbox is being hibernated wakes it once that is done
-    const hibernating = this.hibernating.get(id)
-    if (hibernating) await hibernating.catch(() => {})
-    const s = await this.own(owner, id)
-    // one read of the record on the hot path (exec, files); a second only after a wake
-    if (s.state === 'starting' && s.hibernateSnapshot) return this.untilWoken(owner, id)
-    if (s.state !== 'hibernated') return this.mustRun(s)
-    let wake = this.waking.get(id)
-    if (!wake) {
-      wake = this.wake(s).finally(() => this.waking.delete(id))
-      this.waking.set(id, wake)
-    }
-    await wake
-    return this.running(owner, id)
-  }
-
-  /** Waits while another replica wakes the sandbox (its record `starting` with an image). */
-  private async untilWoken(owner: string, id: string): Promise<SandboxRecord> {
-    for (let waited = 0; waited < WAKE_WAIT_MS; waited += 100) {
-      const s = await this.own(owner, id)
-      if (!(s.state === 'starting' && s.hibernateSnapshot))
-        return s.state === 'hibernated' ? this.awake(owner, id) : this.mustRun(s)
-      await new Promise((r) => setTimeout(r, 100))
-    }
-    throw new AppError('SANDBOX_MOVING', `sandbox ${id} is still waking; retry`)
-  }
-
-  private async wake(s: SandboxRecord): Promise<void> {
-    const snapshotId = s.hibernateSnapshot
-    if (!snapshotId) throw new AppError('INTERNAL', `hibernated sandbox ${s.id} has no image`)
-    // one replica wakes it: the others wait for the record to say running; it counts against its
-    // key's quotas again (its disk it held all along)
-    const r = s.resources
-    const ask = { sandboxes: 1, vcpus: r.vcpus, memoryMB: r.memoryMB }
-    const claim = () => this.store.claim(s.id, 'hibernated', 'starting')
-    if (!(await (this.quotas ? this.quotas.admit(s.owner, ask, claim) : claim()))) {
-      await this.untilWoken(s.owner, s.id)
-      return
-    }
-    const started = performance.now()
-    try {
-      await this.agent.start({
-        id: s.id,
-        template: s.template,
-        resources: s.resources,
-        envs: {},
-        snapshot: snapshotId,
-        network: egressOf(s.network),
-      })
-    } catch (err) {
-      // no host can take it now, its image's host does not answer, or its restore failed (its
-      // runsc killed, the host out of memory): it stays hibernated, its image kept, and a later
-      // call wakes it again; a sandbox is never lost to a failed wake
-      await this.store.claim(s.id, 'starting', 'hibernated')
-      const message = err instanceof Error ? err.message : String(err)
-      this.log.warn({ sandboxId: s.id, err: message }, 'a wake failed; the sandbox stays hibernated')
-      throw err instanceof AppError ? err : new AppError('INTERNAL', `the sandbox failed to wake: ${message}`)
-    }
-    if (!(await this.store.transition(s.id, ['starting'], 'running', 'woke'))) {
-      await this.agent.stop(s.id) // killed while waking
-      return
-    }
-    await this.store.setHibernateSnapshot(s.id, null)
-    await this.agent.deleteSnapshot(snapshotId)
-    // a sandbox that hibernates at its timeout lives its TTL again from its wake
-    if (s.onTimeout !== 'kill') {
-      const ttl = s.ttlSeconds ?? DEFAULT_TTL_SECONDS
-      await this.store.setExpiry(s.id, new Date(Date.now() + ttl * 1000))
-    }
-    this.metrics?.wakeSeconds.observe((performance.now() - started) / 1000)
-    this.log.info({ sandboxId: s.id, ms: Math.round(performance.now() - started) }, 'sandbox woke')
   }
 
   /** Hibernates (or kills) running, non-persistent sandboxes no request has touched for the idle timeout. */
@@ -516,21 +377,15 @@ export class SandboxService {
    * in force when this returns; a hibernated one wakes with it.
    */
   async updateNetwork(owner: string, id: string, asked: NetworkOptions): Promise<Sandbox> {
-    const s = await this.own(owner, id)
-    if (s.state !== 'hibernated') this.mustRun(s)
+    const s = await ownRecord(this.store, owner, id)
+    if (s.state !== 'hibernated') mustRun(s)
     const next = resolveNetwork(asked, s.network)
     await this.quotas?.checkScopes(owner, { network: next })
-    const hibernating = this.hibernating.get(id)
-    if (hibernating) await hibernating.catch(() => {})
+    await this.hibernation.settled(id)
     if ((await this.store.get(id))?.state === 'running') await this.agent.setNetwork(id, egressOf(next))
     await this.store.setNetwork(id, next)
     await this.store.event(id, 'network-updated', JSON.stringify(next))
     return this.get(owner, id)
-  }
-
-  /** Whether this replica is waking the sandbox now (recovery leaves such a one alone). */
-  isWaking(id: string): boolean {
-    return this.waking.has(id)
   }
 
   async drain(): Promise<void> {
