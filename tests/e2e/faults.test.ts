@@ -96,8 +96,11 @@ async function strikeNewContainers(done: Promise<unknown>, how: Fault): Promise<
   })
   let struck = 0
   while (!settled) {
+    // not the warm pool's refill, which may start at the same moment: the call's own containers
     const fresh = new Set(
-      runscProcs(stateDir).flatMap((p) => (p.container && !before.has(p.container) ? [p.container] : [])),
+      runscProcs(stateDir).flatMap((p) =>
+        p.container && !before.has(p.container) && !p.container.startsWith('pool-') ? [p.container] : [],
+      ),
     )
     for (const c of fresh) struck += strike(c, how)
     await new Promise((r) => setTimeout(r, 5))
