@@ -216,6 +216,10 @@ describe('faults', () => {
       strikeSandbox(sbx.id, how)
       const r = await call
       assert.ok(r.ms < 30_000, `ended after ${r.ms} ms`)
+      // a sandbox whose runsc died is reported by its exit, which may land just after the call ends
+      await until('the sandbox is hibernated or errored', async () =>
+        ['hibernated', 'errored'].includes((await sbx.getInfo()).state),
+      )
       const info = await sbx.getInfo()
       if (info.state === 'hibernated') assert.equal((await sbx.exec(['echo', 'woke'])).stdout, 'woke\n')
       else {
