@@ -13,6 +13,7 @@ import { checkpointAndStop } from '../sandboxes/checkpoint-image.ts'
 import type { Containers } from '../sandboxes/containers.ts'
 import type { LiveSandbox } from '../sandboxes/live-sandbox.ts'
 import { buildRootfs } from './build.ts'
+import { quotaBound, tighter } from './build-disk.ts'
 import { type BuildLogSink, eventLine } from './build-log.ts'
 import type { TemplateBuildResult as BuiltRootfs, TemplateBuildInput } from './builder.ts'
 import { builtImage, imageConfigFields } from './built-image.ts'
@@ -413,12 +414,10 @@ export class TemplateBaker {
   /** A user's build also proves it may read its image: the pull cache is shared by every key. */
   private ociOptions(name: string): OciOptions {
     const access = this.buildAccess.get(name)
-    const quota = access?.maxBytes
-    const bound = quota !== undefined && (!this.oci.bound || quota < this.oci.bound.maxBytes)
     return {
       ...this.oci,
       ...(access ? { auth: access.auth, verifyAccess: true } : {}),
-      ...(bound ? { bound: { maxBytes: quota, by: 'quota' as const } } : {}),
+      bound: tighter(this.oci.bound, quotaBound(access?.maxBytes)),
     }
   }
 

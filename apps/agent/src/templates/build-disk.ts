@@ -60,12 +60,6 @@ export class ScratchDisk {
     return new ScratchDisk(dir, image, size)
   }
 
-  /** Bytes written on it so far. */
-  usedBytes(): number {
-    const s = statfsSync(this.dir)
-    return (s.blocks - s.bfree) * s.bsize
-  }
-
   /** Whether a write could have failed for want of space (bytes or inodes). */
   full(): boolean {
     const s = statfsSync(this.dir)
@@ -94,6 +88,11 @@ export interface ByteBound {
   maxBytes: number
   /** `quota`: the key's templateBytes quota; `disk`: the template's diskMB; `image`: the host's cap on one image. */
   by: 'quota' | 'disk' | 'image'
+}
+
+/** What a key's templateBytes quota leaves as a bound (undefined: the key has no quota). */
+export function quotaBound(maxBytes: number | undefined): ByteBound | undefined {
+  return maxBytes === undefined ? undefined : { maxBytes, by: 'quota' }
 }
 
 /** The smaller of two bounds (undefined: none). */

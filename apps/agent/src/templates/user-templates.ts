@@ -15,6 +15,7 @@ import {
   type TemplateProgress,
 } from '@forkbox/protocol'
 import type { DockerfileBuilder, TemplateBaker } from './baker.ts'
+import { quotaBound, tighter } from './build-disk.ts'
 import { eventLine } from './build-log.ts'
 import { builtRootfsPath, type TemplateBuildInput } from './builder.ts'
 import { builtDefinition, builtImage } from './built-image.ts'
@@ -170,8 +171,7 @@ export async function buildUserTemplate(
     if (source.kind === 'archive') {
       if (!source.archiveTar) throw new AppError('VALIDATION_FAILED', 'no image archive was uploaded')
       onLog({ stream: 'system', message: 'importing the image archive' })
-      const maxBytes = limits?.maxBytes
-      const bound = maxBytes === undefined ? deps.oci.bound : { maxBytes, by: 'quota' as const }
+      const bound = tighter(deps.oci.bound, quotaBound(limits?.maxBytes))
       const digest = await importArchive(source.archiveTar, { ...deps.oci, bound })
       onLog({ stream: 'system', message: `image ${digest}` })
       localImages = { [ARCHIVE_IMAGE]: digest }
