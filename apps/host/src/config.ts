@@ -54,29 +54,51 @@ export function tlsOf(c: { tlsCertFile?: string; tlsKeyFile?: string }) {
   return c.tlsCertFile && c.tlsKeyFile ? { certFile: c.tlsCertFile, keyFile: c.tlsKeyFile } : undefined
 }
 
+/**
+ * The server's settings every control-plane host passes through (`forkbox up` and a replica
+ * alike): a server setting a host offers is added here, once.
+ */
+const SERVER_FIELDS = {
+  logLevel: true,
+  maxSandboxes: true,
+  idleTimeoutSeconds: true,
+  idleAction: true,
+  freezeAfterSeconds: true,
+  sandboxDomain: true,
+  portsPathRoute: true,
+  databaseUrl: true,
+  corsOrigins: true,
+  rateLimitCreate: true,
+  rateLimitData: true,
+  auditRetentionDays: true,
+  e2bSignedUrlMaxSeconds: true,
+} as const
+
+/** The server's settings only a replica takes: hosts joining it, and a store shared with other replicas. */
+const REPLICA_FIELDS = {
+  joinToken: true,
+  secretPath: true,
+  hostGraceSeconds: true,
+  startingTimeoutSeconds: true,
+} as const
+
+/** What a host serving a control plane takes: where it listens, its data dir, and the server's settings. */
+const CONTROL_PLANE_HOST_FIELDS = {
+  port: z.number().int().min(0).max(65535).default(7411),
+  host: z.string().default('127.0.0.1'),
+  /** The SQLite file's dir without a database URL; build scratch space either way. */
+  dataDir: AgentSettings.shape.dataDir,
+  ...ServerConfig.pick(SERVER_FIELDS).shape,
+  ...TLS_FIELDS,
+}
+export type ControlPlaneHostSettings = z.infer<z.ZodObject<typeof CONTROL_PLANE_HOST_FIELDS>>
+
 export const HostConfig = z
   .object({
-    port: z.number().int().min(0).max(65535).default(7411),
-    host: z.string().default('127.0.0.1'),
+    ...CONTROL_PLANE_HOST_FIELDS,
     /** Templates built (if missing) before the server starts answering. */
     prebuild: z.array(z.string()).default(['base', 'code-interpreter']),
     ...AgentSettings.pick(AGENT_FIELDS).shape,
-    ...ServerConfig.pick({
-      logLevel: true,
-      maxSandboxes: true,
-      idleTimeoutSeconds: true,
-      idleAction: true,
-      freezeAfterSeconds: true,
-      sandboxDomain: true,
-      portsPathRoute: true,
-      databaseUrl: true,
-      corsOrigins: true,
-      rateLimitCreate: true,
-      rateLimitData: true,
-      auditRetentionDays: true,
-      e2bSignedUrlMaxSeconds: true,
-    }).shape,
-    ...TLS_FIELDS,
   })
   .refine(tlsBoth, TLS_BOTH)
 export type HostConfig = z.infer<typeof HostConfig>
@@ -109,31 +131,10 @@ export type AgentHostOptions = z.input<typeof AgentHostConfig>
 /** `forkbox server`: a control-plane replica with no agent of its own; hosts join it. */
 export const ServerHostConfig = z
   .object({
-    port: z.number().int().min(0).max(65535).default(7411),
-    host: z.string().default('127.0.0.1'),
-    /** The SQLite file's dir without a database URL; build scratch space either way. */
-    dataDir: HostConfig.shape.dataDir,
+    ...CONTROL_PLANE_HOST_FIELDS,
     /** The fleet's cap across hosts (each host has its own). */
     maxSandboxes: z.number().int().positive().default(100_000),
-    ...ServerConfig.pick({
-      logLevel: true,
-      idleTimeoutSeconds: true,
-      idleAction: true,
-      freezeAfterSeconds: true,
-      sandboxDomain: true,
-      portsPathRoute: true,
-      databaseUrl: true,
-      joinToken: true,
-      secretPath: true,
-      hostGraceSeconds: true,
-      startingTimeoutSeconds: true,
-      corsOrigins: true,
-      rateLimitCreate: true,
-      rateLimitData: true,
-      auditRetentionDays: true,
-      e2bSignedUrlMaxSeconds: true,
-    }).shape,
-    ...TLS_FIELDS,
+    ...ServerConfig.pick(REPLICA_FIELDS).shape,
   })
   .refine(tlsBoth, TLS_BOTH)
 export type ServerHostConfig = z.infer<typeof ServerHostConfig>
@@ -198,9 +199,9 @@ const ENV: Record<string, [AnyKey, EnvKind]> = {
  * The control plane's settings out of a host's config (`forkbox up`'s or a replica's): every
  * field the server's config has, by name.
  */
-export function serverSettingsOf(config: object, dataDir: string): ServerConfigInput {
+export function serverSettingsOf(config: ControlPlaneHostSettings): ServerConfigInput {
   const shared = Object.entries(config).filter(([k]) => k in ServerConfig.shape)
-  return { ...Object.fromEntries(shared), dbPath: join(dataDir, 'forkbox.db') }
+  return { ...Object.fromEntries(shared), dbPath: join(config.dataDir, 'forkbox.db') }
 }
 
 /** Every variable a host reads (the deployment files must name only these). */

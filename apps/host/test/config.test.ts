@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { defaultAgentConfig } from '@forkbox/agent'
 import { ServerConfig } from '@forkbox/server'
-import { loadHostConfig } from '../src/config.ts'
+import { HostConfig, loadHostConfig, loadServerHostConfig, ServerHostConfig, serverSettingsOf } from '../src/config.ts'
 
 describe('host config', () => {
   it("takes the agent's and the server's defaults from their own schemas", () => {
@@ -49,6 +49,42 @@ describe('host config', () => {
     assert.throws(() => loadHostConfig({}, { FORKBOX_CGROUP_PARENT: '../x' }), /cgroupParent/)
     assert.throws(() => loadHostConfig({}, { FORKBOX_PORTS_PATH_ROUTE: 'maybe' }), /portsPathRoute/)
     assert.throws(() => loadHostConfig({}, { FORKBOX_INSECURE_REGISTRIES: 'http://x' }), /insecureRegistries/)
+  })
+})
+
+describe('server host config', () => {
+  const serverFields = (schema: { shape: object }) => Object.keys(schema.shape).filter((k) => k in ServerConfig.shape)
+
+  it('takes every server setting `forkbox up` takes, checked and read from env alike', () => {
+    const up = serverFields(HostConfig)
+    assert.ok(up.length >= 12, 'the server settings of `forkbox up`')
+    for (const k of up) {
+      assert.ok(k in ServerHostConfig.shape, `a replica lacks ${k}`)
+      // a replica's cap is the fleet's, its own default
+      if (k !== 'maxSandboxes')
+        assert.equal(
+          ServerHostConfig.shape[k as keyof typeof ServerHostConfig.shape],
+          HostConfig.shape[k as keyof typeof HostConfig.shape],
+          k,
+        )
+    }
+    assert.deepEqual([loadHostConfig({}, {}).maxSandboxes, loadServerHostConfig({}, {}).maxSandboxes], [150, 100_000])
+  })
+
+  it("keeps a replica's own settings out of `forkbox up`", () => {
+    const env = { FORKBOX_SECRET_FILE: '/s', FORKBOX_JOIN_TOKEN: 'x'.repeat(16), FORKBOX_HOST_GRACE_SECONDS: '3' }
+    const up = loadHostConfig({}, env)
+    for (const k of ['secretPath', 'joinToken', 'hostGraceSeconds', 'startingTimeoutSeconds']) assert.ok(!(k in up), k)
+    const replica = loadServerHostConfig({}, env)
+    assert.deepEqual([replica.secretPath, replica.joinToken, replica.hostGraceSeconds], ['/s', 'x'.repeat(16), 3])
+  })
+
+  it('passes each server setting it has to the server, its database in the data dir', () => {
+    const replica = loadServerHostConfig({ dataDir: '/d', idleAction: 'kill', joinToken: 'x'.repeat(16) }, {})
+    const server = ServerConfig.parse(serverSettingsOf(replica))
+    for (const k of serverFields(ServerHostConfig))
+      assert.deepEqual(server[k as keyof typeof server], replica[k as keyof typeof replica], k)
+    assert.equal(server.dbPath, '/d/forkbox.db')
   })
 })
 
