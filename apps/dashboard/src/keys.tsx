@@ -1,8 +1,8 @@
 // API keys (the admin key only): create (the secret is shown once), list, revoke.
 import type { ApiKeyInfo } from '@forkbox/sdk'
 import { useCallback, useEffect, useState } from 'preact/hooks'
+import { DataTable } from './data-table.tsx'
 import { ErrorLine } from './live.tsx'
-import { ScrollRegion } from './scroll.tsx'
 import { describeError, type Session } from './session.ts'
 
 export function KeysPage({ session }: { session: Session }) {
@@ -52,40 +52,27 @@ export function KeysPage({ session }: { session: Session }) {
       )}
       <ErrorLine error={error} />
       {keys && (
-        <ScrollRegion label="API keys">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Prefix</th>
-                <th scope="col">Created</th>
-                <th scope="col">Revoked</th>
-                <th scope="col">
-                  <span class="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {keys.map((k) => (
-                <tr key={k.id}>
-                  <td>{k.name}</td>
-                  <td>
-                    <code>{k.prefix}</code>
-                  </td>
-                  <td>{new Date(k.createdAt).toLocaleString()}</td>
-                  <td>{k.revokedAt ? new Date(k.revokedAt).toLocaleString() : '—'}</td>
-                  <td>
-                    {!k.revokedAt && (
-                      <button type="button" class="danger" onClick={() => revoke(k.id)}>
-                        Revoke
-                      </button>
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </ScrollRegion>
+        <DataTable
+          label="API keys"
+          rows={keys}
+          rowKey={(k) => k.id}
+          columns={[
+            { header: 'Name', cell: (k) => k.name },
+            { header: 'Prefix', cell: (k) => <code>{k.prefix}</code> },
+            { header: 'Created', cell: (k) => new Date(k.createdAt).toLocaleString() },
+            { header: 'Revoked', cell: (k) => (k.revokedAt ? new Date(k.revokedAt).toLocaleString() : '—') },
+            {
+              header: 'Actions',
+              headerHidden: true,
+              cell: (k) =>
+                !k.revokedAt && (
+                  <button type="button" class="danger" onClick={() => revoke(k.id)}>
+                    Revoke
+                  </button>
+                ),
+            },
+          ]}
+        />
       )}
     </main>
   )

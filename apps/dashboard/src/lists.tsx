@@ -9,6 +9,7 @@ import {
   type UserTemplate,
 } from '@forkbox/sdk'
 import { useEffect, useState } from 'preact/hooks'
+import { DataTable } from './data-table.tsx'
 import { ErrorLine, useEvents } from './live.tsx'
 import { ScrollRegion } from './scroll.tsx'
 import { describeError, type Session } from './session.ts'
@@ -79,46 +80,32 @@ export function TemplatesPage({ session }: { session: Session }) {
       <h1>Templates</h1>
       <ErrorLine error={error} />
       {templates && (
-        <ScrollRegion label="templates">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Version</th>
-                <th scope="col">Ready</th>
-                <th scope="col" class="wide">
-                  Defaults
-                </th>
-                <th scope="col" class="wide">
-                  Description
-                </th>
-                <th scope="col">
-                  <span class="visually-hidden">Builds</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {templates.map((t) => (
-                <tr key={`${t.name}@${t.version}`}>
-                  <td>{t.name}</td>
-                  <td>{t.version ?? 'built-in'}</td>
-                  <td>{t.ready ? 'yes' : 'building'}</td>
-                  <td class="wide">
-                    {t.defaults.vcpus} vCPU, {t.defaults.memoryMB} MiB
-                  </td>
-                  <td class="wide desc">{t.description}</td>
-                  <td>
-                    {t.id !== null && (
-                      <button type="button" class="quiet" onClick={() => setOpen(open === t.name ? null : t.name)}>
-                        Builds
-                      </button>
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </ScrollRegion>
+        <DataTable
+          label="templates"
+          rows={templates}
+          rowKey={(t) => `${t.name}@${t.version}`}
+          columns={[
+            { header: 'Name', cell: (t) => t.name },
+            { header: 'Version', cell: (t) => t.version ?? 'built-in' },
+            { header: 'Ready', cell: (t) => (t.ready ? 'yes' : 'building') },
+            {
+              header: 'Defaults',
+              class: 'wide',
+              cell: (t) => `${t.defaults.vcpus} vCPU, ${t.defaults.memoryMB} MiB`,
+            },
+            { header: 'Description', class: 'wide', cellClass: 'desc', cell: (t) => t.description },
+            {
+              header: 'Builds',
+              headerHidden: true,
+              cell: (t) =>
+                t.id !== null && (
+                  <button type="button" class="quiet" onClick={() => setOpen(open === t.name ? null : t.name)}>
+                    Builds
+                  </button>
+                ),
+            },
+          ]}
+        />
       )}
       {open && <Builds session={session} name={open} />}
     </main>
@@ -140,46 +127,29 @@ export function SnapshotsPage({ session }: { session: Session }) {
     <main>
       <h1>Snapshots</h1>
       <ErrorLine error={error || actionError} />
-      {snapshots?.length === 0 && <p>No snapshots: take one from a sandbox (SDK `sbx.snapshot()`).</p>}
-      {snapshots && snapshots.length > 0 && (
-        <ScrollRegion label="snapshots">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">ID</th>
-                <th scope="col">Name</th>
-                <th scope="col" class="wide">
-                  Template
-                </th>
-                <th scope="col" class="wide">
-                  Size
-                </th>
-                <th scope="col" class="wide">
-                  Taken
-                </th>
-                <th scope="col">
-                  <span class="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {snapshots.map((s) => (
-                <tr key={s.id}>
-                  <td>{s.id}</td>
-                  <td>{s.name ?? '—'}</td>
-                  <td class="wide">{s.template}</td>
-                  <td class="wide">{(s.sizeBytes / 1024 ** 2).toFixed(0)} MiB</td>
-                  <td class="wide">{new Date(s.createdAt).toLocaleString()}</td>
-                  <td>
-                    <button type="button" onClick={() => void start(s)}>
-                      Start sandbox
-                    </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </ScrollRegion>
+      {snapshots && (
+        <DataTable
+          label="snapshots"
+          rows={snapshots}
+          rowKey={(s) => s.id}
+          empty="No snapshots: take one from a sandbox (SDK `sbx.snapshot()`)."
+          columns={[
+            { header: 'ID', cell: (s) => s.id },
+            { header: 'Name', cell: (s) => s.name ?? '—' },
+            { header: 'Template', class: 'wide', cell: (s) => s.template },
+            { header: 'Size', class: 'wide', cell: (s) => `${(s.sizeBytes / 1024 ** 2).toFixed(0)} MiB` },
+            { header: 'Taken', class: 'wide', cell: (s) => new Date(s.createdAt).toLocaleString() },
+            {
+              header: 'Actions',
+              headerHidden: true,
+              cell: (s) => (
+                <button type="button" onClick={() => void start(s)}>
+                  Start sandbox
+                </button>
+              ),
+            },
+          ]}
+        />
       )}
     </main>
   )
@@ -193,34 +163,18 @@ export function EventsPage({ session }: { session: Session }) {
     <main>
       <h1>Events</h1>
       <ErrorLine error={error} />
-      <ScrollRegion label="events">
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">Time</th>
-              <th scope="col">Sandbox</th>
-              <th scope="col">Event</th>
-              <th scope="col" class="wide">
-                Detail
-              </th>
-            </tr>
-          </thead>
-          <tbody aria-live="polite">
-            {events.map((e) => (
-              <tr key={e.id}>
-                <td>
-                  <time dateTime={e.at}>{new Date(e.at).toLocaleTimeString()}</time>
-                </td>
-                <td>
-                  <a href={`#/sandbox/${e.sandboxId}`}>{e.sandboxId}</a>
-                </td>
-                <td>{e.type}</td>
-                <td class="wide">{e.detail ?? ''}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </ScrollRegion>
+      <DataTable
+        label="events"
+        rows={events}
+        rowKey={(e) => e.id}
+        live
+        columns={[
+          { header: 'Time', cell: (e) => <time dateTime={e.at}>{new Date(e.at).toLocaleTimeString()}</time> },
+          { header: 'Sandbox', cell: (e) => <a href={`#/sandbox/${e.sandboxId}`}>{e.sandboxId}</a> },
+          { header: 'Event', cell: (e) => e.type },
+          { header: 'Detail', class: 'wide', cell: (e) => e.detail ?? '' },
+        ]}
+      />
     </main>
   )
 }

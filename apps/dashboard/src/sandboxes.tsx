@@ -3,8 +3,8 @@
 import type { SandboxInfo, SandboxState, TemplateListing } from '@forkbox/sdk'
 import { Sandbox } from '@forkbox/sdk'
 import { useCallback, useEffect, useState } from 'preact/hooks'
+import { DataTable } from './data-table.tsx'
 import { ErrorLine, useEvents } from './live.tsx'
-import { ScrollRegion } from './scroll.tsx'
 import { describeError, type Session } from './session.ts'
 import { Sparklines } from './sparkline.tsx'
 
@@ -144,7 +144,8 @@ function CreateForm({ session }: { session: Session }) {
   )
 }
 
-function Row({ sbx, session, onError }: { sbx: SandboxInfo; session: Session; onError: (m: string) => void }) {
+/** A row's actions: fork (with a count), hibernate or wake, snapshot, kill; one at a time. */
+function RowActions({ sbx, session, onError }: { sbx: SandboxInfo; session: Session; onError: (m: string) => void }) {
   const [forks, setForks] = useState(1)
   const [busy, setBusy] = useState('')
   const act = async (what: string, call: () => Promise<unknown>) => {
@@ -157,86 +158,61 @@ function Row({ sbx, session, onError }: { sbx: SandboxInfo; session: Session; on
       setBusy('')
     }
   }
-  const live = sbx.state === 'running' || sbx.state === 'hibernated'
+  if (sbx.state !== 'running' && sbx.state !== 'hibernated') return null
   return (
-    <tr data-sandbox={sbx.id}>
-      <td>
-        <a href={`#/sandbox/${sbx.id}`}>{sbx.id}</a>
-      </td>
-      <td class="wide">{sbx.template}</td>
-      <td>
-        <span class={`state ${sbx.state}`} data-state={sbx.state}>
-          {sbx.state}
-        </span>
-      </td>
-      <td class="wide">{age(sbx.createdAt)}</td>
-      <td class="wide">{ttlLeft(sbx)}</td>
-      <td class="wide">{sbx.state === 'running' ? <Sparklines id={sbx.id} session={session} /> : null}</td>
-      <td class="meta wide">
-        {Object.entries(sbx.metadata)
-          .map(([k, v]) => `${k}=${v}`)
-          .join(' ')}
-      </td>
-      <td>
-        {live && (
-          <div class="row-actions">
-            <input
-              type="number"
-              min={1}
-              max={16}
-              value={forks}
-              aria-label={`fork count for ${sbx.id}`}
-              onInput={(e) => setForks(Number(e.currentTarget.value))}
-              style={{ width: '3.5em' }}
-            />
-            <button
-              type="button"
-              disabled={busy !== ''}
-              onClick={() =>
-                act('fork', async () => (await Sandbox.connect(sbx.id, session.conn)).fork({ count: forks }))
-              }
-            >
-              {busy === 'fork' ? 'Forking…' : 'Fork'}
-            </button>
-            {sbx.state === 'running' ? (
-              <button
-                type="button"
-                class="quiet"
-                disabled={busy !== ''}
-                onClick={() => act('hibernate', async () => (await Sandbox.connect(sbx.id, session.conn)).hibernate())}
-              >
-                {busy === 'hibernate' ? 'Hibernating…' : 'Hibernate'}
-              </button>
-            ) : (
-              <button
-                type="button"
-                class="quiet"
-                disabled={busy !== ''}
-                onClick={() => act('wake', async () => (await Sandbox.connect(sbx.id, session.conn)).exec('true'))}
-              >
-                {busy === 'wake' ? 'Waking…' : 'Wake'}
-              </button>
-            )}
-            <button
-              type="button"
-              class="quiet"
-              disabled={busy !== ''}
-              onClick={() => act('snapshot', async () => (await Sandbox.connect(sbx.id, session.conn)).snapshot())}
-            >
-              {busy === 'snapshot' ? 'Snapshotting…' : 'Snapshot'}
-            </button>
-            <button
-              type="button"
-              class="danger"
-              disabled={busy !== ''}
-              onClick={() => act('kill', () => Sandbox.kill(sbx.id, session.conn))}
-            >
-              Kill
-            </button>
-          </div>
-        )}
-      </td>
-    </tr>
+    <div class="row-actions">
+      <input
+        type="number"
+        min={1}
+        max={16}
+        value={forks}
+        aria-label={`fork count for ${sbx.id}`}
+        onInput={(e) => setForks(Number(e.currentTarget.value))}
+        style={{ width: '3.5em' }}
+      />
+      <button
+        type="button"
+        disabled={busy !== ''}
+        onClick={() => act('fork', async () => (await Sandbox.connect(sbx.id, session.conn)).fork({ count: forks }))}
+      >
+        {busy === 'fork' ? 'Forking…' : 'Fork'}
+      </button>
+      {sbx.state === 'running' ? (
+        <button
+          type="button"
+          class="quiet"
+          disabled={busy !== ''}
+          onClick={() => act('hibernate', async () => (await Sandbox.connect(sbx.id, session.conn)).hibernate())}
+        >
+          {busy === 'hibernate' ? 'Hibernating…' : 'Hibernate'}
+        </button>
+      ) : (
+        <button
+          type="button"
+          class="quiet"
+          disabled={busy !== ''}
+          onClick={() => act('wake', async () => (await Sandbox.connect(sbx.id, session.conn)).exec('true'))}
+        >
+          {busy === 'wake' ? 'Waking…' : 'Wake'}
+        </button>
+      )}
+      <button
+        type="button"
+        class="quiet"
+        disabled={busy !== ''}
+        onClick={() => act('snapshot', async () => (await Sandbox.connect(sbx.id, session.conn)).snapshot())}
+      >
+        {busy === 'snapshot' ? 'Snapshotting…' : 'Snapshot'}
+      </button>
+      <button
+        type="button"
+        class="danger"
+        disabled={busy !== ''}
+        onClick={() => act('kill', () => Sandbox.kill(sbx.id, session.conn))}
+      >
+        Kill
+      </button>
+    </div>
   )
 }
 
@@ -288,42 +264,47 @@ export function SandboxesPage({ session }: { session: Session }) {
       <ErrorLine error={error || actionError} />
       {sandboxes === null ? (
         <p>Loading…</p>
-      ) : sandboxes.length === 0 ? (
-        <p>No sandboxes.</p>
       ) : (
-        <ScrollRegion label="sandboxes">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">ID</th>
-                <th scope="col" class="wide">
-                  Template
-                </th>
-                <th scope="col">State</th>
-                <th scope="col" class="wide">
-                  Age
-                </th>
-                <th scope="col" class="wide">
-                  TTL left
-                </th>
-                <th scope="col" class="wide">
-                  CPU / memory
-                </th>
-                <th scope="col" class="wide">
-                  Metadata
-                </th>
-                <th scope="col">
-                  <span class="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {sandboxes.map((s) => (
-                <Row key={s.id} sbx={s} session={session} onError={setActionError} />
-              ))}
-            </tbody>
-          </table>
-        </ScrollRegion>
+        <DataTable
+          label="sandboxes"
+          rows={sandboxes}
+          rowKey={(s) => s.id}
+          rowData={(s) => ({ 'data-sandbox': s.id })}
+          empty="No sandboxes."
+          columns={[
+            { header: 'ID', cell: (s) => <a href={`#/sandbox/${s.id}`}>{s.id}</a> },
+            { header: 'Template', class: 'wide', cell: (s) => s.template },
+            {
+              header: 'State',
+              cell: (s) => (
+                <span class={`state ${s.state}`} data-state={s.state}>
+                  {s.state}
+                </span>
+              ),
+            },
+            { header: 'Age', class: 'wide', cell: (s) => age(s.createdAt) },
+            { header: 'TTL left', class: 'wide', cell: ttlLeft },
+            {
+              header: 'CPU / memory',
+              class: 'wide',
+              cell: (s) => (s.state === 'running' ? <Sparklines id={s.id} session={session} /> : null),
+            },
+            {
+              header: 'Metadata',
+              class: 'wide',
+              cellClass: 'meta',
+              cell: (s) =>
+                Object.entries(s.metadata)
+                  .map(([k, v]) => `${k}=${v}`)
+                  .join(' '),
+            },
+            {
+              header: 'Actions',
+              headerHidden: true,
+              cell: (s) => <RowActions sbx={s} session={session} onError={setActionError} />,
+            },
+          ]}
+        />
       )}
     </main>
   )
