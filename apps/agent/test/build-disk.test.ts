@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import { AppError } from '@forkbox/protocol'
-import { boundError, freeBytesOf, ScratchDisk, tighter } from '../src/templates/build-disk.ts'
+import { boundError, freeBytesOf, openWriteArea, ScratchDisk, tighter } from '../src/templates/build-disk.ts'
 import { LayerStore } from '../src/templates/layers.ts'
 
 const work = mkdtempSync(join(tmpdir(), 'forkbox-build-disk-'))
@@ -81,6 +81,65 @@ describe('ScratchDisk', () => {
       return true
     })
     assert.deepEqual(readdirSync(parent), [])
+  })
+})
+
+describe('a write area', () => {
+  it('is its fallback itself with no bound', async () => {
+    const parent = join(work, 'area-none')
+    const fallback = join(work, 'area-none-out')
+    const area = await openWriteArea({ maxBytes: undefined, parent, fallback, what: 'a test' })
+    assert.equal(area.dir, fallback)
+    assert.equal(area.full(), false)
+    await area.keep()
+    await area.release()
+    assert.ok(!existsSync(parent), 'no scratch disk, no parent made for it')
+  })
+
+  it('bounded, writes on a scratch disk in a parent it makes, and keeps what was written at its fallback', async () => {
+    const parent = join(work, 'area-bounded')
+    const fallback = join(work, 'area-bounded-out')
+    const area = await openWriteArea({ maxBytes: 24 * 1024 * 1024, parent, fallback, what: 'a test' })
+    assert.notEqual(area.dir, fallback)
+    assert.equal(mounts(parent).length, 1)
+    mkdirSync(area.dir)
+    writeFileSync(join(area.dir, 'kept'), 'x')
+    assert.throws(
+      () => execFileSync('dd', ['if=/dev/zero', `of=${join(area.dir, 'big')}`, 'bs=1M', 'count=48'], { stdio: 'pipe' }),
+      /No space left on device/,
+    )
+    assert.ok(area.full())
+    rmSync(join(area.dir, 'big'))
+    await area.keep()
+    assert.equal(readFileSync(join(fallback, 'kept'), 'utf8'), 'x')
+    assert.deepEqual(mounts(parent), [])
+    assert.ok(!existsSync(parent), 'the parent it made goes with the disk')
+    assert.equal(area.full(), false)
+    await area.release()
+  })
+
+  it('leaves a parent it did not make, and takes its disk down on release', async () => {
+    const parent = join(work, 'area-given')
+    mkdirSync(parent)
+    const area = await openWriteArea({
+      maxBytes: 24 * 1024 * 1024,
+      parent,
+      fallback: join(parent, 'diff'),
+      what: 'a test',
+    })
+    await area.release()
+    await area.release()
+    assert.deepEqual(mounts(parent), [])
+    assert.deepEqual(readdirSync(parent), [])
+  })
+
+  it('refused with NO_SPACE, removes the parent it made', async () => {
+    const parent = join(work, 'area-too-big')
+    const bytes = freeBytesOf(work) + 1024 ** 3
+    await assert.rejects(openWriteArea({ maxBytes: bytes, parent, fallback: join(work, 'x'), what: 'a test' }), {
+      code: 'NO_SPACE',
+    })
+    assert.ok(!existsSync(parent))
   })
 })
 

@@ -1,21 +1,22 @@
 // A running sandbox's image written by runsc checkpoint (beside its target, then renamed): what a
 // snapshot, a hibernate and a template bake all do; the Checkpoints room and the baker both use it.
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statfsSync, statSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { AppError } from '@forkbox/protocol'
 import { limitCpu } from '../runtime/cgroups.ts'
 import { type RunscOptions, runscCheckpoint } from '../runtime/runsc.ts'
+import { freeBytesOf } from '../templates/build-disk.ts'
 import type { LiveSandbox } from './live-sandbox.ts'
 
 /** Below this free on an image's disk, a failed checkpoint is taken for a full disk. */
 const LOW_SPACE_BYTES = 16 * 1024 * 1024
 
-function freeBytes(dir: string): number {
+/** Whether `dir`'s disk has less than LOW_SPACE_BYTES free (one that cannot be asked is not taken for full). */
+function lowOnSpace(dir: string): boolean {
   try {
-    const fs = statfsSync(dir)
-    return fs.bavail * fs.bsize
+    return freeBytesOf(dir) < LOW_SPACE_BYTES
   } catch {
-    return Number.POSITIVE_INFINITY
+    return false
   }
 }
 
@@ -41,7 +42,7 @@ export async function checkpointTo(
     rmSync(tmp, { recursive: true, force: true })
     const message = err instanceof Error ? err.message : String(err)
     // the image's disk filled up: that, not an internal fault, is what the caller is told
-    if (/no space left|ENOSPC/i.test(message) || freeBytes(dirname(target)) < LOW_SPACE_BYTES)
+    if (/no space left|ENOSPC/i.test(message) || lowOnSpace(dirname(target)))
       throw new AppError('NO_SPACE', `no room for the image of ${sbx.id} on the host's data disk`)
     throw new AppError('INTERNAL', `checkpoint of ${sbx.id} failed: ${message}`)
   } finally {

@@ -3,7 +3,7 @@
 // bound gets ENOSPC inside the build, and the host's disk moves by at most the image's size.
 import { execFile } from 'node:child_process'
 import { mkdirSync, rmSync, statfsSync } from 'node:fs'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { promisify } from 'node:util'
 import { AppError } from '@forkbox/protocol'
 
@@ -71,6 +71,63 @@ export class ScratchDisk {
     await run('umount', [this.dir]).catch(() => run('umount', ['-l', this.dir]).catch(() => {}))
     rmSync(this.image, { force: true })
     rmSync(this.dir, { recursive: true, force: true })
+  }
+}
+
+/** Where one piece of a build writes: held to its bound while it is written, or not at all. */
+export interface WriteArea {
+  /** The dir to write into (made by the writer). */
+  readonly dir: string
+  /** Whether a write could have failed for want of space: then a failure is the bound's (never, unbounded). */
+  full(): boolean
+  /** Puts what was written at the area's `fallback`: copied off the scratch disk, which is then released. */
+  keep(): Promise<void>
+  /** Takes the scratch disk down (and `parent`, when it was made for it); again, or after `keep`, does nothing. */
+  release(): Promise<void>
+}
+
+export interface WriteAreaOptions {
+  /** Most bytes written; none: unbounded, and the area is `fallback` itself. */
+  maxBytes: number | undefined
+  /** Where the scratch disk is made: a dir its owner's crash recovery removes; made here (and removed on release) when missing. */
+  parent: string
+  /** Where what is written ends up; bounded, it is first written to a dir of its name on the scratch disk. */
+  fallback: string
+  /** What writes, for the NO_SPACE that refuses a bound the host cannot give. */
+  what: string
+}
+
+/** A dir to write into bounded by a scratch disk of `maxBytes`, or with no bound `fallback` itself. */
+export async function openWriteArea(opts: WriteAreaOptions): Promise<WriteArea> {
+  const { maxBytes, parent, fallback, what } = opts
+  if (maxBytes === undefined) return { dir: fallback, full: () => false, keep: async () => {}, release: async () => {} }
+  const madeParent = mkdirSync(parent, { recursive: true }) !== undefined
+  const dropParent = () => {
+    if (madeParent) rmSync(parent, { recursive: true, force: true })
+  }
+  let disk: ScratchDisk | null
+  try {
+    disk = await ScratchDisk.make(parent, maxBytes, what)
+  } catch (err) {
+    dropParent()
+    throw err
+  }
+  const dir = join(disk.dir, basename(fallback))
+  const release = async () => {
+    if (!disk) return
+    const d = disk
+    disk = null
+    await d.release()
+    dropParent()
+  }
+  return {
+    dir,
+    full: () => disk?.full() ?? false,
+    keep: async () => {
+      await copyTree(dir, fallback)
+      await release()
+    },
+    release,
   }
 }
 

@@ -16,11 +16,11 @@ import {
   utimesSync,
   writeFileSync,
 } from 'node:fs'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { promisify } from 'node:util'
 import { AppError } from '@forkbox/protocol'
 import { processAlive } from '../runtime/process.ts'
-import { copyTree, ScratchDisk } from './build-disk.ts'
+import { openWriteArea, type WriteArea } from './build-disk.ts'
 
 const run = promisify(execFile)
 
@@ -163,6 +163,11 @@ function mountedAt(target: string): boolean {
   return mountPoints().includes(target)
 }
 
+/** Where a new layer's diff is written: on a scratch disk in its temp dir when bounded, else `tmp/diff` itself. */
+function diffArea(tmp: string, bound: LayerBound): Promise<WriteArea> {
+  return openWriteArea({ maxBytes: bound.maxBytes, parent: tmp, fallback: join(tmp, 'diff'), what: bound.what })
+}
+
 export class LayerStore {
   private readonly building = new Map<string, Promise<void>>()
   readonly root: string
@@ -213,22 +218,17 @@ export class LayerStore {
   ): Promise<void> {
     return this.once(key, async () => {
       const tmp = join(this.root, tempName())
-      let scratch: ScratchDisk | null = null
+      let area: WriteArea | null = null
       try {
         mkdirSync(tmp)
-        scratch = bound.maxBytes === undefined ? null : await ScratchDisk.make(tmp, bound.maxBytes, bound.what)
-        const diff = join(scratch?.dir ?? tmp, 'diff')
-        await fill(diff, () => scratch?.full() ?? false)
-        mkdirSync(diff, { recursive: true })
-        if (scratch) {
-          await copyTree(diff, join(tmp, 'diff'))
-          await scratch.release()
-          scratch = null
-        }
+        area = await diffArea(tmp, bound)
+        await fill(area.dir, area.full)
+        mkdirSync(area.dir, { recursive: true })
+        await area.keep()
         await this.writeRecordMeasured(tmp, { parent: null, ...(bound.owner ? { owner: bound.owner } : {}) })
         this.commit(tmp, key)
       } finally {
-        await scratch?.release()
+        await area?.release()
         rmSync(tmp, { recursive: true, force: true })
       }
     })
@@ -265,38 +265,31 @@ export class LayerStore {
   ): Promise<void> {
     return this.once(key, async () => {
       const tmp = join(this.root, tempName())
-      let scratch: ScratchDisk | null = null
+      let area: WriteArea | null = null
       let mounted = false
       const merged = join(tmp, 'merged')
       try {
         mkdirSync(tmp)
-        // the upper (and overlayfs's work dir, which must share its filesystem) on the bounded disk
-        scratch = bound.maxBytes === undefined ? null : await ScratchDisk.make(tmp, bound.maxBytes, bound.what)
-        const rw = scratch?.dir ?? tmp
-        const mount: StepMount = { merged, upper: join(rw, 'diff'), full: () => scratch?.full() ?? false }
-        for (const d of [merged, mount.upper, join(rw, 'work')]) mkdirSync(d, { recursive: true })
-        await mountOverlay(
-          merged,
-          [this.shim(), ...this.chain(parent)],
-          { upper: mount.upper, work: join(rw, 'work') },
-          this.root,
-        )
+        // the upper on the bounded disk, and overlayfs's work dir beside it (it must share its filesystem)
+        area = await diffArea(tmp, bound)
+        const work = join(dirname(area.dir), 'work')
+        const mount: StepMount = { merged, upper: area.dir, full: area.full }
+        for (const d of [merged, mount.upper, work]) mkdirSync(d, { recursive: true })
+        await mountOverlay(merged, [this.shim(), ...this.chain(parent)], { upper: mount.upper, work }, this.root)
         mounted = true
         await step(mount)
         await unmount(merged)
         mounted = false
         this.pruneShim(mount.upper)
-        if (scratch) {
-          await copyTree(mount.upper, join(tmp, 'diff'))
-          await scratch.release()
-          scratch = null
-        } else rmSync(join(tmp, 'work'), { recursive: true, force: true })
+        await area.keep()
+        // unbounded, overlayfs's work dir is beside the layer's diff (bounded, it went with the disk)
+        rmSync(work, { recursive: true, force: true })
         rmSync(merged, { recursive: true, force: true })
         await this.writeRecordMeasured(tmp, { parent, ...(bound.owner ? { owner: bound.owner } : {}) })
         this.commit(tmp, key)
       } finally {
         if (mounted) await unmount(merged).catch(() => {})
-        await scratch?.release()
+        await area?.release()
         rmSync(tmp, { recursive: true, force: true })
       }
     })

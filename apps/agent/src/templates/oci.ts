@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { AppError } from '@forkbox/protocol'
 import { GUEST_DIR } from '../runtime/oci-spec.ts'
-import { type ByteBound, boundError, copyTree, ScratchDisk } from './build-disk.ts'
+import { type ByteBound, boundError, openWriteArea, type WriteArea } from './build-disk.ts'
 import { formatImageReference, type ImageReference, parseImageReference, registryIsInsecure } from './image-ref.ts'
 import { tempName } from './layers.ts'
 
@@ -86,39 +86,10 @@ async function runRegistry(ref: ImageReference, opts: OciOptions, args: string[]
   return run(cmd, argv, timeoutMs)
 }
 
-/**
- * A dir to write into bounded by `opts.bound` (a scratch disk of that size; `moveTo` copies what
- * was written out of it), or, with no bound, `fallback` itself.
- */
-async function writeArea(opts: OciOptions, fallback: string, what: string) {
-  const { bound } = opts
-  if (!bound) {
-    return {
-      dir: fallback,
-      full: () => false,
-      moveTo: async (_to: string) => {},
-      release: async () => {},
-    }
-  }
+/** A dir to write into bounded by `opts.bound`, on a scratch disk in a temp dir of the layer store's; unbounded, `fallback`. */
+function writeArea(opts: OciOptions, fallback: string, what: string): Promise<WriteArea> {
   const parent = join(opts.scratchDir ?? dirname(opts.cacheDir), tempName())
-  mkdirSync(parent, { recursive: true })
-  let disk: ScratchDisk
-  try {
-    disk = await ScratchDisk.make(parent, bound.maxBytes, what)
-  } catch (err) {
-    rmSync(parent, { recursive: true, force: true })
-    throw err
-  }
-  const dir = join(disk.dir, 'out')
-  return {
-    dir,
-    full: () => disk.full(),
-    moveTo: (to: string) => copyTree(dir, to),
-    release: async () => {
-      await disk.release()
-      rmSync(parent, { recursive: true, force: true })
-    },
-  }
+  return openWriteArea({ maxBytes: opts.bound?.maxBytes, parent, fallback, what })
 }
 
 /** Runs a tool bounded in time; its failure carries stderr for the caller to classify. */
@@ -241,7 +212,7 @@ async function pullOnce(image: string, digest: string, opts: OciOptions): Promis
         opts.pullTimeoutMs ?? 15 * 60_000,
       ),
     )
-    await area.moveTo(tmp)
+    await area.keep()
   } catch (err) {
     const full = area.full()
     rmSync(tmp, { recursive: true, force: true })
@@ -271,8 +242,7 @@ export async function unpackImage(layout: string, target: string, opts: OciOptio
       if (area.full() && opts.bound) throw boundError('unpacking the image', opts.bound)
       throw err
     }
-    await area.moveTo(bundle)
-    await area.release()
+    await area.keep()
     prepareRootfs(join(bundle, 'rootfs'))
     if (existsSync(target)) rmSync(bundle, { recursive: true, force: true })
     else {
@@ -478,8 +448,7 @@ export async function importArchive(file: string, opts: OciOptions): Promise<str
       if (area.full() && opts.bound) throw boundError('importing the image archive', opts.bound)
       throw err
     }
-    await area.moveTo(tmp)
-    await area.release()
+    await area.keep()
     const index = JSON.parse(readText(join(tmp, 'index.json'))) as { manifests?: { digest?: unknown }[] }
     const digest = index.manifests?.[0]?.digest
     if (typeof digest !== 'string' || !Digest.test(digest)) throw new Error('the imported layout names no manifest')
