@@ -1,12 +1,13 @@
 // Calls across a message channel (the control plane ↔ a remote host agent): one peer per end,
 // values carried with what JSON cannot say (bytes, errors, callbacks, promises, streams,
-// abort signals), so an interface like `AgentApi` works across it unchanged.
-//
-// A frame is `u32 header length | JSON header | the header's byte blobs, back to back`. Inside the
-// JSON, a value JSON cannot carry is a one-key object whose key starts with NUL (no user text the
-// agent sees can hold one: env names, paths and argv are NUL-free by validation).
+// abort signals), so an interface like `AgentApi` works across it unchanged. The wire format is
+// rpc-wire.ts's; the other end's streams and iterators are made local ones by rpc-streams.ts.
 import { z } from 'zod'
-import { AppError, isErrorCode } from './errors.ts'
+import { AppError } from './errors.ts'
+import { importedIterable, importedStream, type RemoteSource } from './rpc-streams.ts'
+import { decodeFrame, encodeFrame, errorFromWire, errorToWire, Msg, TAG, tagged } from './rpc-wire.ts'
+
+export { decodeFrame, encodeFrame } from './rpc-wire.ts'
 
 /** Where a peer's frames go; `receive` is called with each frame from the other end. */
 export interface RpcChannel {
@@ -16,99 +17,8 @@ export interface RpcChannel {
 /** What a peer serves: the methods the other end may call, by name. */
 export type RpcTarget = Record<string, (...args: never[]) => unknown>
 
-const Msg = z.discriminatedUnion('t', [
-  /** A call of a served method; `c` names the call (and every reference made for it). */
-  z.object({ t: z.literal('call'), c: z.number(), m: z.string(), a: z.array(z.unknown()) }),
-  z.object({ t: z.literal('ret'), c: z.number(), v: z.unknown().optional(), e: z.unknown().optional() }),
-  /** A call of a function the receiver exported; `k` is the caller's id for the reply. */
-  z.object({ t: z.literal('invoke'), f: z.number(), k: z.number(), a: z.array(z.unknown()) }),
-  /** The next value of a stream or iterator the receiver exported. */
-  z.object({ t: z.literal('pull'), s: z.number(), k: z.number() }),
-  z.object({ t: z.literal('cancel'), s: z.number() }),
-  z.object({ t: z.literal('reply'), k: z.number(), v: z.unknown().optional(), e: z.unknown().optional() }),
-  /** A promise the sender exported settled. */
-  z.object({ t: z.literal('settle'), p: z.number(), v: z.unknown().optional(), e: z.unknown().optional() }),
-  z.object({ t: z.literal('abort'), s: z.number() }),
-  /** An event the sender raises on its own (not part of any call). */
-  z.object({ t: z.literal('event'), n: z.string(), a: z.array(z.unknown()) }),
-])
-type Msg = z.infer<typeof Msg>
-
-const ErrorWire = z.object({
-  message: z.string(),
-  name: z.string().optional(),
-  code: z.string().optional(),
-  details: z.record(z.string(), z.unknown()).optional(),
-})
-
-/** Pulls of one stream under way at once (each value is at most a frame: a few MiB in flight). */
-const READ_AHEAD = 4
-
-const TAG = {
-  bytes: '\u0000b',
-  undef: '\u0000u',
-  error: '\u0000e',
-  fn: '\u0000f',
-  promise: '\u0000p',
-  signal: '\u0000s',
-  iter: '\u0000i',
-  stream: '\u0000r',
-} as const
-
-/** A one-key object tagging a value JSON cannot carry. */
-function tagged(value: object): [string, unknown] | null {
-  const keys = Object.keys(value)
-  if (keys.length !== 1 || !keys[0]?.startsWith('\u0000')) return null
-  return [keys[0], (value as Record<string, unknown>)[keys[0]]]
-}
-
-/** The wire form of a failure: an `AppError` keeps its code and details; others their message. */
-function errorToWire(err: unknown): z.infer<typeof ErrorWire> {
-  if (err instanceof AppError) return { message: err.message, name: err.name, code: err.code, details: err.details }
-  if (err instanceof Error) return { message: err.message, name: err.name }
-  return { message: String(err) }
-}
-
-function errorFromWire(raw: unknown): Error {
-  const parsed = ErrorWire.safeParse(raw)
-  if (!parsed.success) return new AppError('INTERNAL', 'the other end failed with an unreadable error')
-  const { message, name, code, details } = parsed.data
-  if (isErrorCode(code)) return new AppError(code, message, details)
-  const err = new Error(message)
-  if (name) err.name = name
-  return err
-}
-
-export function encodeFrame(header: unknown, blobs: Uint8Array[]): Uint8Array {
-  const json = new TextEncoder().encode(JSON.stringify({ h: header, b: blobs.map((b) => b.length) }))
-  const total = 4 + json.length + blobs.reduce((n, b) => n + b.length, 0)
-  const out = new Uint8Array(total)
-  new DataView(out.buffer).setUint32(0, json.length)
-  out.set(json, 4)
-  let at = 4 + json.length
-  for (const b of blobs) {
-    out.set(b, at)
-    at += b.length
-  }
-  return out
-}
-
-const FrameHeader = z.object({ h: z.unknown(), b: z.array(z.number().int().nonnegative()) })
-
-export function decodeFrame(frame: Uint8Array): { header: unknown; blobs: Uint8Array[] } {
-  if (frame.length < 4) throw new Error('frame too short')
-  const len = new DataView(frame.buffer, frame.byteOffset, frame.byteLength).getUint32(0)
-  if (4 + len > frame.length) throw new Error('frame header overruns the frame')
-  const { h, b } = FrameHeader.parse(JSON.parse(new TextDecoder().decode(frame.subarray(4, 4 + len))))
-  const blobs: Uint8Array[] = []
-  let at = 4 + len
-  for (const n of b) {
-    if (at + n > frame.length) throw new Error('frame blob overruns the frame')
-    blobs.push(frame.subarray(at, at + n))
-    at += n
-  }
-  return { header: h, blobs }
-}
+/** What a pull is answered with: the next value, or the end. */
+const Pulled = z.object({ done: z.boolean(), value: z.unknown().optional() })
 
 interface Deferred {
   resolve(v: unknown): void
@@ -499,10 +409,11 @@ export class RpcPeer {
         return ac.signal
       }
       case TAG.iter:
-        return this.importIterable(n, scope)
+        // not counted live: an argument's iterator is only read while its call runs
+        return importedIterable(this.source(n, scope))
       case TAG.stream:
         this.liveAdd(scope)
-        return this.importStream(n, scope)
+        return importedStream(this.source(n, scope), () => this.liveDone(scope))
     }
     throw new Error(`unknown value tag ${JSON.stringify(key)}`)
   }
@@ -517,91 +428,16 @@ export class RpcPeer {
     })
   }
 
-  private async pull(s: number, scope: number): Promise<IteratorResult<unknown>> {
-    const r = z
-      .object({ done: z.boolean(), value: z.unknown().optional() })
-      .parse(await this.request(scope, (k) => ({ t: 'pull', s, k })))
-    return r.done ? { done: true, value: undefined } : { done: false, value: r.value }
-  }
-
-  /**
-   * The next values of the other end's stream or iterator `s`, with up to READ_AHEAD pulls under
-   * way: each is a round trip, so a bulk transfer would otherwise wait on every one in turn.
-   */
-  private reader(s: number, scope: number): () => Promise<IteratorResult<unknown>> {
-    const queue: Promise<IteratorResult<unknown>>[] = []
-    let sawEnd = false
-    return () => {
-      while (!sawEnd && queue.length < READ_AHEAD) {
-        const p = this.pull(s, scope).then((r) => {
-          if (r.done) sawEnd = true
-          return r
-        })
-        // pulls sent past the end are answered with an error nobody reads
-        p.catch(() => {})
-        queue.push(p)
-      }
-      return queue.shift() ?? Promise.resolve({ done: true, value: undefined })
-    }
-  }
-
-  private importIterable(s: number, scope: number): AsyncIterable<unknown> {
-    // not counted live: an argument's iterator is only read while its call runs
-    let ended = false
-    const end = () => {
-      ended = true
-    }
-    const read = this.reader(s, scope)
+  /** The other end's stream or iterator `s`, reached by pulls made for `scope`. */
+  private source(s: number, scope: number): RemoteSource {
     return {
-      [Symbol.asyncIterator]: () => ({
-        next: async () => {
-          if (ended) return { done: true, value: undefined }
-          try {
-            const r = await read()
-            if (r.done) end()
-            return r
-          } catch (err) {
-            end()
-            throw err
-          }
-        },
-        return: async () => {
-          if (!ended && !this.closedWith) this.send({ t: 'cancel', s }, 0)
-          end()
-          return { done: true, value: undefined }
-        },
-      }),
-    }
-  }
-
-  private importStream(s: number, scope: number): ReadableStream<unknown> {
-    let ended = false
-    const end = () => {
-      if (ended) return
-      ended = true
-      this.liveDone(scope)
-    }
-    const read = this.reader(s, scope)
-    return new ReadableStream(
-      {
-        pull: async (controller) => {
-          try {
-            const r = await read()
-            if (r.done) {
-              end()
-              controller.close()
-            } else controller.enqueue(r.value)
-          } catch (err) {
-            end()
-            controller.error(err)
-          }
-        },
-        cancel: () => {
-          if (!ended && !this.closedWith) this.send({ t: 'cancel', s }, 0)
-          end()
-        },
+      pull: async () => {
+        const r = Pulled.parse(await this.request(scope, (k) => ({ t: 'pull', s, k })))
+        return r.done ? { done: true, value: undefined } : { done: false, value: r.value }
       },
-      { highWaterMark: 0 },
-    )
+      cancel: () => {
+        if (!this.closedWith) this.send({ t: 'cancel', s }, 0)
+      },
+    }
   }
 }
