@@ -242,7 +242,7 @@ describe('template builds', () => {
     const id = `sbx-${nonce}`
     await a.start({ id, template: templateName, resources, envs: {} })
     try {
-      const exec = (argv: string[]) => a.exec(id, { argv, timeoutMs: 10_000, maxOutputBytes: 4096 })
+      const exec = (argv: string[]) => a.sandbox(id).exec({ argv, timeoutMs: 10_000, maxOutputBytes: 4096 })
       const out = await exec(['cat', '/opt/app/out.txt', '/opt/app/cwd.txt'])
       assert.equal(Buffer.from(out.stdout).toString(), `hi from builder ${nonce}\n/opt/app\n`)
       const st = await exec(['stat', '-c', '%U %a', '/opt/app/bin/main.sh'])
@@ -282,7 +282,9 @@ describe('template builds', () => {
     const id = `sbx-${randomBytes(6).toString('hex')}`
     await a.start({ id, template: templateName, resources, envs: {} })
     try {
-      const out = await a.exec(id, { argv: ['cat', '/opt/app/out.txt'], timeoutMs: 10_000, maxOutputBytes: 4096 })
+      const out = await a
+        .sandbox(id)
+        .exec({ argv: ['cat', '/opt/app/out.txt'], timeoutMs: 10_000, maxOutputBytes: 4096 })
       assert.equal(Buffer.from(out.stdout).toString(), `hi from builder ${nonce}\n`)
       assert.deepEqual(errored, [], 'a start that recovered is no error')
       assert.ok((await a.liveIds()).includes(id))

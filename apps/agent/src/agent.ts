@@ -9,46 +9,29 @@ import { Readable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import type {
   AgentApi,
+  AgentSandbox,
+  AgentSandboxMethod,
   BuildLogLine,
   EgressPolicy,
-  FileEntry,
   ForkOptions,
   ForkOutcome,
-  GuestContextOp,
-  GuestContextOps,
-  GuestExecOutput,
-  GuestExecRequest,
-  GuestFileOp,
-  GuestFileOps,
-  GuestProcessOp,
-  GuestProcessOps,
-  GuestRunCodeOutput,
-  GuestRunCodeRequest,
   ImageSource,
   PortConnection,
-  ProcessExit,
   PruneOptions,
-  PtySession,
-  PtySpec,
   RegistryAuth,
   ResolvedResources,
-  RunCodeHandlers,
   SandboxExitListener,
   SandboxUsage,
   SnapshotOptions,
   SnapshotResult,
   StartSandboxSpec,
-  StreamHandlers,
   TemplateBuildResult,
   TemplateBuildSpec,
   TemplateInfo,
   TemplateProgress,
   TemplatePruneResult,
-  WatchEnd,
-  WatchHandlers,
-  WriteOptions,
 } from '@forkbox/protocol'
-import { AppError, GuestEnded, SHA256_HEX, withUpload } from '@forkbox/protocol'
+import { AppError, agentSandboxCalls, GuestEnded, SHA256_HEX, withUpload } from '@forkbox/protocol'
 import type { AgentConfig } from './config.ts'
 import { readGuestBundle } from './guest/bundle.ts'
 import type { GuestClient } from './guest/client.ts'
@@ -85,6 +68,8 @@ const REFILL_DELAY_MS = 250
 const FINAL_CHECKPOINT_WAIT_MS = 10_000
 /** How often the warm pool is tended: quiet sandboxes frozen, the pool grown or shrunk to demand. */
 const POOL_TEND_MS = 3_000
+/** Calls that may last for ever (an attachment, a watch, a terminal): they do not hold a checkpoint back. */
+const OPEN_ENDED: ReadonlySet<AgentSandboxMethod> = new Set(['attachProcess', 'watchDir', 'openPty'])
 
 function log(message: string): void {
   process.stderr.write(`forkbox agent: ${message}\n`)
@@ -358,70 +343,14 @@ export class LocalAgent implements AgentApi {
     return this.containers.live(id).guest
   }
 
-  exec(id: string, req: GuestExecRequest, signal?: AbortSignal, stream?: StreamHandlers): Promise<GuestExecOutput> {
-    return this.gate.run(id, () => this.guest(id).exec(req, signal, stream))
-  }
-
-  startProcess(id: string, req: GuestExecRequest): Promise<{ pid: number }> {
-    return this.gate.run(id, () => this.guest(id).startProcess(req))
-  }
-
-  attachProcess(
-    id: string,
-    pid: number,
-    opts: { offset?: number; output?: boolean },
-    handlers: StreamHandlers,
-    signal?: AbortSignal,
-  ): Promise<ProcessExit | null> {
-    // an attachment may follow a process for ever: it does not hold a checkpoint back
-    return this.gate.run(id, () => this.guest(id).attachProcess(pid, opts, handlers, signal), false)
-  }
-
-  watchDir(
-    id: string,
-    req: { path: string; recursive?: boolean; user?: string },
-    handlers: WatchHandlers,
-    signal?: AbortSignal,
-  ): Promise<WatchEnd> {
-    // a watch may last for ever: it does not hold a checkpoint back
-    return this.gate.run(id, () => this.guest(id).watchDir(req, handlers, signal), false)
-  }
-
-  async openPty(id: string, spec: PtySpec, onData: (chunk: Uint8Array) => void | Promise<void>): Promise<PtySession> {
-    return this.gate.run(id, async () => this.guest(id).openPty(spec, onData), false)
-  }
-
-  processOp<R extends GuestProcessOp>(id: string, req: R): Promise<GuestProcessOps[R['op']]['res']> {
-    return this.gate.run(id, () => this.guest(id).processOp(req))
-  }
-
-  readFile(
-    id: string,
-    path: string,
-    user?: string,
-  ): Promise<{ size: number | null; stream: ReadableStream<Uint8Array> }> {
-    return this.gate.run(id, () => this.guest(id).readFile(path, user))
-  }
-
-  writeFile(id: string, path: string, body: AsyncIterable<Uint8Array>, opts?: WriteOptions): Promise<FileEntry> {
-    return this.gate.run(id, () => this.guest(id).writeFile(path, body, opts))
-  }
-
-  fileOp<R extends GuestFileOp>(id: string, req: R): Promise<GuestFileOps[R['op']]['res']> {
-    return this.gate.run(id, () => this.guest(id).fileOp(req))
-  }
-
-  runCode(
-    id: string,
-    req: GuestRunCodeRequest,
-    handlers?: RunCodeHandlers,
-    signal?: AbortSignal,
-  ): Promise<GuestRunCodeOutput> {
-    return this.gate.run(id, () => this.guest(id).runCode(req, handlers, signal))
-  }
-
-  codeContext<R extends GuestContextOp>(id: string, req: R): Promise<GuestContextOps[R['op']]['res']> {
-    return this.gate.run(id, () => this.guest(id).codeContext(req))
+  sandbox(id: string): AgentSandbox {
+    return agentSandboxCalls((method, args) =>
+      this.gate.run(
+        id,
+        async () => (this.guest(id)[method] as (...a: unknown[]) => unknown)(...args),
+        !OPEN_ENDED.has(method),
+      ),
+    )
   }
 
   async snapshot(id: string, snapshotId: string, opts: SnapshotOptions = {}): Promise<SnapshotResult> {

@@ -54,7 +54,7 @@ describe('forkbox run', () => {
 
   it('still kills the sandbox when exec fails, and prints CODE: message', async () => {
     const h = harness()
-    h.server.agent.exec = () =>
+    h.server.agent.calls.exec = () =>
       Promise.reject(new AppError('SANDBOX_ERRORED', 'sandbox ran out of memory', { reason: 'out_of_memory' }))
     assert.equal(await h.run('run', 'true'), 1)
     assert.equal(h.stderr(), 'forkbox: SANDBOX_ERRORED: sandbox ran out of memory\n')
@@ -65,7 +65,7 @@ describe('forkbox run', () => {
   it('on Ctrl-C aborts the exec, kills the sandbox and exits 130', async () => {
     const h = harness()
     let execAborted = false
-    h.server.agent.exec = (_id, _req, signal) => {
+    h.server.agent.calls.exec = (_req, signal) => {
       queueMicrotask(() => h.interrupt())
       return new Promise((_, reject) =>
         signal?.addEventListener('abort', () => {

@@ -6,9 +6,9 @@ import type { AgentApi } from '@forkbox/protocol'
 import { sql } from 'kysely'
 import pino, { type Logger } from 'pino'
 import { ServerConfig, type ServerConfigInput } from './config.ts'
-import { E2B_TEMPLATE_IDS, forkboxTemplate } from './e2b/control-plane.ts'
 import { E2bTemplateBuilds } from './e2b/template-builds.ts'
 import { TemplateFiles } from './e2b/template-files.ts'
+import { E2B_TEMPLATE_IDS, forkboxTemplate } from './e2b/template-ids.ts'
 import { Fleet } from './fleet/fleet.ts'
 import { HostService } from './fleet/hosts-service.ts'
 import { HostStore } from './fleet/hosts-store.ts'
@@ -180,8 +180,8 @@ export async function createControlPlane(opts: {
     }
   }
   const bootstrapKey = (await keys.count()) === 0 ? (await keys.create({ name: 'admin', admin: true })).key : null
-  const code = new CodeService(calls, agent, metrics)
-  const exec = new ExecService(calls, events, agent, metrics)
+  const code = new CodeService({ calls, metrics })
+  const exec = new ExecService({ calls, events, metrics })
   const audit = new AuditStore(db)
   const usage = new UsageStore(db, dialect)
   metrics.meterUsage(usage)

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, it } from 'node:test'
 import { gzipSync } from 'node:zlib'
-import type { FileEntry, WriteOptions } from '@forkbox/protocol'
+import type { AgentSandbox, FileEntry, WriteOptions } from '@forkbox/protocol'
 import { type ControlPlane, createControlPlane } from '../src/index.ts'
 import { FakeAgent } from './fake-agent.ts'
 
@@ -19,12 +19,12 @@ class RecordingAgent extends FakeAgent {
   failed: string[] = []
   onFirstBytes: (() => void) | null = null
   metadata = new Map<string, Record<string, string> | undefined>()
-  override async writeFile(
-    _id: string,
-    path: string,
-    body: AsyncIterable<Uint8Array>,
-    opts?: WriteOptions,
-  ): Promise<FileEntry> {
+  protected override guestOf(id: string): AgentSandbox {
+    return Object.assign(super.guestOf(id), {
+      writeFile: (path: string, body: AsyncIterable<Uint8Array>, opts?: WriteOptions) => this.write(path, body, opts),
+    })
+  }
+  private async write(path: string, body: AsyncIterable<Uint8Array>, opts?: WriteOptions): Promise<FileEntry> {
     this.metadata.set(path, opts?.metadata)
     const chunks: Buffer[] = []
     try {

@@ -4,7 +4,9 @@ import { readFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import {
   type AgentApi,
+  type AgentSandbox,
   AppError,
+  agentSandboxCalls,
   type BuildLogLine,
   type EgressPolicy,
   type FileEntry,
@@ -148,113 +150,14 @@ export class FakeAgent implements AgentApi {
     this.started.push(spec)
     this.live.add(spec.id)
   }
-  async exec(
-    id: string,
-    req: GuestExecRequest,
-    _signal?: AbortSignal,
-    stream?: StreamHandlers,
-  ): Promise<GuestExecOutput> {
-    if (!this.live.has(id)) throw new AppError('SANDBOX_NOT_RUNNING', 'not live')
-    if (stream) {
-      await stream.onStdout?.(Buffer.from('ran '))
-      await stream.onStdout?.(Buffer.from(`${req.argv?.join(' ') ?? req.cmd}`))
-      await stream.onStderr?.(Buffer.from('err'))
-    }
-    return {
-      exitCode: 0,
-      signal: null,
-      timedOut: false,
-      truncated: false,
-      durationMs: 1,
-      stdout: Buffer.from(`ran ${req.argv?.join(' ') ?? req.cmd}`),
-      stderr: Buffer.alloc(0),
-      ...this.nextExec,
-    }
+  /** What every sandbox's calls answer instead of the fake guest's (a test's stand-in for one call). */
+  calls: Partial<AgentSandbox> = {}
+  /** The fake guest of sandbox `id` (a subclass changes what its sandboxes answer with `guestOf`). */
+  sandbox(id: string): AgentSandbox {
+    return { ...bound(this.guestOf(id)), ...this.calls }
   }
-  async readFile(): Promise<{ size: number; stream: ReadableStream<Uint8Array> }> {
-    throw new AppError('FILE_NOT_FOUND', 'no file')
-  }
-  async writeFile(_id: string, path: string, body: AsyncIterable<Uint8Array>): Promise<FileEntry> {
-    let size = 0
-    for await (const c of body) size += c.length
-    return {
-      name: path.split('/').pop() ?? '',
-      path,
-      type: 'file',
-      size,
-      mode: 0o644,
-      mtimeMs: 0,
-      uid: 1000,
-      gid: 1000,
-    }
-  }
-  /** Lists are empty; stat, mkdir and rename answer with a directory at the path. */
-  async fileOp<R extends GuestFileOp>(_id: string, req: R): Promise<GuestFileOps[R['op']]['res']> {
-    const path = 'path' in req ? req.path : 'to' in req ? req.to : '/'
-    const results: OpResults<GuestFileOps> = {
-      usage: { usedBytes: 0 },
-      stat: entry(path),
-      list: [],
-      mkdir: entry(path),
-      remove: {},
-      rename: entry(path),
-    }
-    return results[req.op]
-  }
-  /** Echoes the cell: its code to stdout in two chunks that split a multi-byte character, then as the main result. */
-  async runCode(id: string, req: GuestRunCodeRequest, h: RunCodeHandlers = {}): Promise<GuestRunCodeOutput> {
-    if (!this.live.has(id)) throw new AppError('SANDBOX_NOT_RUNNING', 'not live')
-    const bytes = Buffer.from(`${req.code} é\n`)
-    h.onStdout?.(bytes.subarray(0, bytes.length - 2))
-    h.onStdout?.(bytes.subarray(bytes.length - 2))
-    h.onStderr?.(Buffer.from('warn\n'))
-    h.onResult?.({ isMainResult: true, text: req.code })
-    return { executionCount: 1, error: null, timedOut: false, truncated: false, durationMs: 1 }
-  }
-  /** Streams `ran CMD` in two chunks when asked to stream. */
-  async startProcess(id: string): Promise<{ pid: number }> {
-    if (!this.live.has(id)) throw new AppError('SANDBOX_NOT_RUNNING', 'not live')
-    return { pid: 42 }
-  }
-  /** Says it started, reports one event of each kind under the watched path, then waits to be stopped. */
-  async watchDir(
-    _id: string,
-    req: { path: string; recursive?: boolean; user?: string },
-    h: WatchHandlers,
-    signal?: AbortSignal,
-  ): Promise<WatchEnd> {
-    if (req.path.endsWith('/missing')) throw new AppError('FILE_NOT_FOUND', `no such file or directory: ${req.path}`)
-    await h.onStart?.(req.path.startsWith('/') ? req.path : `/home/user/${req.path}`)
-    await h.onEvents(WatchEventType.options.map((type) => ({ name: req.recursive ? 'sub/f.txt' : 'f.txt', type })))
-    await new Promise<void>((resolve) => {
-      if (signal?.aborted) return resolve()
-      signal?.addEventListener('abort', () => resolve())
-    })
-    return { reason: 'stopped' }
-  }
-  async attachProcess(_id: string, pid: number, _opts: unknown, h: StreamHandlers): Promise<ProcessExit | null> {
-    if (pid !== 42) throw new AppError('PROCESS_NOT_FOUND', 'no such process')
-    await h.onStdout?.(Buffer.from('bg out\n'))
-    return { exitCode: 0, signal: null, timedOut: false, durationMs: 1, offset: 7 }
-  }
-  async openPty(): Promise<PtySession> {
-    throw new AppError('INTERNAL', 'no terminals in the fake agent')
-  }
-  /** No processes are listed; a signal answers for the one background process (42). */
-  async processOp<R extends GuestProcessOp>(_id: string, req: R): Promise<GuestProcessOps[R['op']]['res']> {
-    const proc = { pid: 42, cmd: 'fake', running: false, exitCode: 0, signal: null, startedAt: 0, outputBytes: 7 }
-    const results: OpResults<GuestProcessOps> = { proc_list: [], proc_stdin: {}, proc_signal: proc }
-    return results[req.op]
-  }
-  /** No contexts are listed; create and restart answer with one python context. */
-  async codeContext<R extends GuestContextOp>(_id: string, req: R): Promise<GuestContextOps[R['op']]['res']> {
-    const results: OpResults<GuestContextOps> = {
-      context_create: context,
-      context_list: [],
-      context_restart: context,
-      context_remove: {},
-    }
-    return results[req.op]
+  protected guestOf(id: string): AgentSandbox {
+    return new FakeGuest(this, id)
   }
   snapshots = new Set<string>()
   /** The options of every snapshot asked for, in order. */
@@ -410,4 +313,126 @@ export class FakeAgent implements AgentApi {
     for (const l of this.listeners) l(id, reason, `died: ${reason}`)
   }
   async close(): Promise<void> {}
+}
+
+/** A guest's methods as plain functions (so a test's `calls` can stand in for some). */
+function bound(guest: AgentSandbox): AgentSandbox {
+  return agentSandboxCalls((method, args) =>
+    (guest[method] as (...a: unknown[]) => Promise<unknown>).apply(guest, args),
+  )
+}
+
+/** One sandbox's calls as the fake answers them: echoes, empty lists, one background process (42). */
+export class FakeGuest implements AgentSandbox {
+  constructor(
+    protected readonly agent: FakeAgent,
+    readonly id: string,
+  ) {}
+
+  protected mustRun(): void {
+    if (!this.agent.live.has(this.id)) throw new AppError('SANDBOX_NOT_RUNNING', 'not live')
+  }
+
+  async exec(req: GuestExecRequest, _signal?: AbortSignal, stream?: StreamHandlers): Promise<GuestExecOutput> {
+    this.mustRun()
+    if (stream) {
+      await stream.onStdout?.(Buffer.from('ran '))
+      await stream.onStdout?.(Buffer.from(`${req.argv?.join(' ') ?? req.cmd}`))
+      await stream.onStderr?.(Buffer.from('err'))
+    }
+    return {
+      exitCode: 0,
+      signal: null,
+      timedOut: false,
+      truncated: false,
+      durationMs: 1,
+      stdout: Buffer.from(`ran ${req.argv?.join(' ') ?? req.cmd}`),
+      stderr: Buffer.alloc(0),
+      ...this.agent.nextExec,
+    }
+  }
+  async readFile(): Promise<{ size: number; stream: ReadableStream<Uint8Array> }> {
+    throw new AppError('FILE_NOT_FOUND', 'no file')
+  }
+  async writeFile(path: string, body: AsyncIterable<Uint8Array>): Promise<FileEntry> {
+    let size = 0
+    for await (const c of body) size += c.length
+    return {
+      name: path.split('/').pop() ?? '',
+      path,
+      type: 'file',
+      size,
+      mode: 0o644,
+      mtimeMs: 0,
+      uid: 1000,
+      gid: 1000,
+    }
+  }
+  /** Lists are empty; stat, mkdir and rename answer with a directory at the path. */
+  async fileOp<R extends GuestFileOp>(req: R): Promise<GuestFileOps[R['op']]['res']> {
+    const path = 'path' in req ? req.path : 'to' in req ? req.to : '/'
+    const results: OpResults<GuestFileOps> = {
+      usage: { usedBytes: 0 },
+      stat: entry(path),
+      list: [],
+      mkdir: entry(path),
+      remove: {},
+      rename: entry(path),
+    }
+    return results[req.op]
+  }
+  /** Echoes the cell: its code to stdout in two chunks that split a multi-byte character, then as the main result. */
+  async runCode(req: GuestRunCodeRequest, h: RunCodeHandlers = {}): Promise<GuestRunCodeOutput> {
+    this.mustRun()
+    const bytes = Buffer.from(`${req.code} é\n`)
+    h.onStdout?.(bytes.subarray(0, bytes.length - 2))
+    h.onStdout?.(bytes.subarray(bytes.length - 2))
+    h.onStderr?.(Buffer.from('warn\n'))
+    h.onResult?.({ isMainResult: true, text: req.code })
+    return { executionCount: 1, error: null, timedOut: false, truncated: false, durationMs: 1 }
+  }
+  /** Streams `ran CMD` in two chunks when asked to stream. */
+  async startProcess(_req: GuestExecRequest): Promise<{ pid: number }> {
+    this.mustRun()
+    return { pid: 42 }
+  }
+  /** Says it started, reports one event of each kind under the watched path, then waits to be stopped. */
+  async watchDir(
+    req: { path: string; recursive?: boolean; user?: string },
+    h: WatchHandlers,
+    signal?: AbortSignal,
+  ): Promise<WatchEnd> {
+    if (req.path.endsWith('/missing')) throw new AppError('FILE_NOT_FOUND', `no such file or directory: ${req.path}`)
+    await h.onStart?.(req.path.startsWith('/') ? req.path : `/home/user/${req.path}`)
+    await h.onEvents(WatchEventType.options.map((type) => ({ name: req.recursive ? 'sub/f.txt' : 'f.txt', type })))
+    await new Promise<void>((resolve) => {
+      if (signal?.aborted) return resolve()
+      signal?.addEventListener('abort', () => resolve())
+    })
+    return { reason: 'stopped' }
+  }
+  async attachProcess(pid: number, _opts: unknown, h: StreamHandlers): Promise<ProcessExit | null> {
+    if (pid !== 42) throw new AppError('PROCESS_NOT_FOUND', 'no such process')
+    await h.onStdout?.(Buffer.from('bg out\n'))
+    return { exitCode: 0, signal: null, timedOut: false, durationMs: 1, offset: 7 }
+  }
+  async openPty(): Promise<PtySession> {
+    throw new AppError('INTERNAL', 'no terminals in the fake agent')
+  }
+  /** No processes are listed; a signal answers for the one background process (42). */
+  async processOp<R extends GuestProcessOp>(req: R): Promise<GuestProcessOps[R['op']]['res']> {
+    const proc = { pid: 42, cmd: 'fake', running: false, exitCode: 0, signal: null, startedAt: 0, outputBytes: 7 }
+    const results: OpResults<GuestProcessOps> = { proc_list: [], proc_stdin: {}, proc_signal: proc }
+    return results[req.op]
+  }
+  /** No contexts are listed; create and restart answer with one python context. */
+  async codeContext<R extends GuestContextOp>(req: R): Promise<GuestContextOps[R['op']]['res']> {
+    const results: OpResults<GuestContextOps> = {
+      context_create: context,
+      context_list: [],
+      context_restart: context,
+      context_remove: {},
+    }
+    return results[req.op]
+  }
 }

@@ -3,21 +3,21 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { AppError } from '@forkbox/protocol'
 import { agent, call, cp, key, useControlPlane } from './app-harness.ts'
-import type { FakeAgent } from './fake-agent.ts'
+import { FakeGuest } from './fake-agent.ts'
 
 describe('sandbox calls', () => {
   useControlPlane()
 
   it('a call refused as its sandbox moves (SANDBOX_MOVING: never started) is sent again until it goes through', async () => {
     const created = await call('POST', '/v1/sandboxes', { template: 'base' })
-    const real = agent.exec.bind(agent)
+    const real = new FakeGuest(agent, created.body.id)
     let refused = 0
-    agent.exec = async (...args: Parameters<FakeAgent['exec']>) => {
+    agent.calls.exec = async (...args: Parameters<FakeGuest['exec']>) => {
       if (refused < 3) {
         refused++
         throw new AppError('SANDBOX_MOVING', 'moving')
       }
-      return real(...args)
+      return real.exec(...args)
     }
     const r = await call('POST', `/v1/sandboxes/${created.body.id}/exec`, { cmd: 'echo hi' })
     assert.equal(r.status, 200, JSON.stringify(r.body))

@@ -8,6 +8,7 @@ import { createServer, request, type Server } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, it, mock } from 'node:test'
+import type { AgentSandbox, GuestExecRequest } from '@forkbox/protocol'
 import { getRequestListener } from '@hono/node-server'
 import type { ServerConfigInput } from '../src/config.ts'
 import { e2bApi } from '../src/e2b/index.ts'
@@ -19,13 +20,18 @@ import { FakeAgent } from './fake-agent.ts'
 /** Remembers what reached the sandbox: a write refused at the edge never gets here. */
 class RecordingAgent extends FakeAgent {
   wrote: string[] = []
-  override async startProcess(id: string): Promise<{ pid: number }> {
-    this.wrote.push('startProcess')
-    return super.startProcess(id)
-  }
-  override async writeFile(...args: Parameters<FakeAgent['writeFile']>) {
-    this.wrote.push(`writeFile ${args[1]}`)
-    return super.writeFile(...args)
+  protected override guestOf(id: string): AgentSandbox {
+    const guest = super.guestOf(id)
+    return Object.assign(super.guestOf(id), {
+      startProcess: (req: GuestExecRequest) => {
+        this.wrote.push('startProcess')
+        return guest.startProcess(req)
+      },
+      writeFile: (...args: Parameters<AgentSandbox['writeFile']>) => {
+        this.wrote.push(`writeFile ${args[0]}`)
+        return guest.writeFile(...args)
+      },
+    } satisfies Partial<AgentSandbox>)
   }
 }
 

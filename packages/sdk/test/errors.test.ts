@@ -93,7 +93,7 @@ describe('error mapping', () => {
     it(`${errorStatus[code]} ${code} → ${expected[code].name}`, async () => {
       const s = server()
       const sbx = await Sandbox.create({ ...s.conn(), maxRetries: 0 })
-      s.agent.exec = () => Promise.reject(new AppError(code, 'went wrong', { hint: 1 }))
+      s.agent.calls.exec = () => Promise.reject(new AppError(code, 'went wrong', { hint: 1 }))
       await assert.rejects(sbx.exec('true'), (err: unknown) => {
         assertClass(err, expected[code])
         assert.equal(err.code, code)

@@ -1,6 +1,6 @@
 // The server tests' FakeAgent with an in-memory file tree per sandbox, so the files routes answer
 // with real entries.
-import { AppError, type FileEntry, type GuestFileOp, type GuestFileOps } from '@forkbox/protocol'
+import { type AgentSandbox, AppError, type FileEntry, type GuestFileOp, type GuestFileOps } from '@forkbox/protocol'
 import { FakeAgent } from '../../../apps/server/test/fake-agent.ts'
 
 interface Stored {
@@ -40,8 +40,17 @@ export class FilesAgent extends FakeAgent {
     return f
   }
 
-  // optional parameters keep the override assignable to FakeAgent's parameterless readFile
-  override async readFile(id = '', path = ''): Promise<{ size: number; stream: ReadableStream<Uint8Array> }> {
+  protected override guestOf(id: string): AgentSandbox {
+    const files: Pick<AgentSandbox, 'readFile' | 'writeFile' | 'fileOp'> = {
+      readFile: (path) => this.#readFile(id, path),
+      writeFile: (path, body, opts) => this.#writeFile(id, path, body, opts),
+      // the switch narrows `op`, not `R`: its answer is the op's result type by construction
+      fileOp: async <R extends GuestFileOp>(op: R) => this.#fileOp(id, op) as GuestFileOps[R['op']]['res'],
+    }
+    return Object.assign(super.guestOf(id), files)
+  }
+
+  async #readFile(id: string, path: string): Promise<{ size: number; stream: ReadableStream<Uint8Array> }> {
     const f = this.#get(id, path)
     const bytes = f.bytes
     return {
@@ -55,7 +64,7 @@ export class FilesAgent extends FakeAgent {
     }
   }
 
-  override async writeFile(
+  async #writeFile(
     id: string,
     path: string,
     body: AsyncIterable<Uint8Array>,
@@ -66,11 +75,6 @@ export class FilesAgent extends FakeAgent {
     const f: Stored = { type: 'file', bytes: new Uint8Array(Buffer.concat(chunks)), mode: opts.mode ?? 0o644 }
     this.#tree(id).set(path, f)
     return this.#entry(path, f)
-  }
-
-  override async fileOp<R extends GuestFileOp>(id: string, op: R): Promise<GuestFileOps[R['op']]['res']> {
-    // the switch narrows `op`, not `R`: its answer is the op's result type by construction
-    return this.#fileOp(id, op) as GuestFileOps[R['op']]['res']
   }
 
   #fileOp(id: string, op: GuestFileOp): GuestFileOps[GuestFileOp['op']]['res'] {

@@ -3,7 +3,14 @@
 import { timingSafeEqual } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import type { Duplex } from 'node:stream'
-import { type AgentApi, AppError, agentRemoteMethods, RpcPeer, type RpcTarget } from '@forkbox/protocol'
+import {
+  type AgentApi,
+  AppError,
+  agentRemoteMethods,
+  agentSandboxMethods,
+  RpcPeer,
+  type RpcTarget,
+} from '@forkbox/protocol'
 import { type RawData, type WebSocket, WebSocketServer } from 'ws'
 
 export const AGENT_RPC_PATH = '/v1/agent/rpc'
@@ -39,9 +46,17 @@ function bytesOf(data: RawData): Uint8Array {
 
 export function agentRpcServer(agent: AgentApi, opts: AgentRpcServerOptions): AgentRpcServer {
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES })
-  const target: RpcTarget = Object.fromEntries(
-    agentRemoteMethods.map((m) => [m, (...args: unknown[]) => (agent[m] as (...a: unknown[]) => unknown)(...args)]),
-  )
+  // a sandbox's calls go by their own names with its id first: `exec(id, req, …)`
+  const target: RpcTarget = Object.fromEntries([
+    ...agentRemoteMethods.map((m) => [m, (...args: unknown[]) => (agent[m] as (...a: unknown[]) => unknown)(...args)]),
+    ...agentSandboxMethods.map((m) => [
+      m,
+      (id: unknown, ...args: unknown[]) => {
+        if (typeof id !== 'string') throw new AppError('VALIDATION_FAILED', `${m}: the sandbox id is not a string`)
+        return (agent.sandbox(id)[m] as (...a: unknown[]) => unknown)(...args)
+      },
+    ]),
+  ])
   const peers = new Set<RpcPeer>()
   agent.onExit((id, reason, message) => {
     for (const p of peers) p.emit('exit', [id, reason, message])

@@ -4,43 +4,25 @@ import { randomBytes } from 'node:crypto'
 import { createReadStream } from 'node:fs'
 import type {
   AgentApi,
+  AgentSandbox,
   BuildLogLine,
   EgressPolicy,
-  FileEntry,
   ForkOptions,
   ForkOutcome,
-  GuestContextOp,
-  GuestContextOps,
-  GuestExecOutput,
-  GuestExecRequest,
-  GuestFileOp,
-  GuestFileOps,
-  GuestProcessOp,
-  GuestProcessOps,
-  GuestRunCodeOutput,
-  GuestRunCodeRequest,
   PortConnection,
-  ProcessExit,
   PruneOptions,
-  PtySession,
-  PtySpec,
   RegistryAuth,
-  RunCodeHandlers,
   SandboxExitListener,
   SandboxUsage,
   SnapshotOptions,
   StartSandboxSpec,
-  StreamHandlers,
   TemplateBuildResult,
   TemplateBuildSpec,
   TemplateInfo,
   TemplateProgress,
   TemplatePruneResult,
-  WatchEnd,
-  WatchHandlers,
-  WriteOptions,
 } from '@forkbox/protocol'
-import { AppError, SHA256_HEX, uploadOf, withUpload } from '@forkbox/protocol'
+import { AppError, agentSandboxCalls, SHA256_HEX, uploadOf, withUpload } from '@forkbox/protocol'
 import type { Logger } from 'pino'
 import type { HostRow, HostStore } from './hosts-store.ts'
 import { Images, missingTemplateImage } from './images.ts'
@@ -278,62 +260,24 @@ export class Fleet implements AgentApi {
     }
   }
 
-  async exec(
-    id: string,
-    req: GuestExecRequest,
-    signal?: AbortSignal,
-    stream?: StreamHandlers,
-  ): Promise<GuestExecOutput> {
-    return (await this.onSandbox(id)).exec(id, req, signal, stream)
-  }
-  async startProcess(id: string, req: GuestExecRequest): Promise<{ pid: number }> {
-    return (await this.onSandbox(id)).startProcess(id, req)
-  }
-  async attachProcess(
-    id: string,
-    pid: number,
-    opts: { offset?: number; output?: boolean },
-    handlers: StreamHandlers,
-    signal?: AbortSignal,
-  ): Promise<ProcessExit | null> {
-    return (await this.onSandbox(id)).attachProcess(id, pid, opts, handlers, signal)
-  }
-  async processOp<R extends GuestProcessOp>(id: string, req: R): Promise<GuestProcessOps[R['op']]['res']> {
-    return (await this.onSandbox(id)).processOp(id, req)
-  }
-  async openPty(id: string, spec: PtySpec, onData: (chunk: Uint8Array) => void | Promise<void>): Promise<PtySession> {
-    return (await this.onSandbox(id)).openPty(id, spec, onData)
-  }
-  async readFile(id: string, path: string, user?: string) {
-    return (await this.onSandbox(id)).readFile(id, path, user)
-  }
-  async writeFile(id: string, path: string, body: AsyncIterable<Uint8Array>, opts?: WriteOptions): Promise<FileEntry> {
-    return (await this.onSandbox(id)).writeFile(id, path, body, opts)
-  }
-  async fileOp<R extends GuestFileOp>(id: string, req: R): Promise<GuestFileOps[R['op']]['res']> {
-    return (await this.onSandbox(id)).fileOp(id, req)
-  }
-  async watchDir(
-    id: string,
-    req: { path: string; recursive?: boolean; user?: string },
-    handlers: WatchHandlers,
-    signal?: AbortSignal,
-  ): Promise<WatchEnd> {
-    return (await this.onSandbox(id)).watchDir(id, req, handlers, signal)
-  }
-  async runCode(
-    id: string,
-    req: GuestRunCodeRequest,
-    handlers?: RunCodeHandlers,
-    signal?: AbortSignal,
-  ): Promise<GuestRunCodeOutput> {
-    return (await this.onSandbox(id)).runCode(id, req, handlers, signal)
-  }
-  async codeContext<R extends GuestContextOp>(id: string, req: R): Promise<GuestContextOps[R['op']]['res']> {
-    return (await this.onSandbox(id)).codeContext(id, req)
+  /** A sandbox's calls, sent to the agent of the host holding it (looked up on the handle's first call). */
+  sandbox(id: string): AgentSandbox {
+    let on: Promise<AgentSandbox> | null = null
+    const resolve = () => {
+      if (on) return on
+      const looked = this.onSandbox(id).then((agent) => agent.sandbox(id))
+      // a failed lookup is not kept: the handle's next call looks again
+      looked.catch(() => {
+        if (on === looked) on = null
+      })
+      on = looked
+      return looked
+    }
+    return agentSandboxCalls(async (method, args) =>
+      ((await resolve())[method] as (...a: unknown[]) => unknown)(...args),
+    )
   }
 
-  /** A snapshot or a hibernation's image; copied to the shared image store, if any, in the background. */
   async snapshot(id: string, snapshotId: string, opts?: SnapshotOptions): Promise<{ sizeBytes: number }> {
     const { host, sizeBytes } = await this.checkpoint(id, snapshotId, opts)
     this.images.storeInBackground(host, snapshotId)

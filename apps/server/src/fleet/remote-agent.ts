@@ -1,7 +1,13 @@
 // The control plane's side of a host agent on another machine: the `AgentApi` over one
 // WebSocket, opened on first use and again after it drops.
-import type { AgentApi, AgentRemoteMethod, SandboxErrorReason, SandboxExitListener } from '@forkbox/protocol'
-import { AppError, agentRemoteCalls, RpcPeer } from '@forkbox/protocol'
+import type {
+  AgentApi,
+  AgentRemoteMethod,
+  AgentSandboxMethod,
+  SandboxErrorReason,
+  SandboxExitListener,
+} from '@forkbox/protocol'
+import { AppError, agentRemoteCalls, agentSandboxCalls, RpcPeer } from '@forkbox/protocol'
 import { type RawData, WebSocket } from 'ws'
 
 /** Where the agent serves calls (its `AGENT_RPC_PATH`), under its base URL (which may have a path). */
@@ -107,7 +113,7 @@ class AgentLink {
       )
   }
 
-  call(method: AgentRemoteMethod, args: unknown[]): Promise<unknown> {
+  call(method: AgentRemoteMethod | AgentSandboxMethod, args: unknown[]): Promise<unknown> {
     return this.connect().then((peer) => peer.call(method, args))
   }
 
@@ -129,6 +135,8 @@ export function remoteAgent(opts: RemoteAgentOptions): RemoteAgent {
   const link = new AgentLink(opts)
   return {
     ...agentRemoteCalls((method, args) => link.call(method, args)),
+    // a sandbox's calls go by their own names with its id first (the agent's side takes it off)
+    sandbox: (id) => agentSandboxCalls((method, args) => link.call(method, [id, ...args])),
     onExit: (listener) => link.onExit(listener),
     close: () => link.close(),
   }

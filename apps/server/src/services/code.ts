@@ -2,7 +2,6 @@
 // as they happen (to a stream) and together as one Execution.
 import { StringDecoder } from 'node:string_decoder'
 import {
-  type AgentApi,
   AppError,
   type CodeContext,
   type CodeResult,
@@ -24,12 +23,19 @@ export interface ExecutionSink {
   result?(result: CodeResult): void
 }
 
+export interface CodeServiceOptions {
+  calls: SandboxCalls
+  metrics?: Metrics
+}
+
 export class CodeService {
-  constructor(
-    private readonly calls: SandboxCalls,
-    private readonly agent: AgentApi,
-    private readonly metrics?: Metrics,
-  ) {}
+  private readonly calls: SandboxCalls
+  private readonly metrics?: Metrics
+
+  constructor(o: CodeServiceOptions) {
+    this.calls = o.calls
+    this.metrics = o.metrics
+  }
 
   async run(owner: string, id: string, req: RunCodeInput, sink: ExecutionSink = {}, signal?: AbortSignal) {
     const logs = { stdout: [] as string[], stderr: [] as string[] }
@@ -42,9 +48,8 @@ export class CodeService {
       logs[name].push(s)
       sink[name]?.(s)
     }
-    const out = await this.calls.onSandbox(owner, id, () =>
-      this.agent.runCode(
-        id,
+    const out = await this.calls.onSandbox(owner, id, (sbx) =>
+      sbx.runCode(
         {
           code: req.code,
           language: req.language,
@@ -73,23 +78,23 @@ export class CodeService {
 
   async createContext(owner: string, id: string, req: CreateContextInput): Promise<CodeContext> {
     const op = { op: 'context_create' as const, language: req.language, cwd: req.cwd, env: req.envs }
-    return this.calls.onSandbox(owner, id, () => this.agent.codeContext(id, op))
+    return this.calls.onSandbox(owner, id, (sbx) => sbx.codeContext(op))
   }
 
   async listContexts(owner: string, id: string): Promise<CodeContext[]> {
     const op = { op: 'context_list' as const }
-    return this.calls.onSandbox(owner, id, () => this.agent.codeContext(id, op))
+    return this.calls.onSandbox(owner, id, (sbx) => sbx.codeContext(op))
   }
 
   async restartContext(owner: string, id: string, context: string): Promise<CodeContext> {
     const op = { op: 'context_restart' as const, context }
-    return this.calls.onSandbox(owner, id, () => this.agent.codeContext(id, op))
+    return this.calls.onSandbox(owner, id, (sbx) => sbx.codeContext(op))
   }
 
   async removeContext(owner: string, id: string, context: string): Promise<void> {
     if (context === 'python' || context === 'bash' || context === 'javascript')
       throw new AppError('VALIDATION_FAILED', `the default ${context} context can be restarted but not removed`)
     const op = { op: 'context_remove' as const, context }
-    await this.calls.onSandbox(owner, id, () => this.agent.codeContext(id, op))
+    await this.calls.onSandbox(owner, id, (sbx) => sbx.codeContext(op))
   }
 }

@@ -1,7 +1,6 @@
 // Commands: run and wait (JSON), run and stream (flow controlled), or start in the background and
 // attach to its output, stdin and signals later, from any client.
 import {
-  type AgentApi,
   AppError,
   DEFAULT_EXEC_TIMEOUT_SECONDS,
   DEFAULT_MAX_OUTPUT_BYTES,
@@ -61,13 +60,22 @@ function toHandlers(sink: OutputSink, encoding: Encoding): StreamHandlers {
   }
 }
 
+export interface ExecServiceOptions {
+  calls: SandboxCalls
+  events: SandboxEvents
+  metrics?: Metrics
+}
+
 export class ExecService {
-  constructor(
-    private readonly calls: SandboxCalls,
-    private readonly events: SandboxEvents,
-    private readonly agent: AgentApi,
-    private readonly metrics?: Metrics,
-  ) {}
+  private readonly calls: SandboxCalls
+  private readonly events: SandboxEvents
+  private readonly metrics?: Metrics
+
+  constructor(o: ExecServiceOptions) {
+    this.calls = o.calls
+    this.events = o.events
+    this.metrics = o.metrics
+  }
 
   /** exec-started / exec-ended events around `run`. */
   private async recorded<T extends { exitCode: number }>(
@@ -86,9 +94,9 @@ export class ExecService {
 
   async exec(owner: string, id: string, req: ExecInput, signal?: AbortSignal): Promise<ExecResult> {
     const timeout = req.timeoutSeconds ?? DEFAULT_EXEC_TIMEOUT_SECONDS
-    const out = await this.calls.onSandbox(owner, id, () =>
+    const out = await this.calls.onSandbox(owner, id, (sbx) =>
       this.recorded(id, req, () =>
-        this.agent.exec(id, guestRequest(req, timeout, req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES), signal),
+        sbx.exec(guestRequest(req, timeout, req.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES), signal),
       ),
     )
     const enc = req.encoding === 'base64' ? 'base64' : 'utf8'
@@ -110,14 +118,9 @@ export class ExecService {
   /** Runs to the end with output going to `sink` as it comes; resolves with how it ended. */
   async stream(owner: string, id: string, req: ExecInput, sink: OutputSink, signal?: AbortSignal) {
     const timeout = req.timeoutSeconds ?? DEFAULT_EXEC_TIMEOUT_SECONDS
-    const out = await this.calls.onSandbox(owner, id, () =>
+    const out = await this.calls.onSandbox(owner, id, (sbx) =>
       this.recorded(id, req, () =>
-        this.agent.exec(
-          id,
-          guestRequest(req, timeout, req.maxOutputBytes ?? 0),
-          signal,
-          toHandlers(sink, req.encoding),
-        ),
+        sbx.exec(guestRequest(req, timeout, req.maxOutputBytes ?? 0), signal, toHandlers(sink, req.encoding)),
       ),
     )
     const { exitCode, signal: sig, timedOut, truncated, durationMs } = out
@@ -126,8 +129,8 @@ export class ExecService {
 
   async start(owner: string, id: string, req: ExecInput): Promise<{ pid: number }> {
     // a background command has no timeout unless one is asked for
-    const started = await this.calls.onSandbox(owner, id, () =>
-      this.agent.startProcess(id, guestRequest(req, req.timeoutSeconds ?? 0, 0)),
+    const started = await this.calls.onSandbox(owner, id, (sbx) =>
+      sbx.startProcess(guestRequest(req, req.timeoutSeconds ?? 0, 0)),
     )
     const cmd = Array.isArray(req.cmd) ? req.cmd.join(' ') : req.cmd
     await this.events.record(id, 'exec-started', `pid ${started.pid}: ${cmd.slice(0, 200)}`)
@@ -135,7 +138,7 @@ export class ExecService {
   }
 
   async list(owner: string, id: string): Promise<ProcessInfo[]> {
-    return this.calls.onSandbox(owner, id, () => this.agent.processOp(id, { op: 'proc_list' }))
+    return this.calls.onSandbox(owner, id, (sbx) => sbx.processOp({ op: 'proc_list' }))
   }
 
   /** Streams a background process's output from `offset` until it exits (or `signal` detaches). */
@@ -147,8 +150,8 @@ export class ExecService {
     sink: OutputSink,
     signal?: AbortSignal,
   ): Promise<ProcessExit | null> {
-    return this.calls.onSandbox(owner, id, () =>
-      this.agent.attachProcess(id, pid, opts, toHandlers(sink, opts.encoding), signal),
+    return this.calls.onSandbox(owner, id, (sbx) =>
+      sbx.attachProcess(pid, opts, toHandlers(sink, opts.encoding), signal),
     )
   }
 
@@ -161,8 +164,8 @@ export class ExecService {
     ready: (session: PtySession) => void,
   ): Promise<{ exitCode: number; signal: string | null }> {
     // the terminal counts as activity for as long as it is open
-    return this.calls.onSandbox(owner, id, async () => {
-      const session = await this.agent.openPty(id, spec, onData)
+    return this.calls.onSandbox(owner, id, async (sbx) => {
+      const session = await sbx.openPty(spec, onData)
       ready(session)
       await this.events.record(id, 'pty-opened', spec.cmd ?? spec.argv?.join(' ') ?? 'bash -l')
       return session.exited
@@ -170,13 +173,13 @@ export class ExecService {
   }
 
   async stdin(owner: string, id: string, pid: number, data: Buffer, eof: boolean): Promise<void> {
-    await this.calls.onSandbox(owner, id, async () => {
-      if (data.length > 0) await this.agent.processOp(id, { op: 'proc_stdin', pid, data: data.toString('base64') })
-      if (eof) await this.agent.processOp(id, { op: 'proc_stdin', pid, eof: true })
+    await this.calls.onSandbox(owner, id, async (sbx) => {
+      if (data.length > 0) await sbx.processOp({ op: 'proc_stdin', pid, data: data.toString('base64') })
+      if (eof) await sbx.processOp({ op: 'proc_stdin', pid, eof: true })
     })
   }
 
   async signal(owner: string, id: string, pid: number, sig: string): Promise<ProcessInfo> {
-    return this.calls.onSandbox(owner, id, () => this.agent.processOp(id, { op: 'proc_signal', pid, signal: sig }))
+    return this.calls.onSandbox(owner, id, (sbx) => sbx.processOp({ op: 'proc_signal', pid, signal: sig }))
   }
 }

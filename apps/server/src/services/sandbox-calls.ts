@@ -4,6 +4,7 @@
 import type { Agent as HttpAgent } from 'node:http'
 import {
   type AgentApi,
+  type AgentSandbox,
   AppError,
   type FileEntry,
   type GuestFileOp,
@@ -36,17 +37,18 @@ export class SandboxCalls {
    * meanwhile is reported as such. A call refused because the sandbox was leaving its host
    * (SANDBOX_MOVING: it never started) goes again once the sandbox runs wherever it went.
    */
-  async onSandbox<T>(owner: string, id: string, fn: () => Promise<T>): Promise<T> {
+  async onSandbox<T>(owner: string, id: string, fn: (sandbox: AgentSandbox) => Promise<T>): Promise<T> {
     return this.o.sandboxes.busyWith(id, () => this.onAwake(owner, id, fn))
   }
 
-  private async onAwake<T>(owner: string, id: string, fn: () => Promise<T>): Promise<T> {
+  private async onAwake<T>(owner: string, id: string, fn: (sandbox: AgentSandbox) => Promise<T>): Promise<T> {
     try {
       const deadline = Date.now() + (this.o.movingRetryMs ?? 60_000)
       for (;;) {
         await this.o.sandboxes.hibernation.awake(owner, id)
         try {
-          return await fn()
+          // a handle per try: a sandbox that moved is looked for where it went
+          return await fn(this.o.agent.sandbox(id))
         } catch (err) {
           if (!(err instanceof AppError && err.code === 'SANDBOX_MOVING') || Date.now() >= deadline) throw err
           await new Promise((r) => setTimeout(r, 100))
@@ -97,7 +99,7 @@ export class SandboxCalls {
   }
 
   readFile(owner: string, id: string, path: string, user?: string) {
-    return this.onSandbox(owner, id, () => this.o.agent.readFile(id, path, user))
+    return this.onSandbox(owner, id, (sbx) => sbx.readFile(path, user))
   }
 
   writeFile(
@@ -107,11 +109,11 @@ export class SandboxCalls {
     body: AsyncIterable<Uint8Array>,
     opts: WriteOptions,
   ): Promise<FileEntry> {
-    return this.onSandbox(owner, id, () => this.o.agent.writeFile(id, path, body, opts))
+    return this.onSandbox(owner, id, (sbx) => sbx.writeFile(path, body, opts))
   }
 
   fileOp<R extends GuestFileOp>(owner: string, id: string, req: R): Promise<GuestFileOps[R['op']]['res']> {
-    return this.onSandbox(owner, id, () => this.o.agent.fileOp(id, req))
+    return this.onSandbox(owner, id, (sbx) => sbx.fileOp(req))
   }
 
   /** A directory watch; like an attached stream it counts as activity while it is open. */
@@ -122,13 +124,13 @@ export class SandboxCalls {
     handlers: WatchHandlers,
     signal?: AbortSignal,
   ): Promise<WatchEnd> {
-    return this.onSandbox(owner, id, () => this.o.agent.watchDir(id, req, handlers, signal))
+    return this.onSandbox(owner, id, (sbx) => sbx.watchDir(req, handlers, signal))
   }
 
   /** Bytes used on the sandbox's writable filesystems (/work, /home, /tmp). */
   async diskUsage(owner: string, id: string): Promise<number> {
     await this.o.sandboxes.running(owner, id)
-    const { usedBytes } = await this.o.agent.fileOp(id, { op: 'usage' })
+    const { usedBytes } = await this.o.agent.sandbox(id).fileOp({ op: 'usage' })
     return usedBytes
   }
 }
