@@ -15,6 +15,12 @@ export function requireApiKey(c: Context<AppEnv>): string {
   return who.principal.keyId
 }
 
+/** A control-plane handler, handed the key id of the call's API key. */
+export type KeyedHandler = (c: Context<AppEnv>, owner: string) => Promise<Response>
+
+/** An authenticated control-plane handler (what it throws goes out E2B-shaped: the layer's onError). */
+export const withApiKey = (fn: KeyedHandler) => (c: Context<AppEnv>) => fn(c, requireApiKey(c))
+
 /**
  * The envd access token of a sandbox (valid while its owner's key is), handed out to its owner's
  * key whatever its scopes: the token carries the key's scopes as they stand at each call.

@@ -75,6 +75,19 @@ export function sandboxUnary<T extends z.ZodType>(
   return (c: Context<AppEnv>) => unary(c, async () => fn(await sandboxCall(c), await unaryRequest(c, schema)))
 }
 
+/** A server-streaming method of an envd service: the caller is checked before the request message is read. */
+export function sandboxStream<T extends z.ZodType>(
+  schema: T,
+  keepalive: unknown,
+  fn: (c: Context<AppEnv>, call: SandboxCall, req: z.output<T>, out: ServerStream) => Promise<void>,
+) {
+  return (c: Context<AppEnv>) =>
+    serverStream(c, keepalive, async (out) => {
+      const call = await sandboxCall(c)
+      return fn(c, call, await streamRequest(c, schema), out)
+    })
+}
+
 /** A failure that means the sandbox ended under the call (killed, or died): envd's connection would drop with it. */
 export function sandboxEnded(err: unknown): boolean {
   return err instanceof AppError && (err.code === 'SANDBOX_NOT_RUNNING' || err.code === 'SANDBOX_ERRORED')

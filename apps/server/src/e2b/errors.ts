@@ -1,7 +1,7 @@
 // forkbox's errors in the two shapes the E2B clients read: REST `{code: <status>, message}` and
 // Connect `{code: "not_found", message}`; forkbox's own stable code and the request id travel along.
-// http/errors.ts builds them, as it does forkbox's own.
-import { type ErrorCode, errorStatus } from '@forkbox/protocol'
+// http/errors.ts builds them, as it does forkbox's own. And the refusal of what forkbox does not serve.
+import { AppError, type ErrorCode, errorStatus } from '@forkbox/protocol'
 import type { ErrorFormat } from '../http/errors.ts'
 
 /** Connect protocol codes (connectrpc.com/docs/protocol#error-codes) and their HTTP statuses. */
@@ -86,4 +86,9 @@ export const e2bRestErrors: ErrorFormat = {
 export const connectErrors: ErrorFormat<{ code: ConnectCode; message: string; errorCode: ErrorCode }> = {
   status: (e) => connectStatus[connectCodeOf[e.code]],
   body: (e, requestId) => ({ code: connectCodeOf[e.code], message: e.message, errorCode: e.code, requestId }),
+}
+
+/** A refusal of what forkbox does not serve, saying what to use instead. */
+export function unsupported(what: string, instead: string): never {
+  throw new AppError('NOT_IMPLEMENTED', `${what} is not supported by forkbox; ${instead}`)
 }

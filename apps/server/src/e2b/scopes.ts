@@ -1,11 +1,11 @@
 // Which E2B calls write, for a read-only key and every token of its sandboxes (http/tenancy.ts):
 // envd's Connect calls are all POSTs, so their method names say; a control-plane connect is a
-// read unless it lengthens the sandbox's life (control-plane.ts checks that part).
+// read unless it lengthens the sandbox's life (sandboxes/connect.ts checks that part).
 import type { Context } from 'hono'
 import type { AppEnv } from '../http/env.ts'
 
 /**
- * Every Connect method envd serves (process.ts, filesystem.ts, watch.ts). Reads only look: they
+ * Every Connect method envd serves (process/, filesystem/). Reads only look: they
  * match forkbox's own GET routes (a process's output, a directory's listing or its changes).
  */
 export const CONNECT_METHODS = {

@@ -1,20 +1,18 @@
-// envd's REST side: GET /files (raw bytes), POST /files (multipart, or octet-stream with
-// optional gzip; either streamed to the sandbox as it arrives) and GET /health (204 running,
-// 502 not: what `isRunning()` reads).
+// POST /files: multipart (one part a file), or octet-stream with optional gzip; either streamed to
+// the sandbox as it arrives. A signed URL writes the one path it was signed for.
 import { pipeline, type Readable } from 'node:stream'
 import { createGunzip } from 'node:zlib'
 import { AppError, type FileEntry } from '@forkbox/protocol'
-import type { Context, Hono } from 'hono'
-import type { AppEnv } from '../http/env.ts'
-import { metadataOf } from '../http/file-metadata.ts'
-import { bodyError, capped, eachFilePart, uploadBody } from '../http/upload.ts'
-import { pathOf } from './filesystem.ts'
-import { type SandboxCall, sandboxCall } from './sandbox-call.ts'
+import type { Context } from 'hono'
+import type { AppEnv } from '../../http/env.ts'
+import { metadataOf } from '../../http/file-metadata.ts'
+import { bodyError, capped, eachFilePart, uploadBody } from '../../http/upload.ts'
+import type { E2bApp, E2bLayer } from '../route-module.ts'
+import { sandboxCall } from '../sandbox-call.ts'
+import { pathOf, userOf } from './query.ts'
 
-/** `?username=` wins over the Basic auth user, as in envd. */
-function userOf(c: Context<AppEnv>, call: SandboxCall): string | undefined {
-  return c.req.query('username') || call.user
-}
+/** Most files in one multipart upload (the clients send one part per file). */
+const MAX_UPLOAD_FILES = 1000
 
 const written = (e: FileEntry) => ({
   name: e.name,
@@ -22,22 +20,6 @@ const written = (e: FileEntry) => ({
   path: e.path,
   ...(e.metadata ? { metadata: e.metadata } : {}),
 })
-
-async function read(c: Context<AppEnv>): Promise<Response> {
-  const call = await sandboxCall(c)
-  const path = pathOf(c.req.query('path'))
-  const file = await call.services.calls.readFile(call.owner, call.sandboxId, path, userOf(c, call))
-  return new Response(file.stream, {
-    headers: {
-      'content-type': 'application/octet-stream',
-      ...(file.size === null ? {} : { 'content-length': String(file.size) }),
-      'content-disposition': `attachment; filename="${encodeURIComponent(path.split('/').pop() ?? 'file')}"`,
-    },
-  })
-}
-
-/** Most files in one multipart upload (the clients send one part per file). */
-const MAX_UPLOAD_FILES = 1000
 
 /**
  * The request body as it arrives: at most `maxBytes` on the wire, gunzipped if so encoded (and
@@ -84,21 +66,7 @@ async function write(c: Context<AppEnv>, maxBytes: number): Promise<Response> {
   }
 }
 
-/** 204 running; 502 for anything else, an unknown sandbox included (what E2B's proxy answers). */
-async function health(c: Context<AppEnv>): Promise<Response> {
-  const call = await sandboxCall(c)
-  try {
-    const s = await call.services.sandboxes.get(call.owner, call.sandboxId)
-    return s.state === 'running' ? c.body(null, 204) : c.text(`sandbox ${s.id} is ${s.state}`, 502)
-  } catch (err) {
-    if (err instanceof AppError && err.code === 'SANDBOX_NOT_FOUND') return c.text(err.message, 502)
-    throw err
-  }
-}
-
-export function registerFiles(app: Hono<AppEnv>, maxUploadBytes: number): void {
-  app.get('/files', read)
+export function register(app: E2bApp, { maxUploadBytes }: E2bLayer): void {
   // no body-limit middleware: hono's reads a body without Content-Length whole into memory
   app.post('/files', (c) => write(c, maxUploadBytes))
-  app.get('/health', health)
 }

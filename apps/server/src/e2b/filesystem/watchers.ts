@@ -1,19 +1,11 @@
-// envd's directory watches over forkbox's: `WatchDir` streams the changes; `CreateWatcher`,
-// `GetWatcherEvents` and `RemoveWatcher` (E2B's Python client polls them) keep a watch here and
-// hand out what it collected. A polled watcher lives on the control-plane process that created it.
+// The polled watchers (`CreateWatcher`, `GetWatcherEvents`, `RemoveWatcher`; E2B's Python client
+// polls them): each keeps a watch here and hands out what it collected. A polled watcher lives on
+// the control-plane process that created it.
 import { randomUUID } from 'node:crypto'
 import { AppError } from '@forkbox/protocol'
-import type { Context } from 'hono'
-import type { z } from 'zod'
-import type { AppEnv } from '../http/env.ts'
-import { startWatch as startSandboxWatch, type WatchChange } from '../services/watch.ts'
-import { type ServerStream, sandboxUnary, serverStream, streamRequest } from './connect.ts'
-import { entryInfo } from './entry-info.ts'
-import { WatchDirRequest, WatcherRequest } from './messages.ts'
-import { type SandboxCall, sandboxCall } from './sandbox-call.ts'
+import type { SandboxCall } from '../sandbox-call.ts'
+import { fsEvent, startWatch, type WatchRequest } from './watch-events.ts'
 
-// filesystem.EventType
-const EVENT_TYPE = { create: 1, write: 2, remove: 3, rename: 4, chmod: 5 } as const
 /** Events a polled watcher keeps for its next poll; past it, the watch waits (and the sandbox's queue fills). */
 const MAX_BUFFERED_EVENTS = 10_000
 /** A polled watcher no one asked for events this long is stopped. */
@@ -21,45 +13,6 @@ const POLL_IDLE_MS = 10 * 60_000
 /** Polled watchers kept per sandbox (the guest holds 128 watches at most) and in all. */
 const MAX_WATCHERS_PER_SANDBOX = 128
 const MAX_WATCHERS = 10_000
-
-type Request = z.output<typeof WatchDirRequest>
-
-/** A forkbox watch event as envd's FilesystemEvent; with `includeEntry`, the entry as it is now (none once gone). */
-async function fsEvent(call: SandboxCall, e: WatchChange, includeEntry: boolean) {
-  const out = { name: e.name, type: EVENT_TYPE[e.type] }
-  if (!includeEntry || e.type === 'remove' || e.type === 'rename') return out
-  const entry = await call.services.calls
-    .fileOp(call.owner, call.sandboxId, { op: 'stat', path: e.path, user: call.user })
-    .catch(() => null)
-  return entry ? { ...out, entry: entryInfo(entry) } : out
-}
-
-function startWatch(
-  call: SandboxCall,
-  req: Request,
-  onEvents: (changes: WatchChange[]) => Promise<void>,
-  signal: AbortSignal,
-) {
-  const { owner, sandboxId } = call
-  const watched = { path: req.path, recursive: req.recursive, user: call.user }
-  return startSandboxWatch(call.services.calls, owner, sandboxId, watched, { events: onEvents }, signal)
-}
-
-async function watchDir(c: Context<AppEnv>, out: ServerStream): Promise<void> {
-  const call = await sandboxCall(c)
-  const req = await streamRequest(c, WatchDirRequest)
-  const { started, done } = startWatch(
-    call,
-    req,
-    async (changes) => {
-      for (const e of changes) await out.send({ filesystem: await fsEvent(call, e, req.includeEntry) })
-    },
-    out.signal,
-  )
-  await started
-  await out.send({ start: {} })
-  await done
-}
 
 interface Watcher {
   sandboxId: string
@@ -72,11 +25,12 @@ interface Watcher {
   failed: unknown
 }
 
-class Watchers {
+/** One per app, so two apps in a process never see each other's. */
+export class Watchers {
   private readonly all = new Map<string, Watcher>()
   private sweeper: NodeJS.Timeout | null = null
 
-  async create(call: SandboxCall, req: Request): Promise<{ watcherId: string }> {
+  async create(call: SandboxCall, req: WatchRequest): Promise<{ watcherId: string }> {
     const mine = [...this.all.values()].filter((w) => w.sandboxId === call.sandboxId).length
     if (mine >= MAX_WATCHERS_PER_SANDBOX || this.all.size >= MAX_WATCHERS)
       throw new AppError(
@@ -165,21 +119,4 @@ class Watchers {
     }, 60_000)
     this.sweeper.unref()
   }
-}
-
-export function registerWatch(app: { post(path: string, handler: (c: Context<AppEnv>) => unknown): unknown }): void {
-  const watchers = new Watchers()
-  app.post('/filesystem.Filesystem/WatchDir', (c) => serverStream(c, { keepalive: {} }, (out) => watchDir(c, out)))
-  app.post(
-    '/filesystem.Filesystem/CreateWatcher',
-    sandboxUnary(WatchDirRequest, (call, req) => watchers.create(call, req)),
-  )
-  app.post(
-    '/filesystem.Filesystem/GetWatcherEvents',
-    sandboxUnary(WatcherRequest, async (call, req) => watchers.poll(call, req.watcherId)),
-  )
-  app.post(
-    '/filesystem.Filesystem/RemoveWatcher',
-    sandboxUnary(WatcherRequest, async (call, req) => watchers.remove(call, req.watcherId)),
-  )
 }

@@ -1,0 +1,25 @@
+// filesystem.Filesystem/MakeDir: envd's fails with already_exists when the directory is there (the
+// client returns false).
+import { AppError } from '@forkbox/protocol'
+import { sandboxUnary } from '../connect.ts'
+import { entryInfo } from '../entry-info.ts'
+import { PathRequest } from '../messages.ts'
+import type { E2bApp } from '../route-module.ts'
+
+export function register(app: E2bApp): void {
+  app.post(
+    '/filesystem.Filesystem/MakeDir',
+    sandboxUnary(PathRequest, async (call, { path }) => {
+      const { calls } = call.services
+      const existing = await calls
+        .fileOp(call.owner, call.sandboxId, { op: 'stat', path, user: call.user })
+        .catch((err: unknown) => {
+          if (err instanceof AppError && err.code === 'FILE_NOT_FOUND') return null
+          throw err
+        })
+      if (existing) throw new AppError('FILE_EXISTS', `${path} already exists`)
+      const e = await calls.fileOp(call.owner, call.sandboxId, { op: 'mkdir', path, user: call.user })
+      return { entry: entryInfo(e) }
+    }),
+  )
+}
