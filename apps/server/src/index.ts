@@ -119,11 +119,11 @@ export async function createControlPlane(opts: {
     E2B_TEMPLATE_IDS,
   )
   const metrics = new Metrics(store, agent)
-  const sandboxes = new SandboxService(
+  const sandboxes = new SandboxService({
     store,
     agent,
     log,
-    {
+    limits: {
       maxSandboxes: config.maxSandboxes,
       idleTimeoutMs: config.idleTimeoutSeconds * 1000,
       idleAction: config.idleAction,
@@ -136,9 +136,8 @@ export async function createControlPlane(opts: {
     snapshots,
     auth,
     metrics,
-    (owner, ref) => templates.resolve(owner, ref),
-    (name) => templates.label(name),
-  )
+    templates,
+  })
   const recovery = new SandboxRecovery({
     store,
     agent,

@@ -89,7 +89,10 @@ export class FakeAgent implements AgentApi {
     for (const [name, r] of this.missingRootfs) if (r === rootfs) this.missingRootfs.delete(name)
   }
 
+  /** How many times the templates were listed (a create's lookups). */
+  templateLists = 0
   async templates(): Promise<TemplateInfo[]> {
+    this.templateLists++
     const r = { vcpus: 1, memoryMB: 512, diskMB: 1024, pids: 1024 }
     const user = [...this.userTemplates.values()].map((t) => ({
       name: t.name,
@@ -126,8 +129,14 @@ export class FakeAgent implements AgentApi {
     this.buildError = null
     if (err) throw err
     onLog({ step: 1, stream: 'stdout', message: 'step output' })
-    this.userTemplates.set(spec.name, spec)
-    return { pinned: spec }
+    // a Dockerfile's build pins what it made, as the real agent's does (its image config)
+    const { source } = spec
+    const pinned: TemplateBuildSpec =
+      source.kind === 'dockerfile'
+        ? { ...spec, source: { ...source, built: { key: `fake-${spec.name}`, env: {}, exposedPorts: [] } } }
+        : spec
+    this.userTemplates.set(spec.name, pinned)
+    return { pinned }
   }
   async registerTemplates(specs: TemplateBuildSpec[]): Promise<void> {
     for (const s of specs) this.userTemplates.set(s.name, s)

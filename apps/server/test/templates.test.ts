@@ -77,6 +77,22 @@ afterEach(async () => {
 })
 
 describe('templates users build', () => {
+  it('a create looks its template up once: a built Dockerfile from its record, an image and a built-in from the agent', async () => {
+    const built = await call('POST', '/v1/templates', { name: 'df-once', dockerfile: 'FROM forkbox:base' })
+    await settled(built.body.build.id)
+    const image = await call('POST', '/v1/templates', { name: 'img-once', image: 'registry.local/team/env:1' })
+    await settled(image.body.build.id)
+    const lists = async (template: string) => {
+      const before = agent.templateLists
+      const r = await call('POST', '/v1/sandboxes', { template })
+      assert.equal(r.status, 201, JSON.stringify(r.body))
+      return agent.templateLists - before
+    }
+    assert.equal(await lists('df-once'), 0, "a built Dockerfile's record says it all")
+    assert.equal(await lists('img-once'), 1, "an image's EXPOSE is the agent's to read")
+    assert.equal(await lists('base'), 1)
+  })
+
   it('an image build becomes version 1, listed and creatable by name and name@version', async () => {
     const r = await call('POST', '/v1/templates', { name: 'my-env', image: 'registry.local/team/env:1' })
     assert.equal(r.status, 202, JSON.stringify(r.body))

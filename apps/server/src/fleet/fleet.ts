@@ -90,19 +90,37 @@ export class Fleet implements AgentApi {
 
   // ---- templates ----
 
-  /** Every create reads the templates: asking every host each time would cost a round trip per host. */
-  private templatesCache: { at: number; list: Promise<TemplateInfo[]> } | null = null
+  /**
+   * Every create of a built-in reads the templates: asking every host each time would cost a round
+   * trip per host. A list older than a couple of seconds is still answered at once while a fresh
+   * one is asked for (what a create needs of it — resources, ports — does not change; a template
+   * it lacks or that is not ready is asked for again through `ensureTemplate`, which drops it).
+   */
+  private templatesCache: { at: number; list: Promise<TemplateInfo[]>; refreshing?: boolean } | null = null
 
   templates(): Promise<TemplateInfo[]> {
-    const now = Date.now()
-    if (!this.templatesCache || now - this.templatesCache.at > TEMPLATES_CACHE_MS) {
-      const list = this.listTemplates()
-      list.catch(() => {
-        if (this.templatesCache?.list === list) this.templatesCache = null
-      })
-      this.templatesCache = { at: now, list }
+    const cached = this.templatesCache
+    if (!cached) return this.refreshTemplates()
+    if (Date.now() - cached.at > TEMPLATES_CACHE_MS && !cached.refreshing) {
+      cached.refreshing = true
+      this.refreshTemplates().catch(() => {})
     }
-    return this.templatesCache.list
+    return cached.list
+  }
+
+  private refreshTemplates(): Promise<TemplateInfo[]> {
+    const list = this.listTemplates()
+    list.then(
+      () => {
+        if (!this.templatesCache || this.templatesCache.list !== list) this.templatesCache = { at: Date.now(), list }
+      },
+      () => {
+        if (this.templatesCache?.list === list) this.templatesCache = null
+        else if (this.templatesCache) this.templatesCache.refreshing = false
+      },
+    )
+    if (!this.templatesCache) this.templatesCache = { at: Date.now(), list }
+    return list
   }
 
   private async listTemplates(): Promise<TemplateInfo[]> {

@@ -8,7 +8,6 @@ import {
   type ForkOutcome,
   type NetworkPolicy,
   type ResolvedResources,
-  type Sandbox,
 } from '@forkbox/protocol'
 import type { Logger } from 'pino'
 import type { Metrics } from '../metrics.ts'
@@ -33,17 +32,34 @@ function newSandboxId(): string {
   return `sbx-${randomBytes(10).toString('hex')}`
 }
 
+export interface LauncherOptions {
+  store: SandboxStore
+  agent: AgentApi
+  log: Logger
+  maxSandboxes: number
+  metrics?: Metrics
+  quotas?: QuotaGuard | null
+}
+
+/** What a fork launched: every fork started, or those that did (to be killed) and the first failure. */
+export type ForkLaunch = { forks: string[]; failure: null } | { forks: string[]; failure: AppError }
+
 export class Launcher {
-  constructor(
-    private readonly store: SandboxStore,
-    private readonly agent: AgentApi,
-    private readonly log: Logger,
-    private readonly maxSandboxes: number,
-    /** The API's view of a sandbox of `owner`. */
-    private readonly view: (owner: string, id: string) => Promise<Sandbox>,
-    private readonly metrics?: Metrics,
-    private readonly quotas: QuotaGuard | null = null,
-  ) {}
+  private readonly store: SandboxStore
+  private readonly agent: AgentApi
+  private readonly log: Logger
+  private readonly maxSandboxes: number
+  private readonly metrics?: Metrics
+  private readonly quotas: QuotaGuard | null
+
+  constructor(o: LauncherOptions) {
+    this.store = o.store
+    this.agent = o.agent
+    this.log = o.log
+    this.maxSandboxes = o.maxSandboxes
+    this.metrics = o.metrics
+    this.quotas = o.quotas ?? null
+  }
 
   /** Runs `record` once `count` sandboxes of `resources` are admitted for `owner` (its quotas). */
   private admit<T>(owner: string, count: number, r: ResolvedResources, record: () => Promise<T>): Promise<T> {
@@ -52,8 +68,11 @@ export class Launcher {
     return this.quotas.admit(owner, ask, record)
   }
 
-  /** Records a new sandbox and has the agent start it; a failure leaves it `errored`, never half there. */
-  async launch(owner: string, req: LaunchInput, signal?: AbortSignal): Promise<Sandbox> {
+  /**
+   * Records a new sandbox and has the agent start it; a failure leaves it `errored`, never half
+   * there. Resolves with its id once it runs.
+   */
+  async launch(owner: string, req: LaunchInput, signal?: AbortSignal): Promise<string> {
     if ((await this.store.countActive()) >= this.maxSandboxes)
       throw new AppError('NO_CAPACITY', `this host runs at most ${this.maxSandboxes} sandboxes`)
     const id = newSandboxId()
@@ -64,7 +83,8 @@ export class Launcher {
     } catch (err) {
       throw await this.startFailed(id, err)
     }
-    return this.started(owner, id, req.template, req.snapshot ? 'snapshot' : 'template', started)
+    await this.started(id, req.template, req.snapshot ? 'snapshot' : 'template', started)
+    return id
   }
 
   private async insert(owner: string, id: string, req: LaunchInput): Promise<void> {
@@ -99,13 +119,7 @@ export class Launcher {
   }
 
   /** The agent started sandbox `id` (asked for at `since`): it runs, unless it was killed meanwhile. */
-  private async started(
-    owner: string,
-    id: string,
-    template: string,
-    from: 'snapshot' | 'template',
-    since: number,
-  ): Promise<Sandbox> {
+  private async started(id: string, template: string, from: 'snapshot' | 'template', since: number): Promise<void> {
     if (!(await this.store.transition(id, ['starting'], 'running', 'started'))) {
       // killed or expired while it was starting
       await this.agent.stop(id)
@@ -113,19 +127,13 @@ export class Launcher {
     const ms = performance.now() - since
     this.metrics?.createSeconds.observe({ template, from }, ms / 1000)
     this.log.info({ sandboxId: id, template, ms: Math.round(ms) }, 'sandbox started')
-    return this.view(owner, id)
   }
 
   /**
    * `count` new sandboxes from the live state of `id` (which keeps running). All or nothing: if
-   * one fails to start, those already started are killed.
+   * one fails to start, the caller kills those that started (`failure` set).
    */
-  async fork(
-    owner: string,
-    src: SandboxRecord,
-    req: ForkInput,
-    kill: (id: string) => Promise<void>,
-  ): Promise<Sandbox[]> {
+  async fork(owner: string, src: SandboxRecord, req: ForkInput): Promise<ForkLaunch> {
     const { id } = src
     if ((await this.store.countActive()) + req.count > this.maxSandboxes)
       throw new AppError('NO_CAPACITY', `this host runs at most ${this.maxSandboxes} sandboxes`)
@@ -172,22 +180,21 @@ export class Launcher {
       throw failures[0] ?? err
     }
     const since = checkpointed ?? forkStarted
-    const forks: Sandbox[] = []
+    const forks: string[] = []
     let failure: AppError | null = null
     for (const o of outcomes) {
-      if (!o.error) forks.push(await this.started(owner, o.id, input.template, 'snapshot', since))
-      else {
+      if (!o.error) {
+        await this.started(o.id, input.template, 'snapshot', since)
+        forks.push(o.id)
+      } else {
         const err = await this.startFailed(o.id, o.error)
         failure ??= err
       }
     }
-    if (failure) {
-      for (const f of forks) await kill(f.id)
-      throw failure
-    }
-    for (const f of forks) await this.store.event(f.id, 'forked-from', id)
-    await this.store.event(id, 'forked', forks.map((f) => f.id).join(','))
+    if (failure) return { forks, failure }
+    for (const f of forks) await this.store.event(f, 'forked-from', id)
+    await this.store.event(id, 'forked', forks.join(','))
     this.metrics?.forkSeconds.observe({ count: String(req.count) }, (performance.now() - forkStarted) / 1000)
-    return forks
+    return { forks, failure: null }
   }
 }

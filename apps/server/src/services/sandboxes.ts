@@ -27,11 +27,43 @@ import { type ForkInput, Launcher } from './launch.ts'
 import { egressOf, resolveNetwork } from './network-policy.ts'
 import type { QuotaGuard } from './quotas.ts'
 import { mustRun, ownRecord } from './sandbox-records.ts'
+import { agentTemplates, type TemplateResolver } from './template-resolver.ts'
 
 type CreateInput = Required<Omit<CreateSandboxRequest, 'resources' | 'snapshot' | 'network'>> & {
   resources: Resources
   snapshot?: string
   network: NetworkOptions
+}
+
+export interface SandboxLimits {
+  maxSandboxes: number
+  idleTimeoutMs?: number
+  idleAction?: 'hibernate' | 'kill'
+  /** Idle this long (no call, no proxied connection), a sandbox is frozen if quiet; 0 or none: never. */
+  freezeAfterMs?: number
+  /** Exposed ports are served under it (see `Sandbox.domain`). */
+  sandboxDomain: string
+  /** How long a call refused as its sandbox moved (it never started) is sent again. */
+  movingRetryMs?: number
+  /**
+   * A fleet: sandboxes run on other machines (their ports are reached through their agents)
+   * and other replicas serve them too (calls seen here are shared through the store).
+   */
+  fleet?: boolean
+  /** A key's scopes and quotas (none: no key has any). */
+  quotas?: QuotaGuard
+}
+
+export interface SandboxServiceOptions {
+  store: SandboxStore
+  agent: AgentApi
+  log: Logger
+  limits: SandboxLimits
+  snapshots: SnapshotStore
+  auth: Authenticator
+  metrics?: Metrics
+  /** What a create's template is, and how a template is shown (default: the agent's built-ins, by name). */
+  templates?: TemplateResolver
 }
 
 export class SandboxService {
@@ -43,49 +75,30 @@ export class SandboxService {
   private readonly launcher: Launcher
   private readonly quotas: QuotaGuard | null
 
-  constructor(
-    private readonly store: SandboxStore,
-    private readonly agent: AgentApi,
-    private readonly log: Logger,
-    private readonly limits: {
-      maxSandboxes: number
-      idleTimeoutMs?: number
-      idleAction?: 'hibernate' | 'kill'
-      /** Idle this long (no call, no proxied connection), a sandbox is frozen if quiet; 0 or none: never. */
-      freezeAfterMs?: number
-      /** Exposed ports are served under it (see `Sandbox.domain`). */
-      sandboxDomain: string
-      /** How long a call refused as its sandbox moved (it never started) is sent again. */
-      movingRetryMs?: number
-      /**
-       * A fleet: sandboxes run on other machines (their ports are reached through their agents)
-       * and other replicas serve them too (calls seen here are shared through the store).
-       */
-      fleet?: boolean
-      /** A key's scopes and quotas (none: no key has any). */
-      quotas?: QuotaGuard
-    },
-    private readonly snapshots: SnapshotStore,
-    private readonly auth: Authenticator,
-    readonly metrics?: Metrics,
-    /** What the agent calls the template a create names (a user's template, a version, a built-in). */
-    private readonly resolveTemplate: (owner: string, ref: string) => Promise<string> = async (_owner, ref) => ref,
-    /** How a template (the agent's name) is shown: a user's as `name@version`. */
-    private readonly templateLabel: (agentName: string) => Promise<string> = async (name) => name,
-  ) {
+  private readonly store: SandboxStore
+  private readonly agent: AgentApi
+  private readonly log: Logger
+  private readonly limits: SandboxLimits
+  private readonly snapshots: SnapshotStore
+  private readonly auth: Authenticator
+  readonly metrics?: Metrics
+  private readonly templates: TemplateResolver
+
+  constructor(o: SandboxServiceOptions) {
+    const { store, agent, log, limits, metrics } = o
+    this.store = store
+    this.agent = agent
+    this.log = log
+    this.limits = limits
+    this.snapshots = o.snapshots
+    this.auth = o.auth
+    this.metrics = metrics
+    this.templates = o.templates ?? agentTemplates(agent)
     this.idle = new IdleTracker(limits.fleet === true)
     this.freezer = new Freezer(agent, store, this.idle, log, limits.freezeAfterMs ?? 0)
     this.quotas = limits.quotas ?? null
     this.hibernation = new Hibernation({ store, agent, log, quotas: this.quotas, metrics })
-    this.launcher = new Launcher(
-      store,
-      agent,
-      log,
-      limits.maxSandboxes,
-      (owner, id) => this.get(owner, id),
-      metrics,
-      this.quotas,
-    )
+    this.launcher = new Launcher({ store, agent, log, maxSandboxes: limits.maxSandboxes, metrics, quotas: this.quotas })
     agent.onExit((id, reason, message) => {
       if (!reason) return
       const extra = { errorReason: reason, errorMessage: message ?? undefined }
@@ -94,23 +107,6 @@ export class SandboxService {
         .then((changed) => changed && this.log.warn({ sandboxId: id, reason }, 'sandbox errored'))
         .catch((err: unknown) => this.log.error({ sandboxId: id, err }, 'recording an exit failed'))
     })
-  }
-
-  private async templateInfo(template: string): Promise<TemplateInfo> {
-    const find = async () => (await this.agent.templates()).find((t) => t.name === template)
-    let info = await find()
-    if (!info) {
-      // a fleet answers templates from a cache of a second or two: a template just built through
-      // another replica is asked for again (ensureTemplate refreshes it) before it counts as unknown
-      await this.agent.ensureTemplate(template).catch(() => {})
-      info = await find()
-    }
-    if (!info) throw new AppError('TEMPLATE_NOT_FOUND', `no template named ${template}`)
-    if (info.ready) return info
-    // a template built on first use (a built-in Dockerfile's) knows its image config, EXPOSE
-    // included, only once built
-    await this.agent.ensureTemplate(template)
-    return (await find()) ?? info
   }
 
   private resolveResources(info: TemplateInfo, asked: Resources): ResolvedResources {
@@ -134,23 +130,29 @@ export class SandboxService {
     const network = resolveNetwork(req.network)
     if (!req.snapshot) {
       await this.quotas?.checkScopes(owner, { template: req.template })
-      const template = await this.resolveTemplate(owner, req.template)
-      const info = await this.templateInfo(template)
+      const info = await this.templates.resolve(owner, req.template)
+      const template = info.name
       const resources = this.resolveResources(info, req.resources)
       // the image's EXPOSE, unless the create names its ports
       if (req.network.ports === undefined && info.exposedPorts) network.ports = [...info.exposedPorts]
       await this.quotas?.checkScopes(owner, { network })
-      return this.launcher.launch(owner, { ...req, template, resources, snapshot: undefined, network }, signal)
+      const id = await this.launcher.launch(
+        owner,
+        { ...req, template, resources, snapshot: undefined, network },
+        signal,
+      )
+      return this.get(owner, id)
     }
     const snap = await this.ownSnapshot(owner, req.snapshot)
-    await this.quotas?.checkScopes(owner, { template: await this.templateLabel(snap.template), network })
+    await this.quotas?.checkScopes(owner, { template: await this.templates.label(snap.template), network })
     if (Object.keys(req.resources).length > 0)
       throw new AppError('VALIDATION_FAILED', 'a sandbox started from a snapshot has the resources of the snapshot')
-    return this.launcher.launch(
+    const started = await this.launcher.launch(
       owner,
       { ...req, template: snap.template, resources: snap.resources, snapshot: snap.id, network },
       signal,
     )
+    return this.get(owner, started)
   }
 
   /** The owner's snapshot with this id, or this name. */
@@ -212,8 +214,13 @@ export class SandboxService {
    */
   async fork(owner: string, id: string, req: ForkInput): Promise<Sandbox[]> {
     const src = await this.hibernation.awake(owner, id)
-    await this.quotas?.checkScopes(owner, { template: await this.templateLabel(src.template), network: src.network })
-    return this.busyWith(id, () => this.launcher.fork(owner, src, req, (fork) => this.end(fork, 'killed')))
+    await this.quotas?.checkScopes(owner, { template: await this.templates.label(src.template), network: src.network })
+    const { forks, failure } = await this.busyWith(id, () => this.launcher.fork(owner, src, req))
+    if (failure) {
+      for (const f of forks) await this.end(f, 'killed')
+      throw failure
+    }
+    return Promise.all(forks.map((f) => this.get(owner, f)))
   }
 
   /** Counts the sandbox busy (neither reaped as idle nor frozen) until the returned release. */
@@ -243,7 +250,7 @@ export class SandboxService {
   private async public(s: SandboxRecord): Promise<Sandbox> {
     return {
       ...toPublic(s),
-      template: await this.templateLabel(s.template),
+      template: await this.templates.label(s.template),
       accessToken: this.auth.token('port', s.id),
       domain: this.limits.sandboxDomain,
     }

@@ -26,6 +26,7 @@ import type { RegistryCredentialStore } from '../store/registry-credentials.ts'
 import { agentName, type BuildRecord, type TemplateRecord, type TemplateStore } from '../store/templates.ts'
 import { BuildLogs } from './build-logs.ts'
 import { BuildQueue, type BuildQueueLimits } from './build-queue.ts'
+import { agentTemplateInfo, recordedTemplateInfo, type TemplateResolver } from './template-resolver.ts'
 import { buildNetworkOf, checkBuildScopes, inTemplateScope } from './template-scopes.ts'
 
 export interface TemplateLimits extends BuildQueueLimits {
@@ -59,7 +60,7 @@ export function registryOf(image: string): string {
   return isHost ? first : 'docker.io'
 }
 
-export class TemplateService {
+export class TemplateService implements TemplateResolver {
   /** Build logs, kept and followed live. */
   private readonly logBook: BuildLogs
   /** Builds queued and running on the agent. */
@@ -154,10 +155,11 @@ export class TemplateService {
   }
 
   /**
-   * What the agent calls the template a create names: the caller's own template (newest ready
+   * The template a create names, as the agent knows it: the caller's own template (newest ready
    * version, or `name@version`), else a public one (its published version only), else a built-in.
+   * A user's built image is known from its record; the agent is asked only for what it alone knows.
    */
-  async resolve(owner: string, ref: string): Promise<string> {
+  async resolve(owner: string, ref: string): Promise<TemplateInfo> {
     const at = ref.lastIndexOf('@')
     const name = at > 0 ? ref.slice(0, at) : ref
     const version = at > 0 ? Number(ref.slice(at + 1)) : undefined
@@ -173,9 +175,9 @@ export class TemplateService {
             ? `template ${name} has no ready build yet`
             : `template ${name} has no ready version ${version}`,
         )
-      return b.spec.name
+      return recordedTemplateInfo(b.spec) ?? agentTemplateInfo(this.agent, b.spec.name)
     }
-    if (version === undefined && !(await this.store.isAgentName(name))) return name
+    if (version === undefined && !(await this.store.isAgentName(name))) return agentTemplateInfo(this.agent, name)
     throw new AppError('TEMPLATE_NOT_FOUND', `no template named ${ref}`)
   }
 
