@@ -44,7 +44,7 @@ function connect(opts: { resync?: boolean } = {}) {
 function track<T>(conn: GuestConnection, handler: Omit<ChannelHandler<T>, 'settle'>) {
   const out: { err?: Error | null; msg?: T; settled: number } = { settled: 0 }
   const channel = conn.open<T>(
-    { op: 'test' },
+    { op: 'ping' },
     {
       ...handler,
       settle: (err, msg) => {
@@ -166,7 +166,7 @@ describe('guest connection', () => {
 
   it('data or messages a request does not take fail the connection', () => {
     const data = connect()
-    const call = data.conn.call({ op: 'stat' })
+    const call = data.conn.call({ op: 'stat', path: '/' })
     call.catch(() => {})
     data.guest(encodeFrame(FrameType.stdout, 1, Buffer.from('forged')))
     assert.equal(data.conn.failed, true)
@@ -273,9 +273,9 @@ describe('guest connection', () => {
 
   it('a settle that throws or rejects is logged, never thrown into the stream', async () => {
     const { conn, json, logged } = connect()
-    conn.open({ op: 'x' }, { settle: () => Promise.reject(new Error('late')) })
+    conn.open({ op: 'ping' }, { settle: () => Promise.reject(new Error('late')) })
     conn.open(
-      { op: 'y' },
+      { op: 'ping' },
       {
         settle: () => {
           throw new Error('sync')
@@ -291,8 +291,8 @@ describe('guest connection', () => {
 
   it('a guest may not answer with platform error codes', async () => {
     const { conn, json } = connect()
-    const a = conn.call({ op: 'stat' })
-    const b = conn.call({ op: 'stat' })
+    const a = conn.call({ op: 'stat', path: '/' })
+    const b = conn.call({ op: 'stat', path: '/' })
     json(1, { type: 'error', code: 'FILE_NOT_FOUND', message: 'no such file' })
     json(2, { type: 'error', code: 'UNAUTHENTICATED', message: 'x'.repeat(100_000) })
     await assert.rejects(a, (err: AppError) => err.code === 'FILE_NOT_FOUND')

@@ -20,6 +20,7 @@ import { upgradeListener } from './http/upgrade.ts'
 import { Metrics, SAMPLE_INTERVAL_MS } from './metrics.ts'
 import { CodeService } from './services/code.ts'
 import { ExecService } from './services/exec.ts'
+import { FileService } from './services/files.ts'
 import { QuotaGuard } from './services/quotas.ts'
 import { SandboxCalls } from './services/sandbox-calls.ts'
 import { SandboxEvents } from './services/sandbox-events.ts'
@@ -180,6 +181,7 @@ export async function createControlPlane(opts: {
   }
   const bootstrapKey = (await keys.count()) === 0 ? (await keys.create({ name: 'admin', admin: true })).key : null
   const code = new CodeService({ calls, metrics })
+  const files = new FileService({ calls })
   const exec = new ExecService({ calls, events, metrics })
   const audit = new AuditStore(db)
   const usage = new UsageStore(db, dialect)
@@ -189,6 +191,7 @@ export async function createControlPlane(opts: {
     sandboxes,
     events,
     calls,
+    files,
     code,
     exec,
     metrics,

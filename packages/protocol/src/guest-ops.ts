@@ -13,7 +13,7 @@ type Empty = z.infer<typeof GuestEmpty>
 export interface GuestFileOps {
   usage: { req: object; res: GuestDiskUsage }
   stat: { req: { path: string; user?: string }; res: FileEntry }
-  list: { req: { path: string; depth: number; user?: string }; res: FileEntry[] }
+  list: { req: { path: string; depth: number; user?: string; metadata?: boolean }; res: FileEntry[] }
   mkdir: { req: { path: string; user?: string }; res: FileEntry }
   remove: { req: { path: string; recursive: boolean; user?: string }; res: Empty }
   rename: { req: { from: string; to: string; user?: string }; res: FileEntry }

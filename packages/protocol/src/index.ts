@@ -71,6 +71,7 @@ export {
   GuestProcessList,
   GuestProcessStarted,
   GuestReady,
+  GuestRequest,
   GuestResult,
   GuestResynced,
   GuestStarted,

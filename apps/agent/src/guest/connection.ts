@@ -8,9 +8,13 @@ import {
   GuestConfigured,
   GuestDaemonMessage,
   type GuestEventMessage,
+  type GuestRequest,
   GuestResult,
   isGuestErrorCode,
 } from '@forkbox/protocol'
+
+/** The guest's `configure` request (a restored guest's first). */
+type GuestConfigure = Extract<GuestRequest, { op: 'configure' }>
 import type { z } from 'zod'
 import { encodeFrame, FrameDecoder, FrameType, findResyncFrame } from './frames.ts'
 
@@ -308,7 +312,7 @@ export class GuestConnection {
   }
 
   /** Opens a channel and sends its first request. */
-  open<T = GuestResultMessage>(request: Record<string, unknown>, handler: ChannelHandler<T>): number {
+  open<T = GuestResultMessage>(request: GuestRequest, handler: ChannelHandler<T>): number {
     const open: OpenChannel = { handler: handler as ChannelHandler<unknown>, received: new Map(), unacked: 0 }
     if (this.failure) {
       this.settle(0, open, this.failure)
@@ -339,7 +343,7 @@ export class GuestConnection {
     return channel
   }
 
-  sendJson(channel: number, msg: Record<string, unknown>): boolean {
+  sendJson(channel: number, msg: GuestRequest): boolean {
     return this.send(FrameType.json, channel, Buffer.from(JSON.stringify(msg)))
   }
 
@@ -370,9 +374,9 @@ export class GuestConnection {
   }
 
   /** Simple request → `result.value`, checked against `value` when given; unanswered after `deadlineMs`, it fails. */
-  call<S extends z.ZodType>(request: Record<string, unknown>, value: S, deadlineMs?: number): Promise<z.output<S>>
-  call(request: Record<string, unknown>): Promise<unknown>
-  call(request: Record<string, unknown>, value?: z.ZodType, deadlineMs = CALL_DEADLINE_MS): Promise<unknown> {
+  call<S extends z.ZodType>(request: GuestRequest, value: S, deadlineMs?: number): Promise<z.output<S>>
+  call(request: GuestRequest): Promise<unknown>
+  call(request: GuestRequest, value?: z.ZodType, deadlineMs = CALL_DEADLINE_MS): Promise<unknown> {
     return new Promise((resolve, reject) => {
       this.open(request, {
         terminal: value ? GuestResult.extend({ value }) : GuestResult,
@@ -386,7 +390,7 @@ export class GuestConnection {
    * A restored guest's first answer: the channels of the agent its snapshot was taken under may
    * still carry frames, so new requests start past them (as after a resync).
    */
-  async configureRestored(request: Record<string, unknown>): Promise<void> {
+  async configureRestored(request: Omit<GuestConfigure, 'op' | 'restored'>): Promise<void> {
     const answer = await this.call({ ...request, op: 'configure', restored: true }, GuestConfigured)
     // a guest older than this answer says nothing: its snapshot is one without that risk fixed
     if (answer.nextChannel !== undefined) this.nextChannel = Math.max(this.nextChannel, answer.nextChannel)

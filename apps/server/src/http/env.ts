@@ -10,6 +10,7 @@ import type { HostService } from '../fleet/hosts-service.ts'
 import type { Metrics } from '../metrics.ts'
 import type { CodeService } from '../services/code.ts'
 import type { ExecService } from '../services/exec.ts'
+import type { FileService } from '../services/files.ts'
 import type { SandboxCalls } from '../services/sandbox-calls.ts'
 import type { SandboxEvents } from '../services/sandbox-events.ts'
 import type { SandboxService } from '../services/sandboxes.ts'
@@ -38,6 +39,7 @@ export interface Services {
   events: SandboxEvents
   /** The call path of every operation on a running sandbox. */
   calls: SandboxCalls
+  files: FileService
   code: CodeService
   exec: ExecService
   metrics: Metrics

@@ -7,10 +7,12 @@ import {
   type CodeResult,
   type CreateContextRequest,
   type Execution,
+  type GuestContextOps,
   type RunCodeRequest,
 } from '@forkbox/protocol'
 import type { z } from 'zod'
 import type { Metrics } from '../metrics.ts'
+import type { ServedBy } from './guest-ops-served.ts'
 import type { SandboxCalls } from './sandbox-calls.ts'
 
 type RunCodeInput = z.output<typeof RunCodeRequest>
@@ -98,3 +100,11 @@ export class CodeService {
     await this.calls.onSandbox(owner, id, (sbx) => sbx.codeContext(op))
   }
 }
+
+/** Which method serves each of the guest's code-context operations (see guest-ops-served.ts). */
+export const contextOpsServed = {
+  context_create: 'createContext',
+  context_list: 'listContexts',
+  context_restart: 'restartContext',
+  context_remove: 'removeContext',
+} as const satisfies ServedBy<GuestContextOps, CodeService>

@@ -7,6 +7,7 @@ import {
   type ExecRequest,
   type ExecResult,
   type GuestExecRequest,
+  type GuestProcessOps,
   type ProcessExit,
   type ProcessInfo,
   type PtySession,
@@ -15,6 +16,7 @@ import {
 } from '@forkbox/protocol'
 import type { z } from 'zod'
 import type { Metrics } from '../metrics.ts'
+import type { ServedBy } from './guest-ops-served.ts'
 import type { SandboxCalls } from './sandbox-calls.ts'
 import type { SandboxEvents } from './sandbox-events.ts'
 
@@ -183,3 +185,10 @@ export class ExecService {
     return this.calls.onSandbox(owner, id, (sbx) => sbx.processOp({ op: 'proc_signal', pid, signal: sig }))
   }
 }
+
+/** Which method serves each of the guest's process operations (see guest-ops-served.ts). */
+export const processOpsServed = {
+  proc_list: 'list',
+  proc_stdin: 'stdin',
+  proc_signal: 'signal',
+} as const satisfies ServedBy<GuestProcessOps, ExecService>

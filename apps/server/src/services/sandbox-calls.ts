@@ -98,39 +98,9 @@ export class SandboxCalls {
     }
   }
 
-  readFile(owner: string, id: string, path: string, user?: string) {
-    return this.onSandbox(owner, id, (sbx) => sbx.readFile(path, user))
-  }
-
-  writeFile(
-    owner: string,
-    id: string,
-    path: string,
-    body: AsyncIterable<Uint8Array>,
-    opts: WriteOptions,
-  ): Promise<FileEntry> {
-    return this.onSandbox(owner, id, (sbx) => sbx.writeFile(path, body, opts))
-  }
-
-  fileOp<R extends GuestFileOp>(owner: string, id: string, req: R): Promise<GuestFileOps[R['op']]['res']> {
-    return this.onSandbox(owner, id, (sbx) => sbx.fileOp(req))
-  }
-
-  /** A directory watch; like an attached stream it counts as activity while it is open. */
-  watchDir(
-    owner: string,
-    id: string,
-    req: { path: string; recursive?: boolean; user?: string },
-    handlers: WatchHandlers,
-    signal?: AbortSignal,
-  ): Promise<WatchEnd> {
-    return this.onSandbox(owner, id, (sbx) => sbx.watchDir(req, handlers, signal))
-  }
-
-  /** Bytes used on the sandbox's writable filesystems (/work, /home, /tmp). */
-  async diskUsage(owner: string, id: string): Promise<number> {
+  /** Runs `fn` against the running sandbox without waking it or counting it busy: a look, not a use. */
+  async peek<T>(owner: string, id: string, fn: (sandbox: AgentSandbox) => Promise<T>): Promise<T> {
     await this.o.sandboxes.running(owner, id)
-    const { usedBytes } = await this.o.agent.sandbox(id).fileOp({ op: 'usage' })
-    return usedBytes
+    return fn(this.o.agent.sandbox(id))
   }
 }

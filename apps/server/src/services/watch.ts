@@ -3,7 +3,7 @@
 // why the watch could not be; `done` settles when it ends. Each change comes with its absolute path.
 import { posix } from 'node:path'
 import { AppError, type WatchEnd, type WatchEvent } from '@forkbox/protocol'
-import type { SandboxCalls } from './sandbox-calls.ts'
+import type { FileService } from './files.ts'
 
 /** A change, with its absolute path beside its name (relative to the watched directory). */
 export type WatchChange = WatchEvent & { path: string }
@@ -14,7 +14,7 @@ export interface StartedWatch {
 }
 
 export function startWatch(
-  calls: SandboxCalls,
+  files: FileService,
   owner: string,
   id: string,
   req: { path: string; recursive?: boolean; user?: string },
@@ -31,7 +31,7 @@ export function startWatch(
     began = resolve
     refused = reject
   })
-  const done = calls.watchDir(
+  const done = files.watchDir(
     owner,
     id,
     req,

@@ -7,7 +7,7 @@ export function register(app: E2bApp): void {
   app.get('/files', async (c) => {
     const call = await sandboxCall(c)
     const path = pathOf(c.req.query('path'))
-    const file = await call.services.calls.readFile(call.owner, call.sandboxId, path, userOf(c, call))
+    const file = await call.services.files.readFile(call.owner, call.sandboxId, path, userOf(c, call))
     return new Response(file.stream, {
       headers: {
         'content-type': 'application/octet-stream',

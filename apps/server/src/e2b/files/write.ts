@@ -45,7 +45,7 @@ async function write(c: Context<AppEnv>, maxBytes: number): Promise<Response> {
   const put = (path: string, body: AsyncIterable<Uint8Array>) => {
     if (signed && pathOf(path) !== pathOf(queryPath))
       throw new AppError('PERMISSION_DENIED', `the signed URL is for ${queryPath ?? 'no path'}, not ${path}`)
-    return call.services.calls.writeFile(call.owner, call.sandboxId, pathOf(path), body, { user, metadata })
+    return call.services.files.writeFile(call.owner, call.sandboxId, pathOf(path), body, { user, metadata })
   }
   const type = c.req.header('content-type') ?? ''
   if (type.startsWith('multipart/form-data')) {

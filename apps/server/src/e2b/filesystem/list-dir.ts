@@ -9,8 +9,7 @@ export function register(app: E2bApp): void {
     '/filesystem.Filesystem/ListDir',
     sandboxUnary(ListDirRequest, async (call, req) => {
       const depth = Math.min(Math.max(Number(req.depth) || 1, 1), 16)
-      const entries = await call.services.calls.fileOp(call.owner, call.sandboxId, {
-        op: 'list',
+      const entries = await call.services.files.list(call.owner, call.sandboxId, {
         path: req.path,
         depth,
         user: call.user,

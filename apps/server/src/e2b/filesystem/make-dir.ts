@@ -10,15 +10,13 @@ export function register(app: E2bApp): void {
   app.post(
     '/filesystem.Filesystem/MakeDir',
     sandboxUnary(PathRequest, async (call, { path }) => {
-      const { calls } = call.services
-      const existing = await calls
-        .fileOp(call.owner, call.sandboxId, { op: 'stat', path, user: call.user })
-        .catch((err: unknown) => {
-          if (err instanceof AppError && err.code === 'FILE_NOT_FOUND') return null
-          throw err
-        })
+      const { files } = call.services
+      const existing = await files.stat(call.owner, call.sandboxId, { path, user: call.user }).catch((err: unknown) => {
+        if (err instanceof AppError && err.code === 'FILE_NOT_FOUND') return null
+        throw err
+      })
       if (existing) throw new AppError('FILE_EXISTS', `${path} already exists`)
-      const e = await calls.fileOp(call.owner, call.sandboxId, { op: 'mkdir', path, user: call.user })
+      const e = await files.mkdir(call.owner, call.sandboxId, { path, user: call.user })
       return { entry: entryInfo(e) }
     }),
   )

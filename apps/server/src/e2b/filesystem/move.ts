@@ -8,8 +8,7 @@ export function register(app: E2bApp): void {
   app.post(
     '/filesystem.Filesystem/Move',
     sandboxUnary(MoveRequest, async (call, { source: from, destination: to }) => {
-      const e = await call.services.calls.fileOp(call.owner, call.sandboxId, {
-        op: 'rename',
+      const e = await call.services.files.rename(call.owner, call.sandboxId, {
         from,
         to,
         user: call.user,

@@ -9,8 +9,8 @@ export function register(app: E2bApp): void {
   app.post(
     '/filesystem.Filesystem/Remove',
     sandboxUnary(PathRequest, async (call, req) => {
-      await call.services.calls
-        .fileOp(call.owner, call.sandboxId, { op: 'remove', path: req.path, recursive: true, user: call.user })
+      await call.services.files
+        .remove(call.owner, call.sandboxId, { path: req.path, recursive: true, user: call.user })
         .catch((err: unknown) => {
           if (!(err instanceof AppError && err.code === 'FILE_NOT_FOUND')) throw err
         })

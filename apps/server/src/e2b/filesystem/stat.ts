@@ -8,8 +8,7 @@ export function register(app: E2bApp): void {
   app.post(
     '/filesystem.Filesystem/Stat',
     sandboxUnary(PathRequest, async (call, req) => {
-      const e = await call.services.calls.fileOp(call.owner, call.sandboxId, {
-        op: 'stat',
+      const e = await call.services.files.stat(call.owner, call.sandboxId, {
         path: req.path,
         user: call.user,
       })

@@ -15,8 +15,8 @@ export type WatchRequest = z.output<typeof WatchDirRequest>
 export async function fsEvent(call: SandboxCall, e: WatchChange, includeEntry: boolean) {
   const out = { name: e.name, type: EVENT_TYPE[e.type] }
   if (!includeEntry || e.type === 'remove' || e.type === 'rename') return out
-  const entry = await call.services.calls
-    .fileOp(call.owner, call.sandboxId, { op: 'stat', path: e.path, user: call.user })
+  const entry = await call.services.files
+    .stat(call.owner, call.sandboxId, { path: e.path, user: call.user })
     .catch(() => null)
   return entry ? { ...out, entry: entryInfo(entry) } : out
 }
@@ -30,5 +30,5 @@ export function startWatch(
 ) {
   const { owner, sandboxId } = call
   const watched = { path: req.path, recursive: req.recursive, user: call.user }
-  return startSandboxWatch(call.services.calls, owner, sandboxId, watched, { events: onEvents }, signal)
+  return startSandboxWatch(call.services.files, owner, sandboxId, watched, { events: onEvents }, signal)
 }

@@ -11,7 +11,7 @@ export function register(app: E2bApp): void {
     '/sandboxes/:id/metrics',
     withApiKey(async (c, owner) => {
       const s = await liveSandbox(c, owner, c.req.param('id') as string)
-      const diskUsed = s.state === 'running' ? await c.var.services.calls.diskUsage(owner, s.id) : 0
+      const diskUsed = s.state === 'running' ? await c.var.services.files.diskUsage(owner, s.id) : 0
       const from = (Number(c.req.query('start')) || 0) * 1000
       const to = (Number(c.req.query('end')) || Number.POSITIVE_INFINITY) * 1000
       const samples = c.var.services.metrics.samplesOf(s.id)

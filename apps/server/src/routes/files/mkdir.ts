@@ -21,8 +21,7 @@ const route = createRoute({
 export function register(app: App): void {
   app.openapi(route, async (c) => {
     const b = c.req.valid('json')
-    const entry = await c.var.services.calls.fileOp(c.var.principal.keyId, c.req.valid('param').id, {
-      op: 'mkdir',
+    const entry = await c.var.services.files.mkdir(c.var.principal.keyId, c.req.valid('param').id, {
       path: b.path,
       user: b.user,
     })

@@ -23,7 +23,7 @@ export function register(app: App): void {
   app.openAPIRegistry.registerPath(route)
   app.get('/v1/sandboxes/:id/files', async (c) => {
     const q = parseOrThrow(PathQuery, c.req.query())
-    const { size, stream } = await c.var.services.calls.readFile(
+    const { size, stream } = await c.var.services.files.readFile(
       c.var.principal.keyId,
       c.req.param('id'),
       q.path,

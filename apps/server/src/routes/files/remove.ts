@@ -15,8 +15,7 @@ const route = createRoute({
 export function register(app: App): void {
   app.openapi(route, async (c) => {
     const q = c.req.valid('query')
-    await c.var.services.calls.fileOp(c.var.principal.keyId, c.req.valid('param').id, {
-      op: 'remove',
+    await c.var.services.files.remove(c.var.principal.keyId, c.req.valid('param').id, {
       path: q.path,
       recursive: q.recursive === 'true',
       user: q.user,

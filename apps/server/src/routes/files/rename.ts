@@ -21,8 +21,7 @@ const route = createRoute({
 export function register(app: App): void {
   app.openapi(route, async (c) => {
     const b = c.req.valid('json')
-    const entry = await c.var.services.calls.fileOp(c.var.principal.keyId, c.req.valid('param').id, {
-      op: 'rename',
+    const entry = await c.var.services.files.rename(c.var.principal.keyId, c.req.valid('param').id, {
       from: b.from,
       to: b.to,
       user: b.user,

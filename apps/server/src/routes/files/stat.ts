@@ -18,8 +18,7 @@ const route = createRoute({
 export function register(app: App): void {
   app.openapi(route, async (c) => {
     const q = c.req.valid('query')
-    const entry = await c.var.services.calls.fileOp(c.var.principal.keyId, c.req.valid('param').id, {
-      op: 'stat',
+    const entry = await c.var.services.files.stat(c.var.principal.keyId, c.req.valid('param').id, {
       path: q.path,
       user: q.user,
     })

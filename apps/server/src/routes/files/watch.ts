@@ -31,7 +31,7 @@ export function register(app: App): void {
     const owner = c.var.principal.keyId
     const { id } = c.req.valid('param')
     const q = c.req.valid('query')
-    const calls = c.var.services.calls
+    const files = c.var.services.files
     await c.var.services.sandboxes.check(owner, id)
     const req = { path: q.path, recursive: q.recursive === 'true', user: q.user }
     // the watch is set up (or refused) before the response starts, so a refusal is a plain error;
@@ -42,7 +42,7 @@ export function register(app: App): void {
     })
     const stop = new AbortController()
     const { started, done } = startWatch(
-      calls,
+      files,
       owner,
       id,
       req,

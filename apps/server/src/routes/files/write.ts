@@ -31,7 +31,7 @@ export function register(app: App): void {
   app.put('/v1/sandboxes/:id/files', async (c) => {
     const q = parseOrThrow(WriteQuery, c.req.query())
     const body = uploadBody(c.req.raw, c.var.services.config.maxUploadBytes, 'file')
-    const entry = await c.var.services.calls.writeFile(c.var.principal.keyId, c.req.param('id'), q.path, body, {
+    const entry = await c.var.services.files.writeFile(c.var.principal.keyId, c.req.param('id'), q.path, body, {
       mode: q.mode,
       user: q.user,
       metadata: metadataOf(c),

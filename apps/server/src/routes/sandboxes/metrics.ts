@@ -35,7 +35,7 @@ export function register(app: App): void {
     const owner = c.var.principal.keyId
     const { id } = c.req.valid('param')
     const info = await c.var.services.sandboxes.get(owner, id)
-    const diskBytes = info.state === 'running' ? await c.var.services.calls.diskUsage(owner, id) : null
+    const diskBytes = info.state === 'running' ? await c.var.services.files.diskUsage(owner, id) : null
     return c.json(
       {
         samples: c.var.services.metrics.samplesOf(id),
