@@ -1,12 +1,9 @@
 // The local agent: runs each sandbox as a runsc container whose init is the guest daemon. A thin
-// front over its rooms: template baking, the warm pool, container lifecycle, checkpoints and the
-// guest client.
+// front over its rooms: template baking, Dockerfile builds, the warm pool, container lifecycle,
+// checkpoints, images between hosts and the guest client.
 
-import { randomBytes } from 'node:crypto'
-import { createWriteStream, existsSync, mkdirSync, rmSync } from 'node:fs'
+import { mkdirSync } from 'node:fs'
 import { basename, join } from 'node:path'
-import { Readable } from 'node:stream'
-import { pipeline } from 'node:stream/promises'
 import type {
   AgentApi,
   AgentSandbox,
@@ -31,7 +28,7 @@ import type {
   TemplateProgress,
   TemplatePruneResult,
 } from '@forkbox/protocol'
-import { AppError, agentSandboxCalls, GuestEnded, SHA256_HEX, withUpload } from '@forkbox/protocol'
+import { agentSandboxCalls } from '@forkbox/protocol'
 import type { AgentConfig } from './config.ts'
 import { readGuestBundle } from './guest/bundle.ts'
 import type { GuestClient } from './guest/client.ts'
@@ -39,31 +36,24 @@ import { installGuest } from './guest/install.ts'
 import { NetworkManager, networkNames } from './network/manager.ts'
 import { connectTcp } from './network/port-connection.ts'
 import { PullNetwork } from './network/pull-network.ts'
-import { fetchImage } from './remote/images.ts'
+import { ImageExchange } from './remote/image-exchange.ts'
+import { SandboxStarter } from './sandbox-start.ts'
 import { CallGate } from './sandboxes/call-gate.ts'
 import { Checkpoints } from './sandboxes/checkpoints.ts'
 import { Containers } from './sandboxes/containers.ts'
 import { ImageStore } from './sandboxes/image-store.ts'
-import { digestOf, expectedDigest } from './sandboxes/image-transfer.ts'
 import { reconcile } from './sandboxes/recovery.ts'
 import { WarmPool } from './sandboxes/warm-pool.ts'
-import { imageDefaults as imageDefaultsOf, startImage, TemplateBaker } from './templates/baker.ts'
+import { TemplateBaker } from './templates/baker.ts'
 import type { BuildLogSink } from './templates/build-log.ts'
-import {
-  type TemplateBuildResult as BuiltRootfs,
-  builtRootfsPath,
-  TemplateBuilder,
-  type TemplateBuildInput,
-} from './templates/builder.ts'
+import type { TemplateBuildResult as BuiltRootfs, TemplateBuildInput } from './templates/builder.ts'
 import { builtDefinition, builtImage } from './templates/built-image.ts'
-import type { TemplateDefinition } from './templates/definition.ts'
-import { LayerStore, tempName } from './templates/layers.ts'
+import { DockerfileBuilds } from './templates/dockerfile-builds.ts'
+import { LayerStore } from './templates/layers.ts'
 import type { OciOptions } from './templates/oci.ts'
 import { pruneTemplatesDir, rootfsInUse } from './templates/prune.ts'
-import { BUILT_ROOTFS, exportRootfs, importRootfs, rootfsDigest } from './templates/rootfs-transfer.ts'
-import { buildUserTemplate, registerUserTemplate } from './templates/user-templates.ts'
+import { UserBuilds } from './templates/user-builds.ts'
 
-const REFILL_DELAY_MS = 250
 /** How long a final checkpoint (hibernate, migration) waits for the sandbox's calls under way to end. */
 const FINAL_CHECKPOINT_WAIT_MS = 10_000
 /** How often the warm pool is tended: quiet sandboxes frozen, the pool grown or shrunk to demand. */
@@ -75,26 +65,26 @@ function log(message: string): void {
   process.stderr.write(`forkbox agent: ${message}\n`)
 }
 
-function sameResources(a: StartSandboxSpec['resources'], b: StartSandboxSpec['resources']): boolean {
-  return a.vcpus === b.vcpus && a.memoryMB === b.memoryMB && a.diskMB === b.diskMB && a.pids === b.pids
-}
-
 export class LocalAgent implements AgentApi {
   private readonly containers: Containers
   private readonly baker: TemplateBaker
   private readonly pool: WarmPool
   private readonly poolTender: NodeJS.Timeout
   private readonly checkpoints: Checkpoints
-  private readonly imageStore: ImageStore | null
+  /** How a sandbox starts: a restore, a pooled sandbox, a boot. */
+  private readonly starter: SandboxStarter
+  /** Snapshots' images and built templates' rootfs between hosts. */
+  private readonly images: ImageExchange
   private readonly gate = new CallGate()
   private readonly layers: LayerStore
-  private readonly builder: TemplateBuilder
+  /** Builds running now: `close` aborts them and waits until each has taken its mounts down. */
+  private readonly dockerfiles: DockerfileBuilds
+  /** Users' template builds: uploads, build and bake, the rootfs's recorded hash. */
+  private readonly userBuilds: UserBuilds
   /** The pull cache and registry settings every image pull and archive import goes through. */
   private readonly oci: OciOptions
-  /** Builds running now: `close` aborts them and waits until each has taken its mounts down. */
   /** The guest and its runtime as installed in the templates dir (kept by a prune). */
   private readonly guestDirs: string[]
-  private readonly builds = new Set<{ abort: AbortController; done: Promise<unknown> }>()
   /** Where registry pulls run: a namespace with a sandbox's egress rules (allow-listed registries aside). */
   private readonly pulls: PullNetwork
 
@@ -140,34 +130,51 @@ export class LocalAgent implements AgentApi {
       bound: { maxBytes: config.maxImageMB * 1024 * 1024, by: 'image' },
       scratchDir: this.layers.root,
     }
-    this.baker = new TemplateBaker(
-      config,
-      this.containers,
-      guest.hash,
-      (def) => this.baker.isBuiltIn(def.name) && this.pool.refill(def),
-      log,
-      this.oci,
-      // the agent's buildDockerfile runs the builder made below; the baker calls it only later
-      this,
-    )
-    this.pool = new WarmPool(config, this.containers, this.baker, log)
-    // pooled sandboxes only wait: frozen once quiet, thawed when claimed; pools sized to demand
-    this.poolTender = setInterval(() => this.pool.tend(config.freezeMaxCpuPercent), POOL_TEND_MS)
-    this.poolTender.unref()
-    this.checkpoints = new Checkpoints(config, this.containers, this.baker)
-    this.imageStore = config.imageStore ? new ImageStore(config.imageStore) : null
-    this.builder = new TemplateBuilder({
+    this.dockerfiles = new DockerfileBuilds({
       templatesDir: config.templatesDir,
       containers: this.containers,
       layers: this.layers,
       oci: this.oci,
       caBundle: config.buildCaBundle,
       maxImageBytes: config.maxImageMB * 1024 * 1024,
-      templateRootfs: async (name) => {
-        const def = this.baker.definition(name)
-        await this.baker.ensureTemplate(name)
-        return this.baker.rootfsOf(def)
-      },
+      // a build's FROM forkbox:NAME reaches the baker made below, only later
+      templateRootfs: (name) => this.baker.readyRootfs(name),
+    })
+    this.baker = new TemplateBaker({
+      config,
+      containers: this.containers,
+      guestHash: guest.hash,
+      onReady: (def) => this.baker.isBuiltIn(def.name) && this.pool.refill(def),
+      log,
+      oci: this.oci,
+      dockerfiles: this.dockerfiles,
+    })
+    this.pool = new WarmPool(config, this.containers, this.baker, log)
+    // pooled sandboxes only wait: frozen once quiet, thawed when claimed; pools sized to demand
+    this.poolTender = setInterval(() => this.pool.tend(config.freezeMaxCpuPercent), POOL_TEND_MS)
+    this.poolTender.unref()
+    this.checkpoints = new Checkpoints(config, this.containers, this.baker)
+    this.starter = new SandboxStarter({
+      baker: this.baker,
+      pool: this.pool,
+      checkpoints: this.checkpoints,
+      containers: this.containers,
+      log,
+    })
+    this.userBuilds = new UserBuilds({
+      baker: this.baker,
+      templatesDir: config.templatesDir,
+      dockerfiles: this.dockerfiles,
+      oci: this.oci,
+      uploadsDir: join(config.dataDir, 'uploads'),
+      recordRootfsDigests: config.recordRootfsDigests,
+    })
+    this.images = new ImageExchange({
+      checkpoints: this.checkpoints,
+      imageStore: config.imageStore ? new ImageStore(config.imageStore) : null,
+      templatesDir: config.templatesDir,
+      scratchDir: this.layers.root,
+      log,
     })
   }
 
@@ -175,20 +182,8 @@ export class LocalAgent implements AgentApi {
    * Builds a Dockerfile into a template rootfs: every step in a build sandbox, each step's result a
    * cached layer (a rebuild starts at the first changed step). `onLog` gets the steps as they run.
    */
-  async buildDockerfile(input: TemplateBuildInput, onLog?: BuildLogSink, signal?: AbortSignal): Promise<BuiltRootfs> {
-    const abort = new AbortController()
-    const onAbort = () => abort.abort()
-    if (signal?.aborted) abort.abort()
-    signal?.addEventListener('abort', onAbort)
-    const done = this.builder.build(input, onLog, abort.signal)
-    const entry = { abort, done: done.catch(() => {}) }
-    this.builds.add(entry)
-    try {
-      return await done
-    } finally {
-      this.builds.delete(entry)
-      signal?.removeEventListener('abort', onAbort)
-    }
+  buildDockerfile(input: TemplateBuildInput, onLog?: BuildLogSink, signal?: AbortSignal): Promise<BuiltRootfs> {
+    return this.dockerfiles.buildDockerfile(input, onLog, signal)
   }
 
   async templates(): Promise<TemplateInfo[]> {
@@ -199,37 +194,18 @@ export class LocalAgent implements AgentApi {
     return this.baker.ensureTemplate(name, onProgress)
   }
 
-  async buildTemplate(
+  buildTemplate(
     spec: TemplateBuildSpec,
     onLog: (line: BuildLogLine) => void,
     signal?: AbortSignal,
     registryAuth?: RegistryAuth,
     upload?: AsyncIterable<Uint8Array>,
   ): Promise<TemplateBuildResult> {
-    const deps = { baker: this.baker, templatesDir: this.config.templatesDir, dockerfiles: this, oci: this.oci }
-    if (!upload) return this.withRootfsDigest(await buildUserTemplate(deps, spec, onLog, signal, registryAuth))
-    const dir = join(this.config.dataDir, 'uploads')
-    mkdirSync(dir, { recursive: true, mode: 0o700 })
-    const path = join(dir, `${randomBytes(8).toString('hex')}.tar`)
-    try {
-      await pipeline(Readable.from(upload), createWriteStream(path, { mode: 0o600 }), { signal })
-      return this.withRootfsDigest(await buildUserTemplate(deps, withUpload(spec, path), onLog, signal, registryAuth))
-    } finally {
-      rmSync(path, { force: true })
-    }
-  }
-
-  /** A build's result with its rootfs's name and hash: the record other hosts' pulls of it are checked against. */
-  private async withRootfsDigest(result: TemplateBuildResult): Promise<TemplateBuildResult> {
-    const { source } = result.pinned
-    if (!this.config.recordRootfsDigests || source.kind !== 'dockerfile' || !source.built) return result
-    const dir = builtRootfsPath(this.config.templatesDir, source.built.key)
-    if (!existsSync(dir)) return result
-    return { ...result, rootfs: { name: basename(dir), sha256: await rootfsDigest(dir) } }
+    return this.userBuilds.build(spec, onLog, signal, registryAuth, upload)
   }
 
   async registerTemplates(specs: TemplateBuildSpec[]): Promise<void> {
-    for (const spec of specs) registerUserTemplate(this.baker, this.config.templatesDir, spec)
+    this.userBuilds.register(specs)
   }
 
   /**
@@ -261,7 +237,7 @@ export class LocalAgent implements AgentApi {
     const result = await pruneTemplatesDir(templatesDir, keep, {
       layers: this.layers,
       layerCacheBytes,
-      buildsRunning: this.builds.size > 0,
+      buildsRunning: this.dockerfiles.busy,
     })
     if (result.removed.length > 0)
       log(`pruned ${result.removed.length} template artifacts (${(result.freedBytes / 2 ** 20).toFixed(0)} MiB)`)
@@ -276,62 +252,8 @@ export class LocalAgent implements AgentApi {
   }
 
   /** From a user snapshot; else a pooled sandbox, a restore of the template's snapshot, or a cold boot. */
-  async start(spec: StartSandboxSpec, signal?: AbortSignal): Promise<void> {
-    const { snapshot } = spec
-    if (snapshot) return this.checkpoints.restore({ ...spec, snapshot }, signal)
-    const def = this.baker.definition(spec.template)
-    await this.baker.ensureTemplate(spec.template)
-    const image = this.baker.snapshotOf(def)
-    const standard = sameResources(spec.resources, def.resources.defaults)
-    // only built-in templates keep warm sandboxes: a user's template is a restore
-    if (standard && this.baker.isBuiltIn(def.name)) {
-      const claimed = await this.pool.claim(def, spec)
-      // a restore is CPU-bound: let the claimed sandbox's first requests go before refilling
-      setTimeout(() => this.pool.refill(def), REFILL_DELAY_MS).unref()
-      if (claimed) return
-    }
-    if (standard && existsSync(image)) {
-      try {
-        await this.boot(def, spec, image, signal)
-        return
-      } catch (err) {
-        if (signal?.aborted) throw err
-        // A snapshot that will not restore is rebuilt on the next start; this one cold-boots.
-        log(`restore of ${image} failed, cold-booting instead: ${String(err)}`)
-        rmSync(image, { recursive: true, force: true })
-        this.baker.forgetSnapshot(def)
-      }
-    }
-    await this.boot(def, spec, null, signal)
-  }
-
-  private async boot(
-    def: TemplateDefinition,
-    spec: StartSandboxSpec,
-    image: string | null,
-    signal?: AbortSignal,
-  ): Promise<void> {
-    const rootfs = this.baker.rootfsOf(def)
-    const envs = { ...def.env, ...spec.envs }
-    const imageDefaults = imageDefaultsOf(def)
-    const sbx = await this.containers.boot(
-      {
-        ...spec,
-        envs,
-        rootfs,
-        kernel: def.kernel,
-        image,
-        imageDefaults,
-        limitAddressSpace: def.limitAddressSpace,
-      },
-      signal,
-    )
-    // restored, it runs already (the bake started it); cold-booted, it starts now
-    if (!image)
-      await startImage(def, sbx).catch(async (err) => {
-        await this.containers.stop(spec.id)
-        throw err
-      })
+  start(spec: StartSandboxSpec, signal?: AbortSignal): Promise<void> {
+    return this.starter.start(spec, signal)
   }
 
   fork(sourceId: string, children: Omit<StartSandboxSpec, 'snapshot'>[], opts?: ForkOptions): Promise<ForkOutcome[]> {
@@ -357,7 +279,7 @@ export class LocalAgent implements AgentApi {
     const made = await this.checkpoint(id, snapshotId, opts)
     if (!opts.digest) return made
     // hashed after the sandbox carries on: the stream another host would get, read once here
-    return { ...made, sha256: await digestOf(this.checkpoints.exportSnapshot(snapshotId)) }
+    return { ...made, sha256: await this.images.digest(snapshotId) }
   }
 
   private async checkpoint(id: string, snapshotId: string, opts: SnapshotOptions): Promise<{ sizeBytes: number }> {
@@ -365,7 +287,7 @@ export class LocalAgent implements AgentApi {
     // the last image before the sandbox leaves: what runs finishes (a while), nothing new starts
     await this.gate.close(id, this.containers.live(id).exited, FINAL_CHECKPOINT_WAIT_MS)
     try {
-      if (opts.freshStart) await this.startFresh(id, opts.freshStart.template)
+      if (opts.freshStart) await this.starter.startFresh(id, opts.freshStart.template)
       return await this.checkpoints.snapshot(id, snapshotId)
     } catch (err) {
       this.gate.reopen(id)
@@ -373,99 +295,42 @@ export class LocalAgent implements AgentApi {
     }
   }
 
-  /**
-   * Ends every process in the sandbox and starts its template's start command again (and waits
-   * for it to be ready), as a boot would: what a filesystem-only pause keeps. A template gone
-   * since has no start command to run.
-   */
-  private async startFresh(id: string, template: string): Promise<void> {
-    const sbx = this.containers.live(id)
-    const { ended } = await sbx.conn.call({ op: 'end_processes' }, GuestEnded)
-    log(`${id}: ${ended} processes ended for a fresh start`)
-    let def: TemplateDefinition
-    try {
-      def = this.baker.definition(template)
-    } catch {
-      return
-    }
-    await startImage(def, sbx)
-  }
-
   async exportSnapshot(snapshotId: string, skip = 0) {
-    return this.checkpoints.exportSnapshot(snapshotId, skip)
+    return this.images.exportSnapshot(snapshotId, skip)
   }
 
   importSnapshot(snapshotId: string, body: AsyncIterable<Uint8Array>, sha256: Promise<string>): Promise<void> {
-    // relayed by the control plane, with its record of the image (the exporter's hash for an older one)
-    return this.checkpoints.importSnapshot(snapshotId, body, { sha256, source: 'sender' })
+    return this.images.importSnapshot(snapshotId, body, sha256)
   }
 
-  async pullSnapshot(snapshotId: string, from: ImageSource): Promise<void> {
-    const recorded = recordedDigest(from.sha256)
-    if ('url' in from) {
-      const { body, sha256 } = await fetchImage(from.url)
-      return this.checkpoints.importSnapshot(snapshotId, body, expectedDigest(recorded, sha256))
-    }
-    if (!this.imageStore) throw new AppError('SNAPSHOT_NOT_FOUND', 'this host mounts no image store')
-    // the store is written by every host mounting it: its own hash file proves nothing
-    const { body, sha256 } = await this.imageStore.get(snapshotId)
-    await this.checkpoints.importSnapshot(snapshotId, body, expectedDigest(recorded, sha256))
+  pullSnapshot(snapshotId: string, from: ImageSource): Promise<void> {
+    return this.images.pullSnapshot(snapshotId, from)
   }
-
-  /** Pulls of built templates' rootfs under way, by name: a second caller waits for the first. */
-  private readonly rootfsPulls = new Map<string, Promise<void>>()
 
   pullRootfs(rootfs: string, from: { url: string; sha256: string | null }): Promise<void> {
-    if (!BUILT_ROOTFS.test(rootfs))
-      return Promise.reject(new AppError('VALIDATION_FAILED', `not a template image name: ${rootfs}`))
-    let recorded: string | null
-    try {
-      recorded = recordedDigest(from.sha256)
-    } catch (err) {
-      return Promise.reject(err)
-    }
-    let pull = this.rootfsPulls.get(rootfs)
-    if (!pull) {
-      pull = (async () => {
-        const started = performance.now()
-        const { body, sha256 } = await fetchImage(from.url)
-        const dir = join(this.config.templatesDir, rootfs)
-        // unpacked under the layer store's root: a pull cut by a crash is removed at the next start
-        const expected = expectedDigest(recorded, sha256)
-        const bytes = await importRootfs(dir, join(this.layers.root, tempName()), body, expected)
-        log(
-          `template image ${rootfs} pulled from a peer: ${bytes} bytes in ${Math.round(performance.now() - started)} ms`,
-        )
-      })().finally(() => this.rootfsPulls.delete(rootfs))
-      this.rootfsPulls.set(rootfs, pull)
-    }
-    return pull
+    return this.images.pullRootfs(rootfs, from)
   }
 
   /** A built template's rootfs (`built-…`) as a tar stream from byte `skip` on, for a peer pulling it. */
   exportRootfs(rootfs: string, skip = 0) {
-    return exportRootfs(join(this.config.templatesDir, rootfs), skip)
+    return this.images.exportRootfs(rootfs, skip)
   }
 
-  async storeSnapshot(snapshotId: string): Promise<boolean> {
-    if (!this.imageStore) return false
-    await this.imageStore.put(snapshotId, this.checkpoints.exportSnapshot(snapshotId))
-    return true
+  storeSnapshot(snapshotId: string): Promise<boolean> {
+    return this.images.storeSnapshot(snapshotId)
   }
 
   /** The shared image store's id, when this host mounts one. */
   get imageStoreId(): string | undefined {
-    return this.imageStore?.id
+    return this.images.imageStoreId
   }
 
-  async deleteSnapshot(snapshotId: string, opts: { stored?: boolean } = {}): Promise<void> {
-    if (opts.stored) this.imageStore?.drop(snapshotId)
-    await this.checkpoints.deleteSnapshot(snapshotId)
+  deleteSnapshot(snapshotId: string, opts: { stored?: boolean } = {}): Promise<void> {
+    return this.images.deleteSnapshot(snapshotId, opts)
   }
 
-  async pruneSnapshots(keep: string[]): Promise<void> {
-    this.imageStore?.prune(keep)
-    await this.checkpoints.pruneSnapshots(keep)
+  pruneSnapshots(keep: string[]): Promise<void> {
+    return this.images.pruneSnapshots(keep)
   }
 
   async freeze(id: string): Promise<boolean> {
@@ -513,19 +378,10 @@ export class LocalAgent implements AgentApi {
   /** Stops every sandbox and waits for all teardown to finish. */
   async close(): Promise<void> {
     clearInterval(this.poolTender)
-    for (const b of this.builds) b.abort.abort()
-    await Promise.all([...this.builds].map((b) => b.done))
+    await this.dockerfiles.close()
     await this.pool.close()
     await this.pulls.close()
     await this.containers.close()
     this.checkpoints.close()
   }
-}
-
-/** The control plane's record of an image's hash, as a pull names it (null: an image older than records). */
-function recordedDigest(sha256: unknown): string | null {
-  if (sha256 === null || sha256 === undefined) return null
-  if (typeof sha256 !== 'string' || !SHA256_HEX.test(sha256))
-    throw new AppError('VALIDATION_FAILED', 'an image pull names a malformed sha256')
-  return sha256
 }

@@ -5,133 +5,22 @@ import { createHash, randomBytes } from 'node:crypto'
 import { existsSync, readFileSync, rmSync } from 'node:fs'
 import { basename, join } from 'node:path'
 import { promisify } from 'node:util'
-import { AppError, type ProcessExit, type TemplateInfo, type TemplateProgress } from '@forkbox/protocol'
+import { AppError, type TemplateInfo, type TemplateProgress } from '@forkbox/protocol'
 import type { AgentConfig } from '../config.ts'
-import { RUNTIME_PYTHON } from '../guest/runtime.ts'
-import type { ImageDefaults } from '../runtime/oci-spec.ts'
 import { checkpointAndStop } from '../sandboxes/checkpoint-image.ts'
 import type { Containers } from '../sandboxes/containers.ts'
 import type { LiveSandbox } from '../sandboxes/live-sandbox.ts'
 import { buildRootfs } from './build.ts'
-import { quotaBound, tighter } from './build-disk.ts'
 import { type BuildLogSink, eventLine } from './build-log.ts'
 import type { TemplateBuildResult as BuiltRootfs, TemplateBuildInput } from './builder.ts'
 import { builtImage, imageConfigFields } from './built-image.ts'
 import { loadDefinitions, type TemplateDefinition, templateHash } from './definition.ts'
-import {
-  type OciOptions,
-  pullImage,
-  type RegistryAuth,
-  readImageConfig,
-  resolveImageDigest,
-  unpackImage,
-  userNameOf,
-} from './oci.ts'
+import { imageDefaults, startImage } from './image-start.ts'
+import type { OciOptions, RegistryAuth } from './oci.ts'
 import type { PruneKeep } from './prune.ts'
+import { TemplateImages } from './template-images.ts'
 
 const BAKE_RETRY_MS = 10 * 60_000
-
-const READY_TIMEOUT_MS = 120_000
-
-/** What a user's image sets for its sandboxes (none for the built-in templates). */
-export function imageDefaults(def: TemplateDefinition): ImageDefaults | undefined {
-  return def.imageDirs ? { user: def.user, workdir: def.workdir } : undefined
-}
-
-/** How often a start command that exits before it is ready is started again, in all. */
-const START_ATTEMPTS = 3
-const START_RETRY_MS = 500
-/** How much of a start command's last output an error quotes. */
-const START_OUTPUT_TAIL = 2000
-
-/**
- * Starts the image's start command in the background and waits for it to be ready: its ready
- * command exits 0, or else every exposed port accepts a connection (checked on the guest's own
- * Python, which any image has). A bake captures it running; a cold boot runs it the same way.
- *
- * A start command that fails before it is ready (exits non-zero, or is killed) is started again
- * (a few times, as a supervisor would): a server finding a stale pid file of its last life whose
- * pid another process holds now — as after any reboot — exits once and starts the next time.
- * When it keeps failing, the error quotes what it printed instead of waiting out the ready
- * timeout. One that exits 0 has handed over to a daemon (`service x start`): probing goes on.
- */
-export async function startImage(def: TemplateDefinition, sbx: LiveSandbox): Promise<void> {
-  if (!def.startCmd) return
-  const { guest } = sbx
-  const probe =
-    def.readyCmd ??
-    (def.exposedPorts.length > 0
-      ? [
-          RUNTIME_PYTHON,
-          '-S',
-          '-c',
-          'import socket, sys\nfor p in sys.argv[1:]: socket.create_connection(("127.0.0.1", int(p)), 1).close()',
-          ...def.exposedPorts.map(String),
-        ]
-      : null)
-  const deadline = Date.now() + READY_TIMEOUT_MS
-  let last = ''
-  for (let attempt = 1; ; attempt++) {
-    // no timeout: it runs for the sandbox's life
-    const { pid } = await guest.startProcess({
-      argv: def.startCmd,
-      cwd: def.workdir,
-      user: def.user,
-      timeoutMs: 0,
-      maxOutputBytes: 0,
-    })
-    if (!probe) return
-    // its output and its end, while it starts (detached once it is ready)
-    let output = ''
-    const keep = (chunk: Uint8Array) => {
-      output = (output + Buffer.from(chunk).toString('utf8')).slice(-START_OUTPUT_TAIL)
-    }
-    const attached = new AbortController()
-    let exited: ProcessExit | null = null
-    const ended = guest
-      .attachProcess(pid, { offset: 0 }, { onStdout: keep, onStderr: keep }, attached.signal)
-      .then((exit) => {
-        exited = exit
-      })
-      .catch(() => {})
-    const failed = (): ProcessExit | null => {
-      const e = exited as ProcessExit | null
-      return e && (e.exitCode !== 0 || e.signal) ? e : null
-    }
-    try {
-      while (Date.now() < deadline && !failed()) {
-        const r = await guest.exec({
-          argv: probe,
-          user: def.user,
-          cwd: def.workdir,
-          timeoutMs: 10_000,
-          maxOutputBytes: 4096,
-        })
-        if (r.exitCode === 0 && !failed()) return
-        last = `${Buffer.from(r.stdout).toString('utf8')}${Buffer.from(r.stderr).toString('utf8')}`.trim().slice(-500)
-        const pause = new Promise((resolve) => setTimeout(resolve, 250))
-        await (exited ? pause : Promise.race([ended, pause]))
-      }
-    } finally {
-      attached.abort()
-      await ended
-    }
-    const gone = failed()
-    if (!gone) break
-    const how = gone.signal ? `was killed by ${gone.signal}` : `exited with code ${gone.exitCode}`
-    last = `it ${how} before it was ready${output.trim() ? `: ${output.trim()}` : ''}`
-    if (attempt >= START_ATTEMPTS || Date.now() >= deadline)
-      throw new AppError(
-        'BUILD_STEP_FAILED',
-        `the start command ${JSON.stringify(def.startCmd)} did not start (${attempt} tries): ${last}`,
-      )
-    await new Promise((resolve) => setTimeout(resolve, START_RETRY_MS))
-  }
-  throw new AppError(
-    'BUILD_STEP_FAILED',
-    `the start command ${JSON.stringify(def.startCmd)} was not ready within ${READY_TIMEOUT_MS / 1000} s${last ? `: ${last}` : ''}`,
-  )
-}
 
 const runDu = (args: string[], opts: { timeout: number; killSignal: 'SIGKILL' }) =>
   promisify(execFile)('du', args, opts)
@@ -141,6 +30,20 @@ export interface DockerfileBuilder {
   buildDockerfile(input: TemplateBuildInput, onLog?: BuildLogSink, signal?: AbortSignal): Promise<BuiltRootfs>
 }
 
+export interface TemplateBakerOptions {
+  config: AgentConfig
+  containers: Containers
+  /** Part of every snapshot's key: a new guest bakes anew. */
+  guestHash: string
+  /** A template's snapshot is there: its warm pool may fill. */
+  onReady: (def: TemplateDefinition) => void
+  log: (message: string) => void
+  /** Where and how images are pulled (the pull cache, the pull network, the host's image cap). */
+  oci: OciOptions
+  /** Builds Dockerfiles (the agent's builder): for built-in templates written as one. */
+  dockerfiles: DockerfileBuilder
+}
+
 export class TemplateBaker {
   private readonly definitions: Map<string, TemplateDefinition>
   private readonly builds = new Map<string, Promise<void>>()
@@ -148,40 +51,25 @@ export class TemplateBaker {
   private readonly snapshotChecked = new Set<string>()
   private readonly bakeFailedAt = new Map<string, number>()
   private readonly bakeErrors = new Map<string, unknown>()
-  /** Image templates: the manifest digest their reference resolved to when first ensured. */
-  private readonly imageDigests = new Map<string, string>()
-  /** Image templates whose definition took its image's config (env, workdir, user): their pulled layout. */
-  private readonly imageLayouts = new Map<string, string>()
+  /** Image templates: their pinned digests, pulled layouts and the pulls of users' builds. */
+  private readonly images: TemplateImages
   /** Templates users built (registered at run time, not from templates/): never pooled. */
   private readonly userTemplates = new Set<string>()
-  /** While a user's build runs: its registry credentials (access must be shown) and its byte bound. */
-  private readonly buildAccess = new Map<string, { auth: RegistryAuth; maxBytes?: number }>()
   /** Templates built from a Dockerfile: the rootfs dir the build made (its name is the build's key). */
   private readonly builtRootfs = new Map<string, string>()
 
-  constructor(
-    private readonly config: AgentConfig,
-    private readonly containers: Containers,
-    /** Part of every snapshot's key: a new guest bakes anew. */
-    private readonly guestHash: string,
-    /** A template's snapshot is there: its warm pool may fill. */
-    private readonly onReady: (def: TemplateDefinition) => void,
-    private readonly log: (message: string) => void,
-    /** Where and how images are pulled (the pull cache, the pull network, the host's image cap). */
-    private readonly oci: OciOptions,
-    /** Builds Dockerfiles (the agent's builder): for built-in templates written as one. */
-    private readonly dockerfiles: DockerfileBuilder,
-  ) {
-    this.definitions = loadDefinitions(config.definitionsDir)
+  constructor(private readonly opts: TemplateBakerOptions) {
+    this.definitions = loadDefinitions(opts.config.definitionsDir)
+    this.images = new TemplateImages({ oci: opts.oci })
   }
 
   rootfsOf(def: TemplateDefinition): string {
-    return this.builtRootfs.get(def.name) ?? join(this.config.templatesDir, `${def.name}-${this.hashOf(def)}`)
+    return this.builtRootfs.get(def.name) ?? join(this.opts.config.templatesDir, `${def.name}-${this.hashOf(def)}`)
   }
 
   private hashOf(def: TemplateDefinition): string {
     const built = this.builtRootfs.get(def.name)
-    return built ? basename(built) : templateHash(def, this.imageDigests.get(def.name))
+    return built ? basename(built) : templateHash(def, this.images.digest(def.name))
   }
 
   /**
@@ -206,7 +94,7 @@ export class TemplateBaker {
       description: d.description,
       defaults: d.resources.defaults,
       maxima: d.resources.maxima,
-      ready: (!d.image || this.imageDigests.has(d.name)) && existsSync(this.rootfsOf(d)),
+      ready: (!d.image || this.images.digest(d.name) !== undefined) && existsSync(this.rootfsOf(d)),
       ...(d.exposedPorts.length > 0 ? { exposedPorts: d.exposedPorts } : {}),
     }))
   }
@@ -222,7 +110,7 @@ export class TemplateBaker {
       throw new AppError('VALIDATION_FAILED', `${def.name} is a built-in template`)
     this.definitions.set(def.name, def)
     this.userTemplates.add(def.name)
-    this.imageLayouts.delete(def.name)
+    this.images.forgetConfig(def.name)
   }
 
   /**
@@ -237,12 +125,7 @@ export class TemplateBaker {
     maxBytes?: number,
   ): Promise<void> {
     this.bakeFailedAt.delete(name)
-    this.buildAccess.set(name, { auth, maxBytes })
-    try {
-      await this.ensureTemplate(name, onProgress)
-    } finally {
-      this.buildAccess.delete(name)
-    }
+    await this.images.withAccess(name, { auth, maxBytes }, () => this.ensureTemplate(name, onProgress))
     if (!this.snapshotChecked.has(name)) {
       // a start command that never got ready is the user's to fix: its code says so
       const err = this.bakeErrors.get(name)
@@ -254,7 +137,7 @@ export class TemplateBaker {
 
   /** The image digest a template's reference was pinned to by its build (image templates only). */
   digestOf(name: string): string | undefined {
-    return this.imageDigests.get(name)
+    return this.images.digest(name)
   }
 
   /** Forgets a user's template and removes its rootfs and snapshot. */
@@ -267,8 +150,7 @@ export class TemplateBaker {
     this.definitions.delete(name)
     this.userTemplates.delete(name)
     this.snapshotChecked.delete(name)
-    this.imageDigests.delete(name)
-    this.imageLayouts.delete(name)
+    this.images.forget(name)
     this.builtRootfs.delete(name)
     // a built rootfs is the build's (keyed by its last layer): other versions may share it
     const shared = [...this.builtRootfs.values()].includes(rootfs)
@@ -281,7 +163,6 @@ export class TemplateBaker {
     return def
   }
 
-  /** The baked snapshot: template rootfs, guest daemon and default resources address it. */
   /** Bytes a built template takes on disk: its rootfs and its baked snapshot (hard links once, `du -sb`). */
   async sizeOf(name: string): Promise<number> {
     const def = this.definition(name)
@@ -292,19 +173,20 @@ export class TemplateBaker {
     return Number(total ?? 0)
   }
 
+  /** The baked snapshot: template rootfs, guest daemon and default resources address it. */
   snapshotOf(def: TemplateDefinition): string {
     const key = createHash('sha256')
-      .update(this.guestHash)
+      .update(this.opts.guestHash)
       .update(JSON.stringify(def.resources.defaults))
       .update(def.kernel?.preload ?? '')
       .update(def.kernel?.zygote === 'baked' ? 'zygote=baked' : '')
-      .update(this.config.platform)
+      .update(this.opts.config.platform)
       .update('network=sandbox')
       // the guest reads its limits once, at the boot the snapshot keeps
       .update(def.limitAddressSpace ? '' : 'rlimit-as=none')
       .digest('hex')
       .slice(0, 16)
-    return join(this.config.templatesDir, `${def.name}-${this.hashOf(def)}.snapshot-${key}`)
+    return join(this.opts.config.templatesDir, `${def.name}-${this.hashOf(def)}.snapshot-${key}`)
   }
 
   /**
@@ -316,13 +198,16 @@ export class TemplateBaker {
     const keep: PruneKeep = { names: new Set(), prefixes: [], images: new Set() }
     for (const def of this.definitions.values()) {
       // an image not resolved, or a Dockerfile not built, by this process: its names are not known
-      if ((def.image && !this.imageDigests.has(def.name)) || (def.dockerfile && !this.builtRootfs.has(def.name))) {
+      if (
+        (def.image && this.images.digest(def.name) === undefined) ||
+        (def.dockerfile && !this.builtRootfs.has(def.name))
+      ) {
         keep.prefixes.push(`${def.name}-`)
         continue
       }
       keep.names.add(basename(this.rootfsOf(def)))
       keep.names.add(basename(this.snapshotOf(def)))
-      const digest = this.imageDigests.get(def.name)
+      const digest = this.images.digest(def.name)
       if (digest) keep.images.add(digest.replace(':', '-'))
     }
     return keep
@@ -331,6 +216,13 @@ export class TemplateBaker {
   /** A snapshot that would not restore was removed: the next start bakes it again. */
   forgetSnapshot(def: TemplateDefinition): void {
     this.snapshotChecked.delete(def.name)
+  }
+
+  /** A template's rootfs, made ready first (for a build's `FROM forkbox:<name>`). */
+  async readyRootfs(name: string): Promise<string> {
+    const def = this.definition(name)
+    await this.ensureTemplate(name)
+    return this.rootfsOf(def)
   }
 
   /** Builds the rootfs (once, cached) and bakes the template's snapshot (once, cached). */
@@ -345,8 +237,13 @@ export class TemplateBaker {
         // a Dockerfile's build gives the definition its image config
         let def = this.definition(name)
         if (def.image) {
-          await this.resolveImage(def, onProgress)
-          def = await this.withImageConfig(def, onProgress)
+          await this.images.resolve(def, onProgress)
+          const configured = await this.images.configured(def, onProgress)
+          if (configured) {
+            def = configured.def
+            this.definitions.set(name, def)
+            this.images.tookConfig(name, configured.layout)
+          }
         }
         const rootfs = this.rootfsOf(def)
         // a user's build made its rootfs on another host: it is copied here (by the control plane), never remade
@@ -359,12 +256,12 @@ export class TemplateBaker {
               rootfs: basename(rootfs),
             },
           )
-        const layout = this.imageLayouts.get(name)
-        if (!existsSync(rootfs) && layout) await this.unpack(def, layout, rootfs, onProgress)
+        const layout = this.images.layout(name)
+        if (!existsSync(rootfs) && layout) await this.images.unpack(def, layout, rootfs, onProgress)
         else if (!existsSync(rootfs))
           await buildRootfs(def, rootfs, {
-            mirror: this.config.mirror,
-            debCacheDir: join(this.config.templatesDir, '.debs'),
+            mirror: this.opts.config.mirror,
+            debCacheDir: join(this.opts.config.templatesDir, '.debs'),
             onProgress,
           })
         if (!existsSync(this.snapshotOf(def))) {
@@ -377,12 +274,12 @@ export class TemplateBaker {
           } catch (err) {
             this.bakeFailedAt.set(name, Date.now())
             this.bakeErrors.set(name, err)
-            this.log(`baking ${name} failed: ${String(err)}`)
+            this.opts.log(`baking ${name} failed: ${String(err)}`)
             return
           }
         }
         this.snapshotChecked.add(name)
-        this.onReady(def)
+        this.opts.onReady(def)
       })().finally(() => this.builds.delete(name))
       this.builds.set(name, build)
     }
@@ -395,7 +292,7 @@ export class TemplateBaker {
    */
   private async buildWritten(def: TemplateDefinition, onProgress?: (p: TemplateProgress) => void): Promise<void> {
     if (!def.dockerfile || !def.dir) throw new AppError('INTERNAL', `${def.name}: no builder for its Dockerfile`)
-    const built = await this.dockerfiles.buildDockerfile(
+    const built = await this.opts.dockerfiles.buildDockerfile(
       {
         dockerfile: readFileSync(join(def.dir, def.dockerfile), 'utf8'),
         contextDir: def.dir,
@@ -411,63 +308,10 @@ export class TemplateBaker {
     this.builtRootfs.set(def.name, built.rootfs)
   }
 
-  /** A user's build also proves it may read its image: the pull cache is shared by every key. */
-  private ociOptions(name: string): OciOptions {
-    const access = this.buildAccess.get(name)
-    return {
-      ...this.oci,
-      ...(access ? { auth: access.auth, verifyAccess: true } : {}),
-      bound: tighter(this.oci.bound, quotaBound(access?.maxBytes)),
-    }
-  }
-
-  /** Pins an image template to the digest its reference names now (the rootfs and snapshot are keyed by it). */
-  private async resolveImage(def: TemplateDefinition, onProgress?: (p: TemplateProgress) => void): Promise<void> {
-    if (!def.image || this.imageDigests.has(def.name)) return
-    onProgress?.({ template: def.name, phase: 'resolve', fraction: 0, message: def.image })
-    this.imageDigests.set(def.name, await resolveImageDigest(def.image, this.ociOptions(def.name)))
-  }
-
-  /**
-   * An image template's definition with its image's config under it (Docker's env, working dir and
-   * user; what the definition sets wins), the image pulled into the cache if it was not there.
-   */
-  private async withImageConfig(
-    def: TemplateDefinition,
-    onProgress?: (p: TemplateProgress) => void,
-  ): Promise<TemplateDefinition> {
-    if (!def.image || this.imageLayouts.has(def.name)) return def
-    const digest = this.imageDigests.get(def.name)
-    if (!digest) throw new Error(`${def.name}: image digest not resolved`)
-    onProgress?.({ template: def.name, phase: 'pull', fraction: 0, message: `${def.image} ${digest}` })
-    const { layout } = await pullImage(def.image, digest, this.ociOptions(def.name))
-    const image = readImageConfig(layout)
-    const configured: TemplateDefinition = {
-      ...def,
-      env: { ...image.env, ...def.env },
-      workdir: def.workdir ?? image.workdir,
-      user: userNameOf(image.user) ?? def.user,
-    }
-    this.definitions.set(def.name, configured)
-    this.imageLayouts.set(def.name, layout)
-    return configured
-  }
-
-  private async unpack(
-    def: TemplateDefinition,
-    layout: string,
-    rootfs: string,
-    onProgress?: (p: TemplateProgress) => void,
-  ): Promise<void> {
-    onProgress?.({ template: def.name, phase: 'unpack', fraction: 0, message: layout })
-    await unpackImage(layout, rootfs, this.ociOptions(def.name))
-    onProgress?.({ template: def.name, phase: 'done', fraction: 1, message: rootfs })
-  }
-
   /** Boots the template once, then checkpoints it into the snapshot store (write, then rename). */
   private async bake(def: TemplateDefinition): Promise<void> {
     const id = `bake-${def.name}-${randomBytes(6).toString('hex')}`
-    const sbx = await this.containers.boot({
+    const sbx = await this.opts.containers.boot({
       id,
       resources: def.resources.defaults,
       envs: def.env,
@@ -480,9 +324,9 @@ export class TemplateBaker {
     try {
       await this.warmUp(def, sbx)
       await startImage(def, sbx)
-      await checkpointAndStop(this.containers.runsc, sbx, this.snapshotOf(def))
+      await checkpointAndStop(this.opts.containers.runsc, sbx, this.snapshotOf(def))
     } catch (err) {
-      await this.containers.stop(id)
+      await this.opts.containers.stop(id)
       throw err
     }
   }
