@@ -108,9 +108,29 @@ export function resolveConfig(options: ResolveConfigOptions = {}): ResolvedConfi
   return { url: (url ?? DEFAULT_URL).replace(/\/+$/, ''), apiKey, credentialsPath: path, credentialsProblem }
 }
 
-/** The API key, or an AuthenticationError that says where a key can come from. */
+/**
+ * Why `key` cannot be a key, or undefined when it can: a key travels in an HTTP header, so it is
+ * visible ASCII. Checked before sending, as fetch refuses such a header before connecting and
+ * that would read as an unreachable server.
+ */
+export function malformedKeyReason(key: string): string | undefined {
+  const at = key.search(/[^\x21-\x7e]/)
+  if (at < 0) return undefined
+  const code = key.codePointAt(at) ?? 0
+  const name = code <= 0x20 || code === 0x7f ? 'a space or control character' : 'a non-ASCII character'
+  return `the API key contains ${name} (U+${code.toString(16).toUpperCase().padStart(4, '0')} at position ${at + 1}), which a key cannot have: copy the key again as it was issued`
+}
+
+/**
+ * The API key, or an AuthenticationError that says where a key can come from, or that the key
+ * found holds characters a key cannot have.
+ */
 export function requireApiKey(config: ResolvedConfig): string {
-  if (config.apiKey !== undefined) return config.apiKey
+  if (config.apiKey !== undefined) {
+    const reason = malformedKeyReason(config.apiKey)
+    if (reason) throw new AuthenticationError('UNAUTHENTICATED', reason, { details: { reason: 'malformed_key' } })
+    return config.apiKey
+  }
   const problem = config.credentialsProblem ? ` (${config.credentialsProblem})` : ''
   throw new AuthenticationError(
     'UNAUTHENTICATED',

@@ -121,6 +121,33 @@ describe('SDK entry points', () => {
     }
   })
 
+  it('refuse a key with characters a key cannot have, before any request, as an AuthenticationError', async () => {
+    const s = server()
+    // U+20AC makes fetch throw before connecting (not ISO-8859-1); U+00E9, a space and a newline do not all,
+    // but no key holds them
+    for (const [apiKey, what] of [
+      [`${s.apiKey}\u20ac`, /non-ASCII character \(U\+20AC at position \d+\)/],
+      [`é${s.apiKey}`, /non-ASCII character \(U\+00E9 at position 1\)/],
+      [`${s.apiKey} `, /space or control character \(U\+0020/],
+      [`${s.apiKey}\n`, /space or control character \(U\+000A/],
+    ] as const) {
+      const err = await Sandbox.create({ apiKey, fetch: s.fetch }).catch((e: unknown) => e)
+      assert.ok(err instanceof AuthenticationError, String(err))
+      assert.equal(err.code, 'UNAUTHENTICATED')
+      assert.match(err.message, what)
+      assert.match(err.message, /which a key cannot have/)
+      assert.ok(!err.message.includes(s.apiKey), 'the key itself is not in the message')
+    }
+    assert.equal(s.requests.length, 0)
+    // through the real fetch too: not a CONNECTION_ERROR although nothing listens there
+    await assert.rejects(
+      Sandbox.list({ apiKey: 'fbx_\u20ac', url: 'http://127.0.0.1:9' }),
+      (err: unknown) => err instanceof AuthenticationError && err.code === 'UNAUTHENTICATED',
+    )
+    // a well-formed key passes as before
+    assert.equal(requireApiKey(resolveConfig({ apiKey: 'fbx_A-z.0~9' })), 'fbx_A-z.0~9')
+  })
+
   it('use the credentials file from process.env', async () => {
     const saved = { ...process.env }
     process.env.XDG_CONFIG_HOME = dir
