@@ -56,7 +56,10 @@ describe('agent deadlines and heartbeat', () => {
   it('a request the guest never answers fails at its deadline, and the owner is told', async () => {
     const { conn, state } = guest({ answering: false })
     const t0 = performance.now()
-    await assert.rejects(conn.call({ op: 'stat', path: '/' }, undefined as never, 150), (e: AppError) => e.code === 'GUEST_ERROR')
+    await assert.rejects(
+      conn.call({ op: 'stat', path: '/' }, undefined as never, 150),
+      (e: AppError) => e.code === 'GUEST_ERROR',
+    )
     const ms = performance.now() - t0
     assert.ok(ms >= 140 && ms < 1000, `failed after ${ms} ms`)
     assert.equal(state.deadlines, 1)

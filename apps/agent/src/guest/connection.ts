@@ -15,6 +15,7 @@ import {
 
 /** The guest's `configure` request (a restored guest's first). */
 type GuestConfigure = Extract<GuestRequest, { op: 'configure' }>
+
 import type { z } from 'zod'
 import { encodeFrame, FrameDecoder, FrameType, findResyncFrame } from './frames.ts'
 

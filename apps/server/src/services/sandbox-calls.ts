@@ -2,17 +2,7 @@
 // frozen), woken first if hibernated, sent again when it was moving hosts, and reported as
 // stopped if it stopped meanwhile. Files, watches, exposed ports, exec and code all go this way.
 import type { Agent as HttpAgent } from 'node:http'
-import {
-  type AgentApi,
-  type AgentSandbox,
-  AppError,
-  type FileEntry,
-  type GuestFileOp,
-  type GuestFileOps,
-  type WatchEnd,
-  type WatchHandlers,
-  type WriteOptions,
-} from '@forkbox/protocol'
+import { type AgentApi, type AgentSandbox, AppError } from '@forkbox/protocol'
 import type { Authenticator } from '../http/auth.ts'
 import type { SandboxStore } from '../store/sandboxes.ts'
 import { tunnelAgent } from './port-tunnel.ts'
@@ -38,7 +28,12 @@ export class SandboxCalls {
    * (SANDBOX_MOVING: it never started) goes again once the sandbox runs wherever it went.
    */
   async onSandbox<T>(owner: string, id: string, fn: (sandbox: AgentSandbox) => Promise<T>): Promise<T> {
-    return this.o.sandboxes.busyWith(id, () => this.onAwake(owner, id, fn))
+    const release = this.o.sandboxes.hold(id)
+    try {
+      return await this.onAwake(owner, id, fn)
+    } finally {
+      release()
+    }
   }
 
   private async onAwake<T>(owner: string, id: string, fn: (sandbox: AgentSandbox) => Promise<T>): Promise<T> {
