@@ -20,6 +20,7 @@ import type { App, AppEnv } from '../src/http/env.ts'
 import * as examples from '../src/http/examples.ts'
 import { createControlPlane } from '../src/index.ts'
 import { ROUTES } from '../src/routes/index.ts'
+import { API_TAGS } from '../src/routes/tags.ts'
 import { agent, call, cp, dir, key, setControlPlane, useControlPlane } from './app-harness.ts'
 
 interface ErrorDoc {
@@ -146,7 +147,11 @@ describe('api', () => {
   })
 
   it('serves an OpenAPI 3.1 document covering every registered route', async () => {
-    const doc = (await call('GET', '/openapi.json')).body as { openapi: string; paths: Record<string, object> }
+    const doc = (await call('GET', '/openapi.json')).body as {
+      openapi: string
+      paths: Record<string, object>
+      tags?: { name: string; description: string }[]
+    }
     assert.equal(doc.openapi, '3.1.0')
     // what the route list serves, read off a bare app it registers on (not off the document)
     const bare: App = new OpenAPIHono<AppEnv>()
@@ -157,6 +162,23 @@ describe('api', () => {
     assert.ok(served.length >= ROUTES.length, `${served.length} handlers for ${ROUTES.length} route modules`)
     const undocumented = served.filter((r) => !(r.method in (doc.paths[r.path] ?? {})))
     assert.deepEqual(undocumented, [], 'every route is in /openapi.json')
+    // every operation sits in one section of the reference, from the document's own list of them
+    const sections: string[] = (doc.tags ?? []).map((t) => t.name)
+    assert.deepEqual(
+      doc.tags?.map((t) => t.name),
+      API_TAGS.map((t) => t.name),
+    )
+    assert.ok(
+      doc.tags?.every((t) => t.description.length > 0),
+      'every section is described',
+    )
+    const operations = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.entries(ops).map(([method, op]) => ({ op: `${method} ${path}`, tags: (op as { tags?: string[] }).tags })),
+    )
+    const untagged = operations.filter((o) => o.tags?.length !== 1 || !sections.includes(o.tags[0] ?? ''))
+    assert.deepEqual(untagged, [], 'every operation has one tag from the list')
+    const unused = sections.filter((s) => !operations.some((o) => o.tags?.includes(s)))
+    assert.deepEqual(unused, [], 'every section lists an operation')
     // and every error code is in it, under its status, with an example body
     const text = JSON.stringify(doc)
     const missing = errorCodes.filter((code) => !text.includes(`\`${code}\``))

@@ -8,6 +8,7 @@ import { bodyLimit } from 'hono/body-limit'
 import { cors } from 'hono/cors'
 import { e2bApi } from '../e2b/index.ts'
 import { EDGE_ROUTES, ROUTES } from '../routes/index.ts'
+import { API_TAGS } from '../routes/tags.ts'
 import { credentials } from './credentials.ts'
 import { registerDashboard } from './dashboard.ts'
 import { registerDocs } from './docs.ts'
@@ -104,6 +105,7 @@ export function createApp(services: Services): App {
   app.doc31('/openapi.json', {
     openapi: '3.1.0',
     info: { title: 'forkbox', version: FORKBOX_VERSION, description: 'Sandboxes for AI-generated code, on gVisor.' },
+    tags: [...API_TAGS],
   })
   return app
 }

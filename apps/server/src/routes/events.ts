@@ -3,6 +3,7 @@ import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../http/env.ts'
 import { errorResponses, security } from '../http/schemas.ts'
 import { sseResponse, wantsEvents } from '../http/sse.ts'
+import { tagged } from './tags.ts'
 
 const Query = z.object({
   sandboxId: z.string().max(64).optional(),
@@ -16,6 +17,7 @@ const Query = z.object({
 const route = createRoute({
   method: 'get',
   path: '/v1/events',
+  tags: tagged('Events'),
   summary: "Lifecycle events of this key's sandboxes: a list, or (Accept: text/event-stream) past then live",
   description:
     `Types: ${sandboxEventTypes.join(', ')}. Each SSE event is named by its type and carries the event; its SSE id is the ` +

@@ -2,10 +2,12 @@ import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../http/env.ts'
 import { errorResponses, security } from '../http/schemas.ts'
 import { requireAdmin } from './keys/admin.ts'
+import { tagged } from './tags.ts'
 
 const route = createRoute({
   method: 'get',
   path: '/metrics',
+  tags: tagged('Metrics'),
   summary:
     'Prometheus metrics of the whole host (admin key): sandboxes by state, latencies, pool, errors, per-sandbox CPU and memory',
   security,

@@ -3,10 +3,12 @@ import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
 import { requireAdmin } from '../keys/admin.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'get',
   path: '/v1/audit',
+  tags: tagged('Audit'),
   summary:
     "The audit log (admin): every key and admin action (keys, quotas, templates, sandboxes created, killed, forked, snapshotted...) with who, when, from which address and user agent, oldest first; page with `after` = the last page's `next`",
   security,

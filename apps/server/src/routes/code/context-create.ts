@@ -2,10 +2,12 @@ import { CodeContext, CreateContextRequest } from '@forkbox/protocol'
 import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'post',
   path: '/v1/sandboxes/{id}/code/contexts',
+  tags: tagged('Code'),
   summary: 'Create a code context: an interpreter with its own variables, cwd and env',
   security,
   request: {

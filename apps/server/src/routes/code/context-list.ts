@@ -2,10 +2,12 @@ import { CodeContextList } from '@forkbox/protocol'
 import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'get',
   path: '/v1/sandboxes/{id}/code/contexts',
+  tags: tagged('Code'),
   summary: "List a sandbox's code contexts (the default ones appear once used)",
   security,
   request: { params: SandboxIdParam },

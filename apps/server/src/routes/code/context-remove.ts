@@ -2,10 +2,12 @@ import { ContextId } from '@forkbox/protocol'
 import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'delete',
   path: '/v1/sandboxes/{id}/code/contexts/{contextId}',
+  tags: tagged('Code'),
   summary: 'Remove a code context and stop its interpreter',
   security,
   request: { params: SandboxIdParam.extend({ contextId: ContextId }) },

@@ -6,10 +6,12 @@ import { errorBody } from '../../http/errors.ts'
 import { executionExample, runCodeExample } from '../../http/examples.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
 import { sseEvent } from '../../http/sse.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'post',
   path: '/v1/sandboxes/{id}/code',
+  tags: tagged('Code'),
   summary: 'Run a code cell in a persistent interpreter (Accept: text/event-stream streams it)',
   description:
     "Runs `code` in a code context (the language's default one unless `contextId` names another): variables, imports and files persist between cells. " +

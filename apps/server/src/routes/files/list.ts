@@ -2,10 +2,12 @@ import { FileList, ListQuery } from '@forkbox/protocol'
 import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'get',
   path: '/v1/sandboxes/{id}/files/list',
+  tags: tagged('Files'),
   summary: 'List a directory (to `depth` levels)',
   security,
   request: { params: SandboxIdParam, query: ListQuery },

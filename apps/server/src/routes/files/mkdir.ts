@@ -2,10 +2,12 @@ import { FileEntry, MakeDirRequest } from '@forkbox/protocol'
 import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'post',
   path: '/v1/sandboxes/{id}/files/mkdir',
+  tags: tagged('Files'),
   summary: 'Create a directory and its parents (no error if it exists)',
   security,
   request: {

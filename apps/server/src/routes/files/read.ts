@@ -3,10 +3,12 @@ import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
 import { parseOrThrow } from '../../http/validate.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'get',
   path: '/v1/sandboxes/{id}/files',
+  tags: tagged('Files'),
   summary: 'Read a regular file as raw bytes (streamed; no Content-Length when its size is unknown, e.g. procfs)',
   security,
   request: { params: SandboxIdParam, query: PathQuery },

@@ -2,10 +2,12 @@ import { RemoveQuery } from '@forkbox/protocol'
 import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'delete',
   path: '/v1/sandboxes/{id}/files',
+  tags: tagged('Files'),
   summary: 'Remove a file or directory',
   security,
   request: { params: SandboxIdParam, query: RemoveQuery },

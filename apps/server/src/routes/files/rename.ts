@@ -2,10 +2,12 @@ import { FileEntry, RenameRequest } from '@forkbox/protocol'
 import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'post',
   path: '/v1/sandboxes/{id}/files/rename',
+  tags: tagged('Files'),
   summary: 'Rename or move a path (parents of the target are created)',
   security,
   request: {

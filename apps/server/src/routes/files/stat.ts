@@ -2,10 +2,12 @@ import { FileEntry, PathQuery } from '@forkbox/protocol'
 import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'get',
   path: '/v1/sandboxes/{id}/files/stat',
+  tags: tagged('Files'),
   summary: 'Stat a path (does not follow a final symlink)',
   security,
   request: { params: SandboxIdParam, query: PathQuery },

@@ -2,10 +2,12 @@ import { FileUrl, FileUrlRequest } from '@forkbox/protocol'
 import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'post',
   path: '/v1/sandboxes/{id}/files/url',
+  tags: tagged('Files'),
   summary: 'A signed URL that reads (GET) or writes (PUT, raw body) one file, with no key, until it expires',
   description:
     'For a browser or another service that must not hold the API key: the URL is valid for this ' +

@@ -4,10 +4,12 @@ import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
 import { type Emit, sseResponse } from '../../http/sse.ts'
 import { startWatch } from '../../services/watch.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'get',
   path: '/v1/sandboxes/{id}/files/watch',
+  tags: tagged('Files'),
   summary: 'Watch a directory for changes, as Server-Sent Events',
   description:
     'Events: `start` ({path}) once the watch is set up: every change from then on is reported; then one ' +

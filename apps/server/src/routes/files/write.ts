@@ -5,10 +5,12 @@ import { metadataOf } from '../../http/file-metadata.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
 import { uploadBody } from '../../http/upload.ts'
 import { parseOrThrow } from '../../http/validate.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'put',
   path: '/v1/sandboxes/{id}/files',
+  tags: tagged('Files'),
   summary: 'Write a file from the raw request body (parents are created; replaces atomically)',
   description:
     'User metadata goes with it as `X-Metadata-<key>: <value>` headers (keys: HTTP token characters; ' +

@@ -2,6 +2,7 @@ import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
 import { requireAdmin } from '../keys/admin.ts'
+import { tagged } from '../tags.ts'
 import { hostsOf } from './fleet.ts'
 
 const DrainReport = z.object({
@@ -15,6 +16,7 @@ const DrainReport = z.object({
 const route = createRoute({
   method: 'post',
   path: '/v1/hosts/{id}/drain',
+  tags: tagged('Hosts'),
   summary: 'Cordon a host and move everything off it: running sandboxes by live migration, images by copy (admin)',
   security,
   request: { params: z.object({ id: z.string() }) },

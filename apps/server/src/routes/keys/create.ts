@@ -2,11 +2,13 @@ import { CreatedKey, CreateKeyRequest } from '@forkbox/protocol'
 import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 import { requireAdmin } from './admin.ts'
 
 const route = createRoute({
   method: 'post',
   path: '/v1/keys',
+  tags: tagged('Keys'),
   summary: 'Create an API key (admin); the secret is returned only here',
   security,
   request: { body: { content: { 'application/json': { schema: CreateKeyRequest } }, required: true } },

@@ -2,11 +2,13 @@ import { ApiKeyInfo } from '@forkbox/protocol'
 import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 import { selfOrAdmin } from './admin.ts'
 
 const route = createRoute({
   method: 'get',
   path: '/v1/keys/{id}',
+  tags: tagged('Keys'),
   summary: 'An API key: its scopes, quotas, rate limits and expiry (admin, or the key itself; `me` is the caller)',
   security,
   request: { params: z.object({ id: z.string().min(1).max(64) }) },

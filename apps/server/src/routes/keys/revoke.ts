@@ -2,11 +2,13 @@ import { AppError } from '@forkbox/protocol'
 import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 import { requireAdmin } from './admin.ts'
 
 const route = createRoute({
   method: 'delete',
   path: '/v1/keys/{id}',
+  tags: tagged('Keys'),
   summary:
     "Revoke an API key (admin): its sandboxes' access tokens stop working at once; `killSandboxes=true` also kills its sandboxes",
   security,

@@ -2,11 +2,13 @@ import { CreatedKey, RotateKeyRequest } from '@forkbox/protocol'
 import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 import { selfOrAdmin } from './admin.ts'
 
 const route = createRoute({
   method: 'post',
   path: '/v1/keys/{id}/rotate',
+  tags: tagged('Keys'),
   summary:
     'Rotate an API key (admin, or the key itself; `me` is the caller): a new secret, returned only here; the old one still works for `graceSeconds` (default 3600)',
   security,

@@ -2,11 +2,13 @@ import { ApiKeyInfo, AppError, UpdateKeyRequest } from '@forkbox/protocol'
 import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 import { requireAdmin } from './admin.ts'
 
 const route = createRoute({
   method: 'patch',
   path: '/v1/keys/{id}',
+  tags: tagged('Keys'),
   summary:
     'Change an API key (admin): its name, scopes, quotas, rate limits or expiry; each given replaces what was (`{}` clears it), `expiresAt: null` ends the expiry',
   security,

@@ -3,10 +3,12 @@ import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
 import { sseResponse } from '../../http/sse.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'get',
   path: '/v1/sandboxes/{id}/processes/{pid}/output',
+  tags: tagged('Processes'),
   summary: "Stream a background process's output (from `offset`) and its exit, as Server-Sent Events",
   description:
     'Events: `stdout` / `stderr` ({data}), `gap` ({bytes}: output dropped from the bounded log before this reader got it), ' +

@@ -2,10 +2,12 @@ import { PidParam, ProcessInfo, ProcessSignalRequest } from '@forkbox/protocol'
 import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'post',
   path: '/v1/sandboxes/{id}/processes/{pid}/signal',
+  tags: tagged('Processes'),
   summary: 'Send a signal to a background process and its process group (default SIGTERM)',
   security,
   request: {

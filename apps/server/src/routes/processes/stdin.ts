@@ -2,10 +2,12 @@ import { PidParam, ProcessStdinRequest } from '@forkbox/protocol'
 import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'post',
   path: '/v1/sandboxes/{id}/processes/{pid}/stdin',
+  tags: tagged('Processes'),
   summary: "Write to a background process's stdin (and optionally close it)",
   security,
   request: {

@@ -2,10 +2,12 @@ import { PidParam, ProcessExitInfo } from '@forkbox/protocol'
 import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'get',
   path: '/v1/sandboxes/{id}/processes/{pid}/wait',
+  tags: tagged('Processes'),
   summary: 'Wait for a background process to exit (at once if it has)',
   security,
   request: { params: SandboxIdParam.merge(PidParam) },

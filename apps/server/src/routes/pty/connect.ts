@@ -15,12 +15,14 @@ import { errorBody } from '../../http/errors.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
 import { TAKEN_OVER } from '../../http/upgrade.ts'
 import { parseOrThrow } from '../../http/validate.ts'
+import { tagged } from '../tags.ts'
 
 const START_TIMEOUT_MS = 10_000
 
 const route = createRoute({
   method: 'get',
   path: '/v1/sandboxes/{id}/pty',
+  tags: tagged('Terminals'),
   summary: 'Open a terminal: a WebSocket (start, then input/resize/kill; output, started, exit)',
   security,
   request: { params: SandboxIdParam },

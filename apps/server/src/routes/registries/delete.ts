@@ -2,11 +2,13 @@ import { AppError } from '@forkbox/protocol'
 import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 import { RegistryParam } from './schemas.ts'
 
 const route = createRoute({
   method: 'delete',
   path: '/v1/registries/{registry}',
+  tags: tagged('Registries'),
   summary: "Forget this key's login for a registry",
   security,
   request: { params: RegistryParam },

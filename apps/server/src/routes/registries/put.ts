@@ -1,11 +1,13 @@
 import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 import { RegistryLogin, RegistryParam } from './schemas.ts'
 
 const route = createRoute({
   method: 'put',
   path: '/v1/registries/{registry}',
+  tags: tagged('Registries'),
   summary:
     "Set this key's login for a registry its templates pull from (the password is kept sealed and never returned)",
   security,

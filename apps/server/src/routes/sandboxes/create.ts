@@ -3,10 +3,12 @@ import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { createSandboxExample, sandboxExample } from '../../http/examples.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'post',
   path: '/v1/sandboxes',
+  tags: tagged('Sandboxes'),
   summary: 'Create a sandbox; answers once its guest is ready',
   security,
   request: {

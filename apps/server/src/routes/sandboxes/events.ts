@@ -2,6 +2,7 @@ import { SandboxEvent } from '@forkbox/protocol'
 import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const Events = z.object({
   events: z.array(SandboxEvent.pick({ type: true, at: true, detail: true })),
@@ -10,6 +11,7 @@ const Events = z.object({
 const route = createRoute({
   method: 'get',
   path: '/v1/sandboxes/{id}/events',
+  tags: tagged('Events'),
   summary: "The sandbox's recorded state transitions, oldest first",
   security,
   request: { params: SandboxIdParam },

@@ -4,10 +4,12 @@ import type { App } from '../../http/env.ts'
 import { execExample, execResultExample } from '../../http/examples.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
 import { sseResponse, wantsEvents } from '../../http/sse.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'post',
   path: '/v1/sandboxes/{id}/exec',
+  tags: tagged('Processes'),
   summary:
     'Run a command (string: via bash -c; array: exec directly): wait for it, stream it, or start it in the background',
   description:

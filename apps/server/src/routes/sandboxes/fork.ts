@@ -3,10 +3,12 @@ import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { forkExample } from '../../http/examples.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'post',
   path: '/v1/sandboxes/{id}/fork',
+  tags: tagged('Sandboxes'),
   summary: '`count` new sandboxes from the live state (memory, processes, disk); the original carries on',
   security,
   request: {

@@ -4,10 +4,12 @@ import type { App } from '../../http/env.ts'
 import { sandboxExample } from '../../http/examples.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
 import { actingOwner } from '../keys/admin.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'get',
   path: '/v1/sandboxes/{id}',
+  tags: tagged('Sandboxes'),
   summary: 'Get a sandbox',
   security,
   request: { params: SandboxIdParam },

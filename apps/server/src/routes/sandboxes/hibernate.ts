@@ -2,10 +2,12 @@ import { HibernateRequest, Sandbox } from '@forkbox/protocol'
 import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'post',
   path: '/v1/sandboxes/{id}/hibernate',
+  tags: tagged('Sandboxes'),
   summary:
     'Checkpoint and stop a sandbox (no memory held); any later exec or files call wakes it. With keepMemory: false only its disk is kept: it wakes as if booted',
   security,

@@ -2,10 +2,12 @@ import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
 import { actingOwner } from '../keys/admin.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'delete',
   path: '/v1/sandboxes/{id}',
+  tags: tagged('Sandboxes'),
   summary: "Kill a sandbox (returns at once; idempotent); an admin key may kill any tenant's",
   security,
   request: { params: SandboxIdParam },

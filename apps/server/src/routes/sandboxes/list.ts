@@ -3,10 +3,12 @@ import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
 import { requireAdmin } from '../keys/admin.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'get',
   path: '/v1/sandboxes',
+  tags: tagged('Sandboxes'),
   summary:
     "List the key's sandboxes; `metadata.KEY=VALUE` query pairs filter by metadata; an admin key may pass `owner` (a key id, or `*` for all)",
   security,

@@ -1,6 +1,7 @@
 import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const SandboxMetrics = z.object({
   /** One sample every 5 s while running, the last 10 minutes. CPU seconds are cumulative. */
@@ -21,6 +22,7 @@ const SandboxMetrics = z.object({
 const route = createRoute({
   method: 'get',
   path: '/v1/sandboxes/{id}/metrics',
+  tags: tagged('Metrics'),
   summary: "The sandbox's recent CPU and memory use, and its disk use now",
   security,
   request: { params: SandboxIdParam },

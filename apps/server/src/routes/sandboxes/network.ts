@@ -2,10 +2,12 @@ import { NetworkOptions, Sandbox } from '@forkbox/protocol'
 import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'patch',
   path: '/v1/sandboxes/{id}/network',
+  tags: tagged('Sandboxes'),
   summary: 'Change what a sandbox may reach and which ports it exposes (fields not given stay as they are)',
   security,
   request: {

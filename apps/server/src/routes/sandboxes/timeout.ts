@@ -2,10 +2,12 @@ import { Sandbox, SetTimeoutRequest } from '@forkbox/protocol'
 import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'post',
   path: '/v1/sandboxes/{id}/timeout',
+  tags: tagged('Sandboxes'),
   summary: 'Set the time to live, counted from now',
   security,
   request: {

@@ -3,10 +3,12 @@ import { createRoute } from '@hono/zod-openapi'
 import { jsonBody } from '../../e2b/json-body.ts'
 import type { App } from '../../http/env.ts'
 import { errorResponses, SandboxIdParam, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'post',
   path: '/v1/sandboxes/{id}/snapshots',
+  tags: tagged('Snapshots'),
   summary:
     'Snapshot a running sandbox (memory, processes, disk); it pauses briefly and carries on. A `name` moves to it from the snapshot that had it',
   security,

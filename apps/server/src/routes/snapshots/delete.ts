@@ -1,10 +1,12 @@
 import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'delete',
   path: '/v1/snapshots/{id}',
+  tags: tagged('Snapshots'),
   summary: 'Delete a snapshot (sandboxes started from it are not affected)',
   security,
   request: { params: z.object({ id: z.string().min(1).max(64) }) },

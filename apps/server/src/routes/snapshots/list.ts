@@ -2,10 +2,12 @@ import { SnapshotList, SnapshotName } from '@forkbox/protocol'
 import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'get',
   path: '/v1/snapshots',
+  tags: tagged('Snapshots'),
   summary: "The key's snapshots, newest first (`?name=`: the one of that name)",
   security,
   request: { query: z.object({ name: SnapshotName.optional() }) },

@@ -4,11 +4,13 @@ import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
 import { uploadBody } from '../../http/upload.ts'
 import { parseOrThrow } from '../../http/validate.ts'
+import { tagged } from '../tags.ts'
 import { BuildIdParam } from './build-get.ts'
 
 const route = createRoute({
   method: 'put',
   path: '/v1/builds/{id}/context',
+  tags: tagged('Templates'),
   summary:
     "Upload a waiting build's context (a tar archive), or its image archive (`docker save` output or an OCI layout tarball), as the raw body; the build then starts",
   security,

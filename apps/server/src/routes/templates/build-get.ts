@@ -2,12 +2,14 @@ import { BuildLogEntry, TemplateBuild } from '@forkbox/protocol'
 import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 export const BuildIdParam = z.object({ id: z.string().regex(/^bld-[0-9a-f]{20}$/) })
 
 const route = createRoute({
   method: 'get',
   path: '/v1/builds/{id}',
+  tags: tagged('Templates'),
   summary:
     "A template build: its status, and its log from `logsOffset` on (poll with the next offset); its template's owner and the admin key only",
   security,

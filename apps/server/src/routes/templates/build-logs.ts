@@ -2,11 +2,13 @@ import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
 import { sseResponse } from '../../http/sse.ts'
+import { tagged } from '../tags.ts'
 import { BuildIdParam } from './build-get.ts'
 
 const route = createRoute({
   method: 'get',
   path: '/v1/builds/{id}/logs',
+  tags: tagged('Templates'),
   summary:
     "A template build's log as Server-Sent Events, live until the build ends; its template's owner and the admin key only",
   description:

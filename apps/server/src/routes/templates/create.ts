@@ -2,10 +2,12 @@ import { CreateTemplateRequest, TemplateBuild, UserTemplate } from '@forkbox/pro
 import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'post',
   path: '/v1/templates',
+  tags: tagged('Templates'),
   summary: 'Build a template (or the next version of one) from an image or a Dockerfile',
   description:
     'Answers at once with the build; follow it at /v1/builds/{id} (or its log, streamed, at /v1/builds/{id}/logs). ' +

@@ -2,10 +2,12 @@ import { TemplateListing } from '@forkbox/protocol'
 import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'get',
   path: '/v1/templates',
+  tags: tagged('Templates'),
   summary: 'Templates this key can create from: the built-ins, its own (newest ready version) and public ones',
   security,
   responses: {

@@ -2,6 +2,7 @@ import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
 import { requireAdmin } from '../keys/admin.ts'
+import { tagged } from '../tags.ts'
 
 const PruneRequest = z
   .object({
@@ -19,6 +20,7 @@ const PruneResult = z.object({
 const route = createRoute({
   method: 'post',
   path: '/v1/templates/prune',
+  tags: tagged('Templates'),
   summary:
     'Admin key only: remove what of the template store nothing uses (rootfs dirs and snapshots of deleted or rebuilt templates, older guests, unused pulled images) and evict build layers down to a size',
   security,

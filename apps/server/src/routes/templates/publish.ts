@@ -3,6 +3,7 @@ import { createRoute, z } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
 import { requireAdmin } from '../keys/admin.ts'
+import { tagged } from '../tags.ts'
 
 const PublishRequest = z.object({
   public: z.boolean(),
@@ -13,6 +14,7 @@ const PublishRequest = z.object({
 const route = createRoute({
   method: 'put',
   path: '/v1/templates/by-id/{id}/public',
+  tags: tagged('Templates'),
   summary:
     "Admin key only: publish a key's template at one ready version (every key can list and create from that version, not the owner's later builds) or make it private again",
   description:

@@ -3,10 +3,12 @@ import { createRoute } from '@hono/zod-openapi'
 import type { App } from '../../http/env.ts'
 import { errorResponses, security } from '../../http/schemas.ts'
 import { bucketCount, MAX_BUCKETS, usageReport } from '../../store/usage.ts'
+import { tagged } from '../tags.ts'
 
 const route = createRoute({
   method: 'get',
   path: '/v1/usage',
+  tags: tagged('Metrics'),
   summary:
     "What a key used from `from` to `to` (default now), in `hour`, `day` or one `total` bucket: vCPU-seconds and GiB-seconds of memory of its live sandboxes, their egress bytes, GiB-seconds of its snapshots. The caller's own; an admin may ask for another `key` or `all`",
   security,
