@@ -92,11 +92,11 @@ export async function createControlPlane(opts: {
   const snapshots = new SnapshotStore(db)
   const templateStore = new TemplateStore(db)
   const quotas = new QuotaGuard(db, keys, snapshots, templateStore)
-  const templates = new TemplateService(
-    templateStore,
+  const templates = new TemplateService({
+    store: templateStore,
     agent,
     log,
-    {
+    limits: {
       maxConcurrentBuilds: config.maxConcurrentBuilds,
       maxContextBytes: config.maxContextBytes,
       contextsDir: join(dirname(config.dbPath), 'build-contexts'),
@@ -107,9 +107,9 @@ export async function createControlPlane(opts: {
       // read at each build: a key's scopes may change after the request authenticated it
       scopesOf: async (owner) => (await keys.get(owner).catch(() => null))?.scopes ?? {},
     },
-    () => store.templatesInUse(),
+    inUse: store,
     registries,
-  )
+  })
   // a fleet's other replicas may be building: their builds are theirs to finish
   await templates.recover({ shared: fleet !== null })
   const e2bTemplates = new E2bTemplateBuilds(

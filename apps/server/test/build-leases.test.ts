@@ -19,11 +19,16 @@ describe('build leases', () => {
   it("the leader fails a build whose replica stopped renewing its lease, never a live replica's", async () => {
     const store = await openStore({ path: join(dir, 'db.sqlite') })
     const service = (agent: FakeAgent) =>
-      new TemplateService(new TemplateStore(store.db), agent, pino({ level: 'silent' }), {
-        maxConcurrentBuilds: 2,
-        maxContextBytes: 1024,
-        contextsDir: join(dir, 'contexts'),
-        ceilingTemplate: 'base',
+      new TemplateService({
+        store: new TemplateStore(store.db),
+        agent,
+        log: pino({ level: 'silent' }),
+        limits: {
+          maxConcurrentBuilds: 2,
+          maxContextBytes: 1024,
+          contextsDir: join(dir, 'contexts'),
+          ceilingTemplate: 'base',
+        },
       })
     const agent = new FakeAgent()
     let release!: () => void

@@ -12,18 +12,33 @@ const ASK_EVERY_MS = 2_000
 /** How long the reaper pass waits for one answer (a host being drained or gone must not hold it). */
 const ASK_TIMEOUT_MS = 2_000
 
+export interface FreezerOptions {
+  agent: AgentApi
+  store: SandboxStore
+  idle: IdleTracker
+  log: Logger
+  /** Idle this long, a quiet sandbox is frozen; 0: never. */
+  afterMs: number
+}
+
 export class Freezer {
   /** Sandboxes frozen through this replica, with when: not asked again until a call touched them. */
   private readonly frozenAt = new Map<string, number>()
   private readonly askedAt = new Map<string, number>()
 
-  constructor(
-    private readonly agent: AgentApi,
-    private readonly store: SandboxStore,
-    private readonly idle: IdleTracker,
-    private readonly log: Logger,
-    private readonly afterMs: number,
-  ) {}
+  private readonly agent: AgentApi
+  private readonly store: SandboxStore
+  private readonly idle: IdleTracker
+  private readonly log: Logger
+  private readonly afterMs: number
+
+  constructor(o: FreezerOptions) {
+    this.agent = o.agent
+    this.store = o.store
+    this.idle = o.idle
+    this.log = o.log
+    this.afterMs = o.afterMs
+  }
 
   /** One reaper pass: asks the agent to freeze what has been idle long enough. */
   async pass(running: { id: string; persistent: boolean; freeze: boolean; activeAt?: number | null }[], now: number) {

@@ -95,7 +95,7 @@ export class SandboxService {
     this.metrics = metrics
     this.templates = o.templates ?? agentTemplates(agent)
     this.idle = new IdleTracker(limits.fleet === true)
-    this.freezer = new Freezer(agent, store, this.idle, log, limits.freezeAfterMs ?? 0)
+    this.freezer = new Freezer({ agent, store, idle: this.idle, log, afterMs: limits.freezeAfterMs ?? 0 })
     this.quotas = limits.quotas ?? null
     this.hibernation = new Hibernation({ store, agent, log, quotas: this.quotas, metrics })
     this.launcher = new Launcher({ store, agent, log, maxSandboxes: limits.maxSandboxes, metrics, quotas: this.quotas })

@@ -60,22 +60,43 @@ export function registryOf(image: string): string {
   return isHost ? first : 'docker.io'
 }
 
+/** What still starts from a template (its agent name): running or hibernated sandboxes, snapshots. */
+export interface TemplatesInUse {
+  templatesInUse(): Promise<Set<string>>
+}
+
+export interface TemplateServiceOptions {
+  store: TemplateStore
+  agent: AgentApi
+  log: Logger
+  limits: TemplateLimits
+  /** Templates still in use are kept with the agent when deleted (none: nothing is). */
+  inUse?: TemplatesInUse
+  /** Each key's registry logins, passed to its builds' pulls. */
+  registries?: RegistryCredentialStore
+}
+
 export class TemplateService implements TemplateResolver {
   /** Build logs, kept and followed live. */
   private readonly logBook: BuildLogs
   /** Builds queued and running on the agent. */
   private readonly builds: BuildQueue
 
-  constructor(
-    private readonly store: TemplateStore,
-    private readonly agent: AgentApi,
-    readonly log: Logger,
-    private readonly limits: TemplateLimits,
-    /** Templates (agent names) running or hibernated sandboxes and snapshots still start from. */
-    private readonly inUse: () => Promise<Set<string>> = async () => new Set(),
-    /** Each key's registry logins, passed to its builds' pulls. */
-    private readonly registries?: RegistryCredentialStore,
-  ) {
+  private readonly store: TemplateStore
+  private readonly agent: AgentApi
+  readonly log: Logger
+  private readonly limits: TemplateLimits
+  private readonly inUse: TemplatesInUse | null
+  private readonly registries?: RegistryCredentialStore
+
+  constructor(o: TemplateServiceOptions) {
+    const { store, agent, log, limits, registries } = o
+    this.store = store
+    this.agent = agent
+    this.log = log
+    this.limits = limits
+    this.inUse = o.inUse ?? null
+    this.registries = registries
     this.logBook = new BuildLogs(store, log)
     this.builds = new BuildQueue({ store, agent, log, limits, registries, logs: this.logBook })
   }
@@ -111,7 +132,7 @@ export class TemplateService implements TemplateResolver {
       await this.store.transition(id, ['waiting'], 'failed', {
         error: { code: 'CANCELLED', message: `no context was uploaded within ${CONTEXT_WAIT_MS / 60_000} minutes` },
       })
-    const used = await this.inUse()
+    const used = (await this.inUse?.templatesInUse()) ?? new Set<string>()
     for (const b of await this.store.readySpecs()) {
       if (!b.deleted || used.has(b.spec.name)) continue
       await this.agent.removeTemplate(b.spec.name)
