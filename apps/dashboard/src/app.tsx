@@ -72,7 +72,8 @@ export function App() {
   if (session === null) return <SignIn onSession={setSession} />
   const sandboxId = /^#\/sandbox\/([\w-]+)$/.exec(hash)?.[1]
   let page = <SandboxesPage session={session} />
-  if (sandboxId) page = <SandboxPage session={session} id={sandboxId} />
+  // keyed by the id: another sandbox's page starts empty, never from the one before
+  if (sandboxId) page = <SandboxPage key={sandboxId} session={session} id={sandboxId} />
   else if (hash === '#/keys' && session.admin) page = <KeysPage session={session} />
   else if (hash === '#/templates') page = <TemplatesPage session={session} />
   else if (hash === '#/snapshots') page = <SnapshotsPage session={session} />
