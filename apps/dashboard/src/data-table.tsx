@@ -11,6 +11,8 @@ export interface Column<Row> {
   class?: string
   /** On the cells only, after `class`. */
   cellClass?: string
+  /** Stays in view at the row's end while the rest scrolls sideways under it (a row's actions). */
+  sticky?: boolean
 }
 
 export interface DataTableProps<Row> {
@@ -25,17 +27,23 @@ export interface DataTableProps<Row> {
   empty?: string
   /** Rows that arrive live are announced. */
   live?: boolean
+  /** On a phone each row is a card (its cells wrap in the row's width) instead of a line to scroll along. */
+  cards?: boolean
 }
 
-export function DataTable<Row>({ label, columns, rows, rowKey, rowData, empty, live }: DataTableProps<Row>) {
+function classOf(...names: (string | false | undefined)[]): string | undefined {
+  return names.filter(Boolean).join(' ') || undefined
+}
+
+export function DataTable<Row>({ label, columns, rows, rowKey, rowData, empty, live, cards }: DataTableProps<Row>) {
   if (empty !== undefined && rows.length === 0) return <p>{empty}</p>
   return (
     <ScrollRegion label={label}>
-      <table>
+      <table class={cards ? 'cards' : undefined}>
         <thead>
           <tr>
             {columns.map((c) => (
-              <th key={c.header} scope="col" class={c.class}>
+              <th key={c.header} scope="col" class={classOf(c.class, c.sticky && 'sticky-end')}>
                 {c.headerHidden ? <span class="visually-hidden">{c.header}</span> : c.header}
               </th>
             ))}
@@ -45,7 +53,7 @@ export function DataTable<Row>({ label, columns, rows, rowKey, rowData, empty, l
           {rows.map((row) => (
             <tr key={rowKey(row)} {...rowData?.(row)}>
               {columns.map((c) => (
-                <td key={c.header} class={[c.class, c.cellClass].filter(Boolean).join(' ') || undefined}>
+                <td key={c.header} class={classOf(c.class, c.cellClass, c.sticky && 'sticky-end')}>
                   {c.cell(row)}
                 </td>
               ))}

@@ -1,5 +1,5 @@
 // The sandboxes of this key: a list kept live by the events stream (each event refetches it), a
-// create form, and kill / fork from each row.
+// create form, and kill / fork from each row; running ones first, ended ones behind a filter.
 import type { SandboxInfo, SandboxState, TemplateListing } from '@forkbox/sdk'
 import { Sandbox } from '@forkbox/sdk'
 import { useCallback, useEffect, useState } from 'preact/hooks'
@@ -19,6 +19,18 @@ function pairs(text: string): Record<string, string> {
 }
 
 const STATES: SandboxState[] = ['running', 'starting', 'hibernated', 'errored', 'killed', 'lost']
+
+/** Where a state sorts in the list: what a user can still act on first; past 2, the sandbox has ended. */
+const RANK = { running: 0, starting: 1, hibernated: 2, errored: 3, lost: 4, killed: 5 } satisfies Record<
+  SandboxState,
+  number
+>
+const ended = (s: SandboxInfo) => RANK[s.state] > RANK.hibernated
+
+/** Running first, then starting and hibernated, then the ended; newest first within each. */
+function byState(a: SandboxInfo, b: SandboxInfo): number {
+  return RANK[a.state] - RANK[b.state] || Date.parse(b.createdAt) - Date.parse(a.createdAt)
+}
 
 function age(iso: string): string {
   const s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000))
@@ -144,23 +156,32 @@ function CreateForm({ session }: { session: Session }) {
   )
 }
 
-/** A row's actions: fork (with a count), hibernate or wake, snapshot, kill; one at a time. */
-function RowActions({ sbx, session, onError }: { sbx: SandboxInfo; session: Session; onError: (m: string) => void }) {
+interface RowActionsProps {
+  sbx: SandboxInfo
+  session: Session
+  onError: (message: string) => void
+  /** What an action did, for the page's status line. */
+  onDone: (message: string) => void
+}
+
+/** A row's actions: fork (with a count), hibernate or wake, snapshot, kill; one at a time, each on this row's id. */
+function RowActions({ sbx, session, onError, onDone }: RowActionsProps) {
   const [forks, setForks] = useState(1)
   const [busy, setBusy] = useState('')
   const act = async (what: string, call: () => Promise<unknown>) => {
     setBusy(what)
+    onError('')
     try {
       await call()
     } catch (err) {
-      onError(describeError(err))
+      onError(`${sbx.id}: ${describeError(err)}`)
     } finally {
       setBusy('')
     }
   }
   if (sbx.state !== 'running' && sbx.state !== 'hibernated') return null
   return (
-    <div class="row-actions">
+    <fieldset class="row-actions" aria-label={`actions on ${sbx.id}`}>
       <input
         type="number"
         min={1}
@@ -168,7 +189,7 @@ function RowActions({ sbx, session, onError }: { sbx: SandboxInfo; session: Sess
         value={forks}
         aria-label={`fork count for ${sbx.id}`}
         onInput={(e) => setForks(Number(e.currentTarget.value))}
-        style={{ width: '3.5em' }}
+        style={{ width: '3em' }}
       />
       <button
         type="button"
@@ -200,7 +221,12 @@ function RowActions({ sbx, session, onError }: { sbx: SandboxInfo; session: Sess
         type="button"
         class="quiet"
         disabled={busy !== ''}
-        onClick={() => act('snapshot', async () => (await Sandbox.connect(sbx.id, session.conn)).snapshot())}
+        onClick={() =>
+          act('snapshot', async () => {
+            const taken = await (await Sandbox.connect(sbx.id, session.conn)).snapshot()
+            onDone(`Snapshot ${taken.id} taken of ${sbx.id}.`)
+          })
+        }
       >
         {busy === 'snapshot' ? 'Snapshotting…' : 'Snapshot'}
       </button>
@@ -212,7 +238,7 @@ function RowActions({ sbx, session, onError }: { sbx: SandboxInfo; session: Sess
       >
         Kill
       </button>
-    </div>
+    </fieldset>
   )
 }
 
@@ -220,9 +246,15 @@ export function SandboxesPage({ session }: { session: Session }) {
   const [state, setState] = useState<SandboxState | ''>('')
   const [template, setTemplate] = useState('')
   const [metadata, setMetadata] = useState('')
+  const [showEnded, setShowEnded] = useState(false)
   const [actionError, setActionError] = useState('')
+  const [notice, setNotice] = useState('')
   const { sandboxes: all, error } = useLiveSandboxes(session, state, metadata)
-  const sandboxes = all && template ? all.filter((s) => s.template === template) : all
+  const ofTemplate = all && template ? all.filter((s) => s.template === template) : all
+  const endedCount = ofTemplate?.filter(ended).length ?? 0
+  // a state asked for by name shows even when it is an ended one
+  const sandboxes =
+    ofTemplate && (showEnded || state !== '' ? [...ofTemplate] : ofTemplate.filter((s) => !ended(s))).sort(byState)
   const templates = [...new Set(all?.map((s) => s.template))].sort()
   return (
     <main>
@@ -260,8 +292,15 @@ export function SandboxesPage({ session }: { session: Session }) {
             onInput={(e) => setMetadata(e.currentTarget.value)}
           />
         </label>
+        <label>
+          <input type="checkbox" checked={showEnded} onChange={(e) => setShowEnded(e.currentTarget.checked)} />
+          Show ended ({endedCount})
+        </label>
       </div>
       <ErrorLine error={error || actionError} />
+      <p class="notice" role="status">
+        {notice}
+      </p>
       {sandboxes === null ? (
         <p>Loading…</p>
       ) : (
@@ -270,9 +309,18 @@ export function SandboxesPage({ session }: { session: Session }) {
           rows={sandboxes}
           rowKey={(s) => s.id}
           rowData={(s) => ({ 'data-sandbox': s.id })}
-          empty="No sandboxes."
+          empty={endedCount > 0 && !showEnded ? 'No running sandboxes.' : 'No sandboxes.'}
+          cards
           columns={[
-            { header: 'ID', cell: (s) => <a href={`#/sandbox/${s.id}`}>{s.id}</a> },
+            {
+              header: 'ID',
+              cellClass: 'id',
+              cell: (s) => (
+                <a href={`#/sandbox/${s.id}`} title={s.id}>
+                  {s.id}
+                </a>
+              ),
+            },
             { header: 'Template', class: 'wide', cell: (s) => s.template },
             {
               header: 'State',
@@ -293,15 +341,18 @@ export function SandboxesPage({ session }: { session: Session }) {
               header: 'Metadata',
               class: 'wide',
               cellClass: 'meta',
-              cell: (s) =>
-                Object.entries(s.metadata)
+              cell: (s) => {
+                const text = Object.entries(s.metadata)
                   .map(([k, v]) => `${k}=${v}`)
-                  .join(' '),
+                  .join(' ')
+                return <span title={text}>{text}</span>
+              },
             },
             {
               header: 'Actions',
               headerHidden: true,
-              cell: (s) => <RowActions sbx={s} session={session} onError={setActionError} />,
+              sticky: true,
+              cell: (s) => <RowActions sbx={s} session={session} onError={setActionError} onDone={setNotice} />,
             },
           ]}
         />
