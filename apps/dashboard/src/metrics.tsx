@@ -3,6 +3,7 @@ import type { Sandbox } from '@forkbox/sdk'
 import { useEffect, useRef } from 'preact/hooks'
 import uPlot from 'uplot'
 import 'uplot/dist/uPlot.min.css'
+import { AXIS_FONT, axisWidth, tickLabels, valueRange } from './axis.ts'
 import { series, useMetrics } from './usage.ts'
 
 function Chart({ title, data, labels }: { title: string; data: number[][]; labels: string[] }) {
@@ -10,20 +11,33 @@ function Chart({ title, data, labels }: { title: string; data: number[][]; label
   const plot = useRef<uPlot | null>(null)
   useEffect(() => {
     if (!box.current) return
+    const el = box.current
     const colors = ['#1f5fd6', '#c2410c']
     plot.current = new uPlot(
       {
-        width: Math.max(200, box.current.clientWidth),
+        width: Math.max(200, el.clientWidth),
         height: 140,
         legend: { show: true },
         series: [{}, ...labels.map((label, i) => ({ label, stroke: colors[i], width: 1.5 }))],
-        axes: [{}, { size: 50 }],
+        scales: { y: { range: (_u, min, max) => valueRange(min, max) } },
+        axes: [
+          {},
+          {
+            font: AXIS_FONT,
+            size: (_u, values) => axisWidth(values),
+            values: (_u, ticks, _axis, _space, step) => {
+              const shown = tickLabels(ticks, step)
+              // what the canvas draws, readable by a test or a script
+              el.dataset.yLabels = shown.join(' ')
+              return shown
+            },
+          },
+        ],
       },
       data as uPlot.AlignedData,
-      box.current,
+      el,
     )
     // follow the box's width (a phone turned, a window resized)
-    const el = box.current
     const observer = new ResizeObserver(() =>
       plot.current?.setSize({ width: Math.max(200, el.clientWidth), height: 140 }),
     )
