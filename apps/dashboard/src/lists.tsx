@@ -87,7 +87,8 @@ export function TemplatesPage({ session }: { session: Session }) {
           columns={[
             { header: 'Name', cell: (t) => t.name },
             { header: 'Version', cell: (t) => t.version ?? 'built-in' },
-            { header: 'Ready', cell: (t) => (t.ready ? 'yes' : 'building') },
+            // not ready: no build runs; the first sandbox started from it builds it
+            { header: 'Ready', cell: (t) => (t.ready ? 'yes' : 'built on first use') },
             {
               header: 'Defaults',
               class: 'wide',

@@ -16,16 +16,31 @@ function sessionOf(apiKey: string, admin: boolean): Session {
   return { conn, client: new ForkboxClient(conn), admin }
 }
 
-/** Checks the key against the server: throws the SDK's error (UNAUTHENTICATED, ...) when it is refused. */
+/** A character no key has: an HTTP header carries printable ASCII only (keys are `fbx_` and hex). */
+const NOT_IN_A_KEY = /[^\x21-\x7e]/u
+
+/** Why `apiKey` cannot be a key (it would never reach the server as one), or null when it may be. */
+export function malformedKey(apiKey: string): string | null {
+  const bad = NOT_IN_A_KEY.exec(apiKey)
+  if (!bad) return null
+  const char = bad[0]
+  const code = `U+${(char.codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0')}`
+  const shown = /\s/u.test(char) ? `a space (${code})` : `"${char}" (${code})`
+  const at = [...apiKey.slice(0, bad.index)].length + 1
+  return `That API key is malformed: character ${at} is ${shown}, and a key has only ASCII letters, digits and symbols (fbx_…). Copy it again from where it was issued.`
+}
+
+/**
+ * Checks the key against the server: throws the SDK's error (UNAUTHENTICATED, ...) when it is refused.
+ * The key's own record (`GET /v1/keys/me`, which any key may read) proves it and says whether it is the
+ * admin's, so a tenant's sign-in asks nothing it is refused.
+ */
 export async function signIn(apiKey: string): Promise<Session> {
-  const probe = sessionOf(apiKey, false)
-  await probe.client.templates.list() // any key may list templates: proves the key
-  const admin = await probe.client.keys.list().then(
-    () => true,
-    () => false,
-  )
+  const malformed = malformedKey(apiKey)
+  if (malformed) throw new Error(malformed)
+  const me = await sessionOf(apiKey, false).client.keys.get('me')
   sessionStorage.setItem(KEY, apiKey)
-  return sessionOf(apiKey, admin)
+  return sessionOf(apiKey, me.admin)
 }
 
 export async function restore(): Promise<Session | null> {
