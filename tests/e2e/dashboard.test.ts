@@ -1,7 +1,9 @@
 // The web dashboard in a real browser (Debian's Chromium through playwright-core) against a real
 // server with real sandboxes: sign in, create, a terminal, a cell that plots, fork ×2 and kill seen
-// live, a wrong key, a non-admin key; screenshots of each page at a laptop's and a phone's size
-// (artifacts in .forkbox-test/screenshots, not committed) and an axe-core scan of each.
+// live, a wrong key, a malformed key, a non-admin key, an unknown id after another sandbox's page,
+// the list's actions at a phone's width and with long metadata, a flat memory chart's labels;
+// screenshots of each page at a laptop's and a phone's size (artifacts in
+// .forkbox-test/screenshots, not committed) and an axe-core scan of each.
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { mkdirSync, readFileSync } from 'node:fs'
@@ -89,6 +91,14 @@ describe('dashboard', () => {
     await page.getByRole('button', { name: 'Sign in' }).click()
     await page.getByRole('alert').filter({ hasText: 'UNAUTHENTICATED' }).waitFor()
     assert.equal(await page.getByRole('heading', { name: 'Sandboxes' }).count(), 0)
+    // a key no header can carry is called malformed, not an unreachable server
+    await page.getByLabel('API key').fill(`${host().conn.apiKey.slice(0, 8)}é${host().conn.apiKey.slice(8)}`)
+    await page.getByRole('button', { name: 'Sign in' }).click()
+    const malformed = page.getByRole('alert').filter({ hasText: 'malformed' })
+    await malformed.waitFor()
+    assert.match((await malformed.textContent()) ?? '', /character 9 is "é" \(U\+00E9\)/)
+    assert.doesNotMatch((await malformed.textContent()) ?? '', /CONNECTION_ERROR/)
+    await look(page, 'signin-malformed')
     // the browser itself reports the 401 it was answered as a console error: the only one allowed
     assert.deepEqual(
       errors.filter((e) => !/status of 401/.test(e)),
@@ -213,11 +223,21 @@ describe('dashboard', () => {
     await page.locator(`tr[data-sandbox="${id}"]`).getByRole('button', { name: 'Snapshot' }).click()
     const client = new ForkboxClient(host().conn)
     await until('the snapshot is taken', async () => (await client.snapshots.list()).length === 1)
+    // and the page says so, naming the snapshot
+    const [snapshot] = await client.snapshots.list()
+    await page
+      .getByRole('status')
+      .filter({ hasText: `Snapshot ${snapshot?.id} taken of ${id}` })
+      .waitFor({ timeout: 10_000 })
 
-    // kill one fork from the list: its state changes without a reload
+    // kill one fork from the list: it leaves the running ones without a reload, and shows as killed
+    // among the ended
     const fork = page.locator(`tr[data-sandbox="${forks[0]}"]`)
     await fork.getByRole('button', { name: 'Kill' }).click()
+    await fork.waitFor({ state: 'detached', timeout: 30_000 })
+    await page.getByLabel(/Show ended/).check()
     await fork.locator('[data-state="killed"]').waitFor({ timeout: 30_000 })
+    await page.getByLabel(/Show ended/).uncheck()
     assert.equal((await Sandbox.connect(forks[0] as string, host().conn).then((s) => s.getInfo())).state, 'killed')
 
     // a template of this key's: its build and the build's log are on the Templates page
@@ -233,6 +253,8 @@ describe('dashboard', () => {
       await page.getByRole('heading', { name: heading }).waitFor()
       if (heading === 'Templates') {
         await page.getByRole('cell', { name: 'code-interpreter' }).first().waitFor()
+        // a template not built yet is built by the first sandbox of it: nothing is "building"
+        assert.equal(await page.getByRole('cell', { name: 'building', exact: true }).count(), 0)
         await page
           .getByRole('row', { name: /dash-tpl/ })
           .getByRole('button', { name: 'Builds' })
@@ -271,11 +293,111 @@ describe('dashboard', () => {
     // the key is gone from the tab: a reload asks for it again
     await page.reload()
     await page.getByLabel('API key').waitFor()
-    // probing the keys list as a tenant is answered 403, which the browser logs
+    // signing in asks only what any key may read (its own record): nothing refused, nothing logged
+    assert.deepEqual(errors, [])
+    await page.close()
+  })
+
+  it("an unknown id after a sandbox's page shows a not-found and nothing of the sandbox before", async () => {
+    const a = await Sandbox.create({ ...host().conn, template: 'code-interpreter', ttlSeconds: 600 })
+    const errors: string[] = []
+    const page = await openPage(errors)
+    // a memory that barely changes (135.275 to 135.285 MiB): its axis labels keep every digit
+    await page.route(`**/v1/sandboxes/${a.id}/metrics`, (route) => {
+      const now = Date.now()
+      const samples = Array.from({ length: 8 }, (_, i) => ({
+        at: new Date(now - (7 - i) * 5000).toISOString(),
+        cpuSeconds: i * 0.01,
+        memoryBytes: Math.round((135.275 + (i % 3) * 0.005) * 1024 ** 2),
+        networkRxBytes: 0,
+        networkTxBytes: 0,
+      }))
+      return route.fulfill({ json: { samples, diskBytes: null, diskLimitBytes: 1024 ** 3 } })
+    })
+    await signIn(page, host().conn.apiKey)
+    await page.getByRole('heading', { name: 'Sandboxes' }).waitFor()
+    await page.goto(`${host().conn.url}/#/sandbox/${a.id}`)
+    await page.getByText('terminal 1: connected').waitFor({ timeout: 30_000 })
+    const memory = page.getByRole('img', { name: 'Memory over time' })
+    await page.waitForFunction(() => document.querySelector('[aria-label="Memory over time"][data-y-labels]'))
+    const labels = ((await memory.getAttribute('data-y-labels')) ?? '').split(' ')
+    assert.ok(labels.length >= 2, `memory axis labels: ${labels}`)
+    for (const label of labels) assert.match(label, /^13[45](\.\d+)?$/, `memory axis labels: ${labels}`)
+    assert.equal(new Set(labels).size, labels.length, `memory axis labels: ${labels}`)
+    await page.locator('section[aria-label="usage"]').screenshot({ path: join(shots, 'chart-flat-memory.png') })
+
+    // the same tab goes to an id that does not exist: a not-found, and nothing of A to act on
+    await page.goto(`${host().conn.url}/#/sandbox/sbx-00000000000000000000`)
+    await page.getByRole('heading', { name: 'sbx-00000000000000000000' }).waitFor()
+    await page.getByRole('alert').filter({ hasText: 'SANDBOX_NOT_FOUND' }).waitFor()
+    for (const name of ['Kill', 'Hibernate', 'Snapshot', 'Fork', 'Run'])
+      assert.equal(await page.getByRole('button', { name, exact: true }).count(), 0, `a ${name} button`)
+    assert.equal(await page.getByTestId('terminal 1').count(), 0, 'a terminal')
+    assert.equal(await page.getByLabel('upload files').count(), 0, 'a file browser')
+    assert.equal(await page.locator('[data-state]').count(), 0, 'a state')
+    assert.equal(await page.getByText(a.id).count(), 0, "A's id")
+    await look(page, 'sandbox-not-found')
+    assert.equal((await a.getInfo()).state, 'running')
+    // the browser logs the not-found answer itself: the only error allowed
     assert.deepEqual(
-      errors.filter((e) => !/status of 403/.test(e)),
+      errors.filter((e) => !/status of 404/.test(e)),
       [],
     )
     await page.close()
+    await a.kill()
+  })
+
+  it('the list: actions in reach at a phone and with long metadata, ended sandboxes behind a filter', async () => {
+    const meta = { note: 'x'.repeat(50) }
+    const live = await Sandbox.create({ ...host().conn, template: 'code-interpreter', metadata: meta })
+    const dead = await Sandbox.create({ ...host().conn, template: 'code-interpreter', metadata: meta })
+    await dead.kill()
+    const errors: string[] = []
+    const page = await openPage(errors)
+    await signIn(page, host().conn.apiKey)
+    await page.getByRole('heading', { name: 'Sandboxes' }).waitFor()
+    const row = page.locator(`tr[data-sandbox="${live.id}"]`)
+    await row.locator('[data-state="running"]').waitFor()
+    // the killed one is not in the default list; the filter shows it, after the running ones
+    assert.equal(await page.locator(`tr[data-sandbox="${dead.id}"]`).count(), 0)
+    for (const [size, viewport] of Object.entries(VIEWPORTS)) {
+      await page.setViewportSize(viewport)
+      // scroll the page (never sideways) to the row, then every action is on the screen
+      await row.evaluate((el) => window.scrollTo(0, el.getBoundingClientRect().top + window.scrollY - 80))
+      assert.equal(await page.evaluate(() => window.scrollX), 0)
+      assert.equal(await page.locator('section.table-wrap').evaluate((el) => el.scrollLeft), 0)
+      for (const name of ['Fork', 'Hibernate', 'Snapshot', 'Kill']) {
+        const button = row.getByRole('button', { name, exact: true })
+        assert.ok(await button.isVisible(), `${name} at ${size}`)
+        const box = await button.boundingBox()
+        assert.ok(box, `${name} at ${size}`)
+        assert.ok(
+          box.x >= 0 && box.y >= 0 && box.x + box.width <= viewport.width && box.y + box.height <= viewport.height,
+          `${name} at ${size} is at ${JSON.stringify(box)}`,
+        )
+        // and nothing covers it: a click there lands on it
+        const hit = await button.evaluate((el) => {
+          const r = el.getBoundingClientRect()
+          return el.contains(document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2))
+        })
+        assert.ok(hit, `${name} at ${size} is covered`)
+      }
+      // the id reads on one line
+      const link = await row.getByRole('link', { name: live.id }).boundingBox()
+      assert.ok(link && link.height < 30, `the id at ${size} is ${link?.height} px tall`)
+    }
+    await page.setViewportSize(VIEWPORTS.laptop)
+    await look(page, 'sandboxes-long-metadata')
+    await page.getByLabel(/Show ended/).check()
+    await page.locator(`tr[data-sandbox="${dead.id}"] [data-state="killed"]`).waitFor()
+    const states = await page
+      .locator('tr[data-sandbox] [data-state]')
+      .evaluateAll((els) => els.map((e) => e.getAttribute('data-state')))
+    assert.equal(states[0], 'running', `the list's order: ${states}`)
+    assert.ok(states.indexOf('killed') > states.lastIndexOf('running'), `the list's order: ${states}`)
+    await look(page, 'sandboxes-ended')
+    assert.deepEqual(errors, [])
+    await page.close()
+    await live.kill()
   })
 })
