@@ -102,6 +102,25 @@ describe('the API reference (/docs)', () => {
     assert.equal((await get(url, { 'accept-encoding': 'br', 'if-none-match': gz })).res.status, 200)
   })
 
+  it("reads /openapi.json's document, encoded once, revalidated by its tag", async () => {
+    assert.ok(
+      Buffer.from((await get('/docs')).body)
+        .toString()
+        .includes("url: '/docs/openapi.json'"),
+    )
+    const doc = Buffer.from((await get('/openapi.json')).body)
+    const { res, body } = await get('/docs/openapi.json', { 'accept-encoding': 'gzip, deflate, br' })
+    assert.equal(res.headers.get('content-encoding'), 'br')
+    assert.equal(res.headers.get('content-type'), 'application/json')
+    assert.equal(res.headers.get('cache-control'), 'no-cache')
+    assert.ok(brotliDecompressSync(body).equals(doc), 'the same document')
+    assert.ok(body.length < doc.length / 10, `${body.length} of ${doc.length} bytes`)
+    const gz = await get('/docs/openapi.json', { 'accept-encoding': 'gzip' })
+    assert.ok(gunzipSync(gz.body).equals(doc))
+    const etag = res.headers.get('etag') ?? ''
+    assert.equal((await get('/docs/openapi.json', { 'accept-encoding': 'br', 'if-none-match': etag })).res.status, 304)
+  })
+
   it('keeps an old version’s URL, or none, revalidating; sends a PNG as it is; refuses other files', async () => {
     assert.equal((await get('/docs/assets/swagger-ui.css?v=0.0.1')).res.headers.get('cache-control'), 'no-cache')
     assert.equal((await get('/docs/assets/swagger-ui.css')).res.headers.get('cache-control'), 'no-cache')

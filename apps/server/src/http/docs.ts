@@ -2,12 +2,13 @@
 // self-hosted server may have no internet) over /openapi.json. Public, as /openapi.json is: it
 // describes the API and holds no secrets; "Authorize" takes a key for "Try it out". Its assets go
 // out brotli- or gzip-encoded, made once per process (static-files.ts), under URLs that carry
-// swagger-ui-dist's version, so that a browser keeps them until an upgrade.
+// swagger-ui-dist's version, so that a browser keeps them until an upgrade; the document it reads
+// is /openapi.json's, encoded once too (it is over a megabyte as generated).
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { AppError } from '@forkbox/protocol'
 import type { App } from './env.ts'
-import { loadStaticFile, staticResponse } from './static-files.ts'
+import { loadStaticFile, type StaticFile, staticFileOf, staticResponse } from './static-files.ts'
 
 const ASSETS: Record<string, string> = {
   'swagger-ui.css': 'text/css; charset=utf-8',
@@ -28,7 +29,7 @@ const page = (version: string) => `<!doctype html>
 <div id="reference"></div>
 <script src="/docs/assets/swagger-ui-bundle.js?v=${version}"></script>
 <script>
-SwaggerUIBundle({ url: '/openapi.json', dom_id: '#reference', deepLinking: true, tryItOutEnabled: false })
+SwaggerUIBundle({ url: '/docs/openapi.json', dom_id: '#reference', deepLinking: true, tryItOutEnabled: false })
 </script>
 </body>
 </html>
@@ -43,6 +44,19 @@ export function registerDocs(app: App): void {
   app.get('/docs', (c) => {
     c.header('cache-control', 'no-cache')
     return c.html(html)
+  })
+  // the same document as /openapi.json, which the routes fix at start: generated and encoded once
+  let spec: Promise<StaticFile> | undefined
+  app.get('/docs/openapi.json', async (c) => {
+    spec ??= Promise.resolve(app.request('/openapi.json')).then(async (res) => {
+      if (!res.ok) throw new AppError('INTERNAL', `the OpenAPI document answered ${res.status}`)
+      return staticFileOf(new Uint8Array(await res.arrayBuffer()), 'application/json')
+    })
+    const file = await spec.catch((err: unknown) => {
+      spec = undefined
+      throw err
+    })
+    return staticResponse(c, file, { cacheControl: 'no-cache', headers: { 'x-content-type-options': 'nosniff' } })
   })
   app.get('/docs/assets/:file', async (c) => {
     const file = c.req.param('file')

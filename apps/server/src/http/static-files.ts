@@ -83,19 +83,33 @@ export async function loadStaticFile(path: string, type: string): Promise<Static
 
 async function readStaticFile(path: string, type: string, mtimeMs: number): Promise<StaticFile> {
   const identity = new Uint8Array(await readFile(path))
+  return staticFileOf(identity, type, (encoding) => built(`${path}${SUFFIX[encoding]}`, mtimeMs))
+}
+
+/**
+ * `identity` as a static file of `type`, its encodings taken from `built` where it has them and
+ * made here otherwise: call it once per body, not per request.
+ */
+export async function staticFileOf(
+  identity: Uint8Array<ArrayBuffer>,
+  type: string,
+  built: (encoding: 'br' | 'gzip') => Promise<Buffer | null> = async () => null,
+): Promise<StaticFile> {
   const etag = createHash('sha256').update(identity).digest('base64url').slice(0, 22)
   const bodies: StaticFile['bodies'] = { identity }
   if (identity.length >= MIN_COMPRESSED_BYTES && COMPRESSIBLE.test(type)) {
     const [br, gz] = await Promise.all([
-      builtOr(`${path}${SUFFIX.br}`, mtimeMs, () =>
-        compressBrotli(identity, {
-          params: {
-            [constants.BROTLI_PARAM_QUALITY]: BROTLI_QUALITY,
-            [constants.BROTLI_PARAM_SIZE_HINT]: identity.length,
-          },
-        }),
+      built('br').then(
+        (body) =>
+          body ??
+          compressBrotli(identity, {
+            params: {
+              [constants.BROTLI_PARAM_QUALITY]: BROTLI_QUALITY,
+              [constants.BROTLI_PARAM_SIZE_HINT]: identity.length,
+            },
+          }),
       ),
-      builtOr(`${path}${SUFFIX.gzip}`, mtimeMs, () => compressGzip(identity, { level: 9 })),
+      built('gzip').then((body) => body ?? compressGzip(identity, { level: 9 })),
     ])
     bodies.br = new Uint8Array(br)
     bodies.gzip = new Uint8Array(gz)
@@ -103,11 +117,10 @@ async function readStaticFile(path: string, type: string, mtimeMs: number): Prom
   return { type, bodies, etag }
 }
 
-/** The build's encoded copy at `path` when it is at least as new as the file, else `make()`'s. */
-async function builtOr(path: string, mtimeMs: number, make: () => Promise<Buffer>): Promise<Buffer> {
+/** The build's encoded copy at `path` when it is at least as new as the file, else null. */
+async function built(path: string, mtimeMs: number): Promise<Buffer | null> {
   const info = await stat(path).catch(() => null)
-  const body = info && info.mtimeMs >= mtimeMs ? await readFile(path).catch(() => null) : null
-  return body ?? make()
+  return info && info.mtimeMs >= mtimeMs ? await readFile(path).catch(() => null) : null
 }
 
 /** `file` in the encoding the request accepts, or 304 when the client holds that body already. */
