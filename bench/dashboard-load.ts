@@ -1,8 +1,9 @@
 // A first load of the web dashboard and of the API reference (/docs) in Chromium, each in a fresh
 // browser context (an empty cache): the encoded bytes moved (CDP's encodedDataLength, headers
 // included) and the time to something a user can use (the sign-in form visible; /docs' operations
-// rendered), p50/p99 over `--loads` loads. Not a test: it asserts nothing.
-//   node --import tsx bench/dashboard-load.ts [--loads 10] [--out FILE]
+// rendered), p50/p99 over `--loads` loads, on loopback and on a 4 Mbit/s, 80 ms link (CDP's
+// network emulation; `--no-slow-link` skips it). Not a test: it asserts nothing.
+//   node --import tsx bench/dashboard-load.ts [--loads 10] [--no-slow-link] [--out FILE]
 // It measures the dashboard as built in this checkout (`npm run build -w apps/dashboard`). Before
 // and after a change: run it in a git worktree of each commit, as bench/before-after.ts sets one up
 // (node_modules hard-linked in, this script copied in), after building the dashboard there.
@@ -12,6 +13,11 @@ const arg = (name: string) => (process.argv.includes(name) ? process.argv[proces
 const LOADS = Number(arg('--loads') ?? 10)
 
 type Samples = Record<string, number[]>
+
+// loopback moves any size at once: the loads are timed again on a mediocre mobile link, which
+// Chromium applies to the bytes as they come over the wire (encoded)
+const SLOW_LINK = { offline: false, latency: 80, downloadThroughput: 4e6 / 8, uploadThroughput: 1e6 / 8 }
+const SLOW_LINK_NAME = 'a 4 Mbit/s, 80 ms link'
 
 function pct(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b)
@@ -42,12 +48,13 @@ async function measureHere(): Promise<{ samples: Samples; notes: Record<string, 
     const load = async (
       path: string,
       ready: (page: import('playwright-core').Page) => Promise<unknown>,
-      reload = false,
+      { reload = false, slow = false } = {},
     ) => {
       const context = await browser.newContext()
       const page = await context.newPage()
       const cdp = await context.newCDPSession(page)
       await cdp.send('Network.enable')
+      if (slow) await cdp.send('Network.emulateNetworkConditions', SLOW_LINK)
       const urls = new Map<string, { url: string; encoding: string; status: number }>()
       let bytes = 0
       cdp.on('Network.responseReceived', (e) =>
@@ -95,11 +102,21 @@ async function measureHere(): Promise<{ samples: Samples; notes: Record<string, 
     await load('/', signInVisible)
 
     for (let i = 0; i < LOADS; i++) {
-      const dash = await load('/', signInVisible, true)
+      const dash = await load('/', signInVisible, { reload: true })
       add('dashboard: time to sign-in form visible (ms)', dash.ms)
       add('dashboard: encoded bytes, first load (KiB)', dash.bytes / 1024)
       add('dashboard: encoded bytes, reload in the same context (KiB)', (dash.again ?? Number.NaN) / 1024)
       const docs = await load('/docs', operationsRendered)
+      if (!process.argv.includes('--no-slow-link')) {
+        add(
+          `dashboard on ${SLOW_LINK_NAME}: time to sign-in form visible (ms)`,
+          (await load('/', signInVisible, { slow: true })).ms,
+        )
+        add(
+          `/docs on ${SLOW_LINK_NAME}: time to operations rendered (ms)`,
+          (await load('/docs', operationsRendered, { slow: true })).ms,
+        )
+      }
       add('/docs: time to operations rendered (ms)', docs.ms)
       add('/docs: encoded bytes, first load (KiB)', docs.bytes / 1024)
       if (i === 0) {
