@@ -9,6 +9,8 @@ export const SandboxIdParam = z.object({ id: z.string().min(1).max(64) })
  * the one registry, errors.ts), so the reference lists all of them; the example is the body's shape.
  */
 type ErrorStatus = (typeof errorStatus)[keyof typeof errorStatus]
+/** The error body, once in the document's components: each operation's responses refer to it. */
+const NamedErrorBody = ErrorBody.meta({ id: 'Error' })
 interface ErrorResponse {
   description: string
   content: { 'application/json': { schema: typeof ErrorBody; example: ErrorBody } }
@@ -23,7 +25,7 @@ function errorResponsesOf(): Record<ErrorStatus, ErrorResponse> {
     const example = { error: { code, message: 'what went wrong, in words', requestId: 'req_5f1c9a0b2d3e4f60' } }
     responses[status] = {
       description: `Error: ${codes.map((c) => `\`${c}\``).join(', ')}`,
-      content: { 'application/json': { schema: ErrorBody, example } },
+      content: { 'application/json': { schema: NamedErrorBody, example } },
     }
   }
   // every status of errorStatus is a key: each came from one of its codes
