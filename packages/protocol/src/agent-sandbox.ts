@@ -10,6 +10,7 @@ import type {
   GuestProcessOp,
   GuestProcessOps,
 } from './guest-ops.ts'
+import { methodCalls } from './method-calls.ts'
 import type { CodeResult, ExecutionError, FileEntry, WatchEnd, WatchEvent } from './schemas.ts'
 
 export interface GuestExecRequest {
@@ -175,15 +176,9 @@ export type AgentSandboxMethod = (typeof agentSandboxMethods)[number]
 type Unlisted = Exclude<keyof AgentSandbox, AgentSandboxMethod>
 export const agentSandboxMethodsComplete: [Unlisted] extends [never] ? true : never = true
 
-/**
- * An `AgentSandbox` whose every method is `call` of its name with its arguments: how a remote
- * agent, a fleet and a local agent each make the handle from one function, signatures never
- * restated (the one cast is here, checked by the list's `satisfies` and the check above).
- */
+/** An `AgentSandbox` whose every method is `call` of its name with its arguments (the remote agent, the fleet, the local agent). */
 export function agentSandboxCalls(
   call: (method: AgentSandboxMethod, args: unknown[]) => Promise<unknown>,
 ): AgentSandbox {
-  const calls: Partial<Record<AgentSandboxMethod, (...args: unknown[]) => Promise<unknown>>> = {}
-  for (const method of agentSandboxMethods) calls[method] = (...args: unknown[]) => call(method, args)
-  return calls as AgentSandbox
+  return methodCalls<AgentSandbox, AgentSandboxMethod>(agentSandboxMethods, call)
 }

@@ -2,6 +2,7 @@
 // through this interface, so an HTTP client for a remote agent can stand in for the local one.
 import type { AgentSandbox } from './agent-sandbox.ts'
 import type { SandboxErrorReason } from './errors.ts'
+import { methodCalls } from './method-calls.ts'
 import type { ResolvedResources } from './schemas.ts'
 import type { TemplateInfo } from './templates.ts'
 
@@ -359,17 +360,11 @@ export type AgentRemoteMethod = (typeof agentRemoteMethods)[number]
 /** `AgentApi`'s remote methods, with their signatures as `AgentApi` gives them. */
 export type AgentRemoteCalls = Pick<AgentApi, AgentRemoteMethod>
 
-/**
- * `AgentApi`'s remote methods, each a `call` of its name with its arguments: the client side of
- * the seam made from the list, its signatures never restated (the one cast is here, checked by
- * the list's `satisfies` and the completeness check below).
- */
+/** `AgentApi`'s remote methods, each a `call` of its name with its arguments: the client side of the seam. */
 export function agentRemoteCalls(
   call: (method: AgentRemoteMethod, args: unknown[]) => Promise<unknown>,
 ): AgentRemoteCalls {
-  const calls: Partial<Record<AgentRemoteMethod, (...args: unknown[]) => Promise<unknown>>> = {}
-  for (const method of agentRemoteMethods) calls[method] = (...args: unknown[]) => call(method, args)
-  return calls as AgentRemoteCalls
+  return methodCalls<AgentApi, AgentRemoteMethod>(agentRemoteMethods, call)
 }
 
 /** Fails to compile when `AgentApi` gains a method the list above does not carry. */
